@@ -1,0 +1,96 @@
+"""One loader per annotation format, a registry of them, and format detection.
+
+``load_corpus(path)`` picks the loader from the file's name and content; ``format=`` forces one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from momentsearch.data.corpus import Corpus
+from momentsearch.data.loaders.activitynet import load_activitynet
+from momentsearch.data.loaders.charades_sta import load_charades_sta
+from momentsearch.data.loaders.didemo import load_didemo
+from momentsearch.data.loaders.jsonl import load_jsonl_corpus, write_jsonl_corpus
+from momentsearch.data.loaders.tacos import load_tacos
+from momentsearch.data.loaders.tvr import load_tvr
+from momentsearch.errors import AnnotationError
+
+FORMATS: dict[str, Callable[..., Corpus]] = {
+    "tvr": load_tvr,
+    "charades-sta": load_charades_sta,
+    "didemo": load_didemo,
+    "activitynet": load_activitynet,
+    "tacos": load_tacos,
+    "jsonl": load_jsonl_corpus,
+}
+
+CORPUS_FILE_IN_DIR = "corpus.jsonl"  # a synthetic benchmark folder holds its corpus here
+
+
+def detect_format(path: str | Path) -> str:
+    """Guess the format from the file name and its first record."""
+    p = Path(path)
+    if p.is_dir():
+        if (p / CORPUS_FILE_IN_DIR).exists():
+            return "jsonl"
+        raise AnnotationError(p, f"a folder, but it has no {CORPUS_FILE_IN_DIR}; name an annotation file")
+    if not p.exists():
+        raise AnnotationError(p, "file not found")
+    suffix = p.suffix.lower()
+    if suffix == ".txt":
+        return "charades-sta"
+    if suffix == ".jsonl":
+        with open(p, encoding="utf-8") as fh:
+            first = next((ln for ln in fh if ln.strip()), "")
+        try:
+            rec = json.loads(first) if first else {}
+        except json.JSONDecodeError as e:
+            raise AnnotationError(p, f"invalid JSON: {e.msg}", line=1) from None
+        if isinstance(rec, dict) and "record" in rec:
+            return "jsonl"
+        if isinstance(rec, dict) and ("desc_id" in rec or "vid_name" in rec):
+            return "tvr"
+        raise AnnotationError(p, "a .jsonl file that is neither momentsearch's corpus format nor TVR's", line=1)
+    if suffix == ".json":
+        from momentsearch.data.loaders._common import read_json
+
+        data = read_json(p)
+        if isinstance(data, list):
+            return "didemo"
+        first = next(iter(data.values()), None) if isinstance(data, dict) else None
+        if isinstance(first, dict):
+            if "fps" in first or "num_frames" in first:
+                return "tacos"
+            if "timestamps" in first and "duration" in first:
+                return "activitynet"
+            if "test_public" in data or all(isinstance(v, list) for v in first.values()):
+                raise AnnotationError(p, "this is TVR's video2dur file, not a query file; load the tvr_*_release.jsonl")
+    raise AnnotationError(p, "cannot tell the format; pass --format tvr|charades-sta|didemo|activitynet|tacos|jsonl")
+
+
+def load_corpus(path: str | Path, format: str | None = None, **kwargs: object) -> Corpus:
+    """Load any supported annotation file (or a synthetic benchmark folder)."""
+    p = Path(path)
+    fmt = format or detect_format(p)
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {sorted(FORMATS)}")
+    if p.is_dir():
+        p = p / CORPUS_FILE_IN_DIR
+    return FORMATS[fmt](p, **kwargs)
+
+
+__all__ = [
+    "FORMATS",
+    "detect_format",
+    "load_corpus",
+    "load_activitynet",
+    "load_charades_sta",
+    "load_didemo",
+    "load_jsonl_corpus",
+    "load_tacos",
+    "load_tvr",
+    "write_jsonl_corpus",
+]

@@ -1,0 +1,109 @@
+"""Helpers shared by the loaders: JSON reading and field checks that name file and line."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from momentsearch.data.corpus import Span, clean_span
+from momentsearch.errors import AnnotationError
+
+SPLIT_WORDS = ("test_public", "test_challenge", "train", "val", "test")
+
+
+def infer_split(path: Path) -> str | None:
+    """'charades_sta_train.txt' -> 'train', 'tvr_test_public_release.jsonl' -> 'test_public'."""
+    stem = path.name.lower()
+    for word in SPLIT_WORDS:
+        if re.search(rf"(^|[^a-z]){word}([^a-z]|$)", stem):
+            return word
+    return None
+
+
+def require_file(path: str | Path) -> Path:
+    p = Path(path)
+    if not p.exists():
+        raise AnnotationError(p, "file not found")
+    if p.is_dir():
+        raise AnnotationError(p, "is a directory, expected an annotation file")
+    return p
+
+
+def read_json(path: Path) -> Any:
+    text = path.read_text(encoding="utf-8")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise AnnotationError(path, f"invalid JSON: {e.msg} (column {e.colno})", line=e.lineno) from None
+
+
+def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (line number, record) for every non-blank line; a bad line names its number."""
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise AnnotationError(path, f"invalid JSON: {e.msg} (column {e.colno})", line=lineno) from None
+            if not isinstance(rec, dict):
+                raise AnnotationError(path, f"expected a JSON object, got {type(rec).__name__}", line=lineno)
+            yield lineno, rec
+
+
+def line_of_key(path: Path, key: str) -> int | None:
+    """The line where a top-level JSON key first appears (for errors in dict-shaped files)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    pos = text.find(json.dumps(key))
+    return None if pos < 0 else text.count("\n", 0, pos) + 1
+
+
+def get_field(rec: dict[str, Any], key: str, kind: type | tuple[type, ...], err: Any) -> Any:
+    """``rec[key]`` checked against ``kind``; ``err(msg)`` builds the error to raise."""
+    if key not in rec:
+        raise err(f"missing field {key!r}")
+    val = rec[key]
+    if kind in (float, (int, float)):
+        if isinstance(val, bool) or not isinstance(val, (int, float)) or not math.isfinite(val):
+            raise err(f"field {key!r} must be a finite number, got {val!r}")
+        return float(val)
+    if not isinstance(val, kind) or isinstance(val, bool) and kind is int:
+        raise err(f"field {key!r} must be {getattr(kind, '__name__', kind)}, got {type(val).__name__} {val!r}")
+    return val
+
+
+def parse_span(raw: Any, duration: float | None, err: Any) -> tuple[Span, list[str]]:
+    """A [start, end] pair -> cleaned span plus the names of quirks that were corrected."""
+    if (
+        not isinstance(raw, (list, tuple))
+        or len(raw) != 2
+        or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in raw)
+    ):
+        raise err(f"span must be [start, end] with two finite numbers, got {raw!r}")
+    st, ed = float(raw[0]), float(raw[1])
+    quirks = []
+    if st > ed:
+        quirks.append("start_after_end")
+    if duration is not None and max(st, ed) > duration + 1e-9:
+        quirks.append("end_after_duration")
+    if min(st, ed) < 0:
+        quirks.append("negative_start")
+    span, _ = clean_span(st, ed, duration)
+    return span, quirks
+
+
+def moment_meta(raw_spans: list[list[float]], quirks: list[str], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Meta of a loaded moment: the raw annotated spans are kept when cleaning changed them."""
+    meta: dict[str, Any] = dict(extra or {})
+    if quirks:
+        meta["quirks"] = sorted(set(quirks))
+        meta["raw_spans"] = raw_spans
+    return meta

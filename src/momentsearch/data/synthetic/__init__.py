@@ -1,0 +1,17 @@
+"""A synthetic VCMR benchmark with exhaustive many-to-many ground truth (see ``generator`` and ``oracle``)."""
+
+from momentsearch.data.synthetic.benchmark import SyntheticBenchmark, generate
+from momentsearch.data.synthetic.concepts import Inventory
+from momentsearch.data.synthetic.config import PRESETS, OracleWeights, SyntheticConfig, load_preset
+from momentsearch.data.synthetic.oracle import SyntheticOracle
+
+__all__ = [
+    "PRESETS",
+    "Inventory",
+    "OracleWeights",
+    "SyntheticBenchmark",
+    "SyntheticConfig",
+    "SyntheticOracle",
+    "generate",
+    "load_preset",
+]

@@ -1,0 +1,166 @@
+"""Write a synthetic benchmark to a folder, in the same formats as the real data, and read it back.
+
+Folder layout::
+
+    benchmark.yaml                  the config used, the stats, the format version
+    concepts.json                   the concept inventory and the oracle's weights
+    corpus.jsonl                    momentsearch's generic corpus (events and concepts in meta)
+    tvr/tvr_<split>_release.jsonl   the same queries in TVR's format (desc_id, desc, vid_name, ...)
+    tvr/tvr_video2dur_idx.json      TVR's corpus file: {split: {vid: [duration, index]}}
+    tvr/tvqa_preprocessed_subtitles.jsonl   subtitles in TVR/TVQA's format
+    features/visual.h5              fp16 (clips, feature_dim), one dataset per video id
+    features/subtitle.h5            fp16 (clips, subtitle_dim), when subtitles are on
+
+Every file is written atomically; a run that dies leaves no half-written file in place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from tqdm import tqdm
+
+from momentsearch.config import from_dict, to_dict
+from momentsearch.data.corpus import Corpus, Moment, Subtitle, Video
+from momentsearch.data.features import FeatureStore, HDF5FeatureWriter
+from momentsearch.data.loaders.jsonl import load_jsonl_corpus, write_jsonl_corpus
+from momentsearch.data.synthetic.concepts import Inventory
+from momentsearch.data.synthetic.config import SyntheticConfig
+from momentsearch.data.synthetic.generator import SyntheticVideo, World, sample_video, video_features
+from momentsearch.data.synthetic.oracle import SyntheticOracle
+from momentsearch.fileio import atomic_open, write_json, write_jsonl
+
+FORMAT_VERSION = 1
+
+
+def assign_splits(cfg: SyntheticConfig) -> list[str]:
+    """Split of every video index: a seeded permutation cut by the split fractions."""
+    rng = np.random.default_rng([cfg.seed, 0, 1])
+    order = rng.permutation(cfg.n_videos)
+    names = list(cfg.splits)
+    bounds = np.round(np.cumsum([cfg.splits[n] for n in names]) * cfg.n_videos).astype(int)
+    out = [""] * cfg.n_videos
+    start = 0
+    for name, end in zip(names, bounds, strict=True):
+        for i in order[start:end]:
+            out[int(i)] = name
+        start = end
+    return out
+
+
+def _to_corpus_parts(cfg: SyntheticConfig, video: SyntheticVideo, split: str, next_qid: int) -> tuple[Video, list[Moment]]:
+    meta = {
+        "scene": video.scene,
+        "subject": video.subject,
+        "events": [e.to_dict() for e in video.events],
+        "n_distractors": len(video.distractors),
+    }
+    subs = tuple(Subtitle(st, ed, text) for st, ed, text, _, _ in video.subtitles)
+    v = Video(video.video_id, video.duration, split, cfg.clip_length, subs, meta)
+    by_id = {e.event_id: e for e in video.events}
+    moments = []
+    for i, cap in enumerate(video.captions):
+        ev = by_id[cap.event_id]
+        moments.append(Moment(
+            str(next_qid + i), cap.text, video.video_id, ((ev.start, ev.end),), split,
+            "vt" if ev.mentioned else "v", {"event": ev.event_id, "concepts": cap.concepts},
+        ))
+    return v, moments
+
+
+def generate(cfg: SyntheticConfig, out_dir: str | Path, progress: bool = True) -> Path:
+    """Generate the benchmark described by ``cfg`` into ``out_dir``; returns the folder."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    inv = Inventory()
+    world = World(cfg, inv)
+    splits = assign_splits(cfg)
+    videos: list[Video] = []
+    moments: list[Moment] = []
+    feats = out / "features"
+    attrs = {"clip_length": cfg.clip_length}
+    with contextlib.ExitStack() as stack:
+        vis_w = stack.enter_context(HDF5FeatureWriter(feats / "visual.h5", cfg.feature_dim, attrs=attrs))
+        sub_w = stack.enter_context(HDF5FeatureWriter(feats / "subtitle.h5", cfg.subtitle_dim, attrs=attrs)) \
+            if cfg.subtitles else None
+        for i in tqdm(range(cfg.n_videos), desc=f"generating {cfg.name}", unit="video", disable=not progress):
+            sv = sample_video(cfg, world, i)
+            v, ms = _to_corpus_parts(cfg, sv, splits[i], len(moments))
+            videos.append(v)
+            moments.extend(ms)
+            vis, sub = video_features(cfg, world, sv)
+            vis_w.add(sv.video_id, vis)
+            if sub_w is not None and sub is not None:
+                sub_w.add(sv.video_id, sub)
+    corpus = Corpus.from_parts(videos, moments, name=f"synthetic-{cfg.name}")
+    write_jsonl_corpus(corpus, out / "corpus.jsonl")
+    write_tvr_files(corpus, out / "tvr")
+    write_json(out / "concepts.json", {"inventory": inv.to_dict(), "oracle": to_dict(cfg.oracle)})
+    stats = corpus.stats()
+    info = {
+        "format": "momentsearch-synthetic",
+        "version": FORMAT_VERSION,
+        "config": to_dict(cfg),
+        "stats": {k: stats[k] for k in ("n_queries", "n_videos", "splits", "video_duration_s", "span_length_s")},
+        "n_events": sum(len(v.meta["events"]) for v in videos),
+        "seconds_to_generate": round(time.time() - t0, 2),
+    }
+    with atomic_open(out / "benchmark.yaml") as fh:
+        yaml.safe_dump(info, fh, sort_keys=False)
+    return out
+
+
+def write_tvr_files(corpus: Corpus, folder: Path) -> None:
+    """The corpus in TVR's formats, so that ``load_tvr`` reads the synthetic data unchanged."""
+    folder.mkdir(parents=True, exist_ok=True)
+    video2dur: dict[str, dict[str, list[float | int]]] = {}
+    for i, v in enumerate(corpus.videos.values()):
+        video2dur.setdefault(v.split or "all", {})[v.video_id] = [v.duration, i]
+    write_json(folder / "tvr_video2dur_idx.json", video2dur, indent=None)
+    for split in corpus.splits:
+        write_jsonl(folder / f"tvr_{split}_release.jsonl", (
+            {"vid_name": m.video_id, "duration": corpus.videos[m.video_id].duration,  # type: ignore[index]
+             "ts": list(m.span), "desc": m.text, "type": m.query_type, "desc_id": int(m.query_id)}
+            for m in corpus.moments if m.split == split
+        ))
+    write_jsonl(folder / "tvqa_preprocessed_subtitles.jsonl", (
+        {"vid_name": v.video_id, "sub": [{"start": s.start, "end": s.end, "text": s.text} for s in v.subtitles]}
+        for v in corpus.videos.values() if v.subtitles
+    ))
+
+
+@dataclass
+class SyntheticBenchmark:
+    """A generated benchmark folder: corpus, features and oracle."""
+
+    root: Path
+    config: SyntheticConfig
+    corpus: Corpus
+
+    @classmethod
+    def load(cls, root: str | Path) -> SyntheticBenchmark:
+        r = Path(root)
+        meta_path = r / "benchmark.yaml"
+        if not meta_path.is_file():
+            raise FileNotFoundError(f"{r}: not a synthetic benchmark folder (no benchmark.yaml); "
+                                    f"make one with `momentsearch generate --preset default --out {r}`")
+        info: dict[str, Any] = yaml.safe_load(meta_path.read_text(encoding="utf-8"))
+        if info.get("version") != FORMAT_VERSION:
+            raise ValueError(f"{meta_path}: benchmark format version {info.get('version')}, expected {FORMAT_VERSION}")
+        cfg = from_dict(SyntheticConfig, info["config"], str(meta_path))
+        return cls(r, cfg, load_jsonl_corpus(r / "corpus.jsonl"))
+
+    def features(self) -> FeatureStore:
+        sub = self.root / "features" / "subtitle.h5"
+        return FeatureStore(self.root / "features" / "visual.h5", sub if sub.exists() else None)
+
+    def oracle(self, split: str | None = None) -> SyntheticOracle:
+        corpus = self.corpus.split(split) if split else self.corpus
+        return SyntheticOracle(corpus, Inventory(), self.config.oracle)

@@ -1,0 +1,43 @@
+"""Errors a user can act on: each names the file (and line or record) that is wrong."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class MomentSearchError(Exception):
+    """Base class of every error momentsearch raises on purpose."""
+
+
+class AnnotationError(MomentSearchError, ValueError):
+    """A malformed annotation file: names the file and the line (or the record) at fault."""
+
+    def __init__(self, path: str | Path, message: str, line: int | None = None, record: str | None = None):
+        self.path = str(path)
+        self.line = line
+        self.record = record
+        where = self.path
+        if line is not None:
+            where += f":{line}"
+        if record is not None:
+            where += f" (record {record})"
+        super().__init__(f"{where}: {message}")
+
+
+class FeatureError(MomentSearchError, ValueError):
+    """A missing, corrupt or inconsistent feature file or feature array."""
+
+
+class MissingFeatureError(FeatureError, KeyError):
+    """A video id that the feature store does not hold."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class PredictionError(MomentSearchError, ValueError):
+    """A prediction (submission) file that cannot be evaluated as it is."""
+
+
+class ConfigError(MomentSearchError, ValueError):
+    """A configuration file with unknown keys or values of the wrong type."""

@@ -1,0 +1,53 @@
+"""Atomic writes: write to a temporary file beside the target, then rename over it.
+
+A crash or an exception half-way leaves the old file untouched and no temporary behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+
+@contextlib.contextmanager
+def atomic_path(target: str | Path) -> Iterator[Path]:
+    """Yield a temporary path in the target's folder; on success rename it onto ``target``."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+
+
+@contextlib.contextmanager
+def atomic_open(target: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
+    """Open a temporary file for writing; it replaces ``target`` only if the block succeeds."""
+    if "b" in mode:
+        encoding = None
+    with atomic_path(target) as tmp, open(tmp, mode, encoding=encoding) as fh:
+        yield fh
+
+
+def write_json(target: str | Path, obj: Any, indent: int | None = 2) -> None:
+    with atomic_open(target) as fh:
+        json.dump(obj, fh, indent=indent)
+        fh.write("\n")
+
+
+def write_jsonl(target: str | Path, records: Iterable[Any]) -> None:
+    with atomic_open(target) as fh:
+        for rec in records:
+            fh.write(json.dumps(rec, ensure_ascii=False))
+            fh.write("\n")
