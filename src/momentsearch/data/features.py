@@ -287,7 +287,8 @@ class HDF5FeatureWriter:
         if not np.issubdtype(arr.dtype, np.floating) and not np.issubdtype(arr.dtype, np.integer):
             raise FeatureError(f"{where}: features must be numbers, got dtype {arr.dtype}")
         _check_array(arr, self.dim, where)
-        stored = arr.astype(self.dtype)
+        with np.errstate(over="ignore"):
+            stored = arr.astype(self.dtype)
         if not np.isfinite(stored).all():
             raise FeatureError(f"{where}: values overflow {self.dtype} (largest |x| = {np.abs(arr).max():g})")
         if self.dim is None:

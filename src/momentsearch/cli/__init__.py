@@ -1,0 +1,1 @@
+"""The ``momentsearch`` command line."""

@@ -1,0 +1,129 @@
+"""``momentsearch``: the command line. Each command's logic lives in its own module."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from momentsearch.errors import MomentSearchError
+
+app = typer.Typer(
+    help="momentsearch: video corpus moment retrieval with many-to-many graded relevance.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+data_app = typer.Typer(help="Inspect and convert annotation files.", no_args_is_help=True)
+app.add_typer(data_app, name="data")
+
+FORMAT_HELP = "Annotation format: tvr, charades-sta, didemo, activitynet, tacos or jsonl (default: detected)."
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise typer.BadParameter(f"expected comma-separated numbers, got {text!r}") from None
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise typer.BadParameter(f"expected comma-separated integers, got {text!r}") from None
+
+
+@data_app.command("info")
+def data_info(
+    path: Annotated[Path, typer.Argument(help="Annotation file, or a synthetic benchmark folder.")],
+    format: Annotated[Optional[str], typer.Option("--format", "-f", help=FORMAT_HELP)] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Counts of queries, videos and moments, durations and span statistics of an annotation file."""
+    from momentsearch.cli.data_cmd import run_info
+
+    run_info(path, format, as_json)
+
+
+@data_app.command("convert")
+def data_convert(
+    path: Annotated[Path, typer.Argument(help="Annotation file in any supported format.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output .jsonl (momentsearch's generic format).")],
+    format: Annotated[Optional[str], typer.Option("--format", "-f", help=FORMAT_HELP)] = None,
+) -> None:
+    """Convert an annotation file to momentsearch's generic jsonl (lossless round trip)."""
+    from momentsearch.data.loaders import load_corpus, write_jsonl_corpus
+
+    corpus = load_corpus(path, format)
+    write_jsonl_corpus(corpus, out)
+    typer.echo(f"wrote {len(corpus)} queries and {len(corpus.videos)} videos to {out}")
+
+
+@app.command("generate")
+def generate_cmd(
+    preset: Annotated[str, typer.Option("--preset", "-p", help="tiny, default, large, or a YAML config path.")] = "default",
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")] = Path("runs/synthetic-default"),
+    seed: Annotated[Optional[int], typer.Option(help="Override the preset's seed.")] = None,
+    n_videos: Annotated[Optional[int], typer.Option("--n-videos", help="Override the number of videos.")] = None,
+) -> None:
+    """Generate a synthetic benchmark with exhaustive many-to-many ground truth."""
+    import dataclasses
+
+    from momentsearch.data.synthetic import generate, load_preset
+
+    cfg = load_preset(preset)
+    changes = {k: v for k, v in {"seed": seed, "n_videos": n_videos}.items() if v is not None}
+    if changes:
+        cfg = dataclasses.replace(cfg, **changes)
+    root = generate(cfg, out)
+    from momentsearch.data.synthetic import SyntheticBenchmark
+
+    stats = SyntheticBenchmark.load(root).corpus.stats()
+    typer.echo(f"wrote {root}: {stats['n_videos']} videos, {stats['n_queries']} queries, "
+               f"splits { {k: v['n_queries'] for k, v in stats['splits'].items()} }")
+
+
+@app.command("evaluate-predictions")
+def evaluate_predictions(
+    predictions: Annotated[Path, typer.Argument(help="TVR-format submission JSON (video2idx, VCMR, SVMR, VR).")],
+    ground_truth: Annotated[Path, typer.Option("--ground-truth", "-g", help="Ground-truth annotation file.")],
+    format: Annotated[Optional[str], typer.Option("--format", "-f", help=FORMAT_HELP)] = None,
+    iou: Annotated[str, typer.Option(help="tIoU thresholds, comma-separated.")] = "0.3,0.5,0.7",
+    ks: Annotated[str, typer.Option(help="Recall cut-offs k, comma-separated.")] = "1,5,10,100",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON, keyed as TVR's evaluation keys it.")] = False,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Also write the metrics JSON here.")] = None,
+) -> None:
+    """Evaluate a TVR-format prediction file: VR, SVMR and VCMR recall@k at tIoU."""
+    from momentsearch.cli.evaluate_cmd import run_evaluate_predictions
+
+    run_evaluate_predictions(predictions, ground_truth, format, _floats(iou), _ints(ks), as_json, out)
+
+
+@app.command("demo")
+def demo_cmd(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Run folder (benchmark and report).")] = Path("runs/demo"),
+    preset: Annotated[str, typer.Option("--preset", "-p", help="Synthetic preset.")] = "default",
+) -> None:
+    """The main job: generate the default synthetic corpus, evaluate reference rankers, write a report."""
+    from momentsearch.cli.demo import run_demo
+
+    run_demo(out, preset)
+
+
+def main() -> None:
+    try:
+        app()
+    except MomentSearchError as e:
+        typer.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    except (FileNotFoundError, KeyError, ValueError) as e:
+        typer.echo(f"error: {e}", err=True)
+        sys.exit(2)
+
+
+def _dump(obj: object) -> str:
+    return json.dumps(obj, indent=2)

@@ -1,0 +1,1 @@
+"""Search: rankers that turn queries into ranked moments. Baselines live in ``baselines``."""

@@ -1,0 +1,129 @@
+"""Malformed input: each error names the file and the line (or record) at fault."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from momentsearch.data.loaders import (
+    detect_format,
+    load_activitynet,
+    load_charades_sta,
+    load_corpus,
+    load_didemo,
+    load_jsonl_corpus,
+    load_tacos,
+    load_tvr,
+)
+from momentsearch.errors import AnnotationError
+
+
+def write(p: Path, text: str) -> Path:
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def test_charades_line_without_separator(tmp_path: Path) -> None:
+    f = write(tmp_path / "charades_sta_test.txt", "AO8RW 0.0 6.9##a person reads.\nAO8RW 1.0 2.0 a person sits.\n")
+    with pytest.raises(AnnotationError, match=r"charades_sta_test.txt:2: expected 'VIDEOID START END##sentence'"):
+        load_charades_sta(f)
+
+
+def test_charades_bad_number_and_empty_sentence(tmp_path: Path) -> None:
+    f = write(tmp_path / "a.txt", "AO8RW 0.0 x##a person reads.\n")
+    with pytest.raises(AnnotationError, match=r"a.txt:1: START and END must be numbers"):
+        load_charades_sta(f)
+    f = write(tmp_path / "b.txt", "AO8RW 0.0 1.0## \n")
+    with pytest.raises(AnnotationError, match=r"b.txt:1: empty sentence"):
+        load_charades_sta(f)
+    f = write(tmp_path / "c.txt", "AO8RW nan 1.0##x\n")
+    with pytest.raises(AnnotationError, match=r"c.txt:1: START and END must be finite"):
+        load_charades_sta(f)
+
+
+def test_charades_without_csv_estimates_durations(tmp_path: Path) -> None:
+    f = write(tmp_path / "x.txt", "V1 1.0 4.0##a\nV1 2.0 9.5##b\n")
+    c = load_charades_sta(f)
+    assert c.videos["V1"].duration == 9.5
+    assert c.videos["V1"].meta == {"duration_estimated_from_annotations": True}
+
+
+def test_tvr_bad_json_line_and_missing_field(tmp_path: Path) -> None:
+    good = {"desc_id": 1, "desc": "x", "vid_name": "v", "duration": 10.0, "ts": [1, 2], "type": "v"}
+    f = write(tmp_path / "tvr_val_release.jsonl", json.dumps(good) + "\n{not json\n")
+    with pytest.raises(AnnotationError, match=r"tvr_val_release.jsonl:2: invalid JSON"):
+        load_tvr(f)
+    bad = dict(good, desc_id=2)
+    del bad["ts"]
+    f = write(tmp_path / "tvr_val_release.jsonl", json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(AnnotationError, match=r":2: missing field 'ts'"):
+        load_tvr(f)
+    f = write(tmp_path / "tvr_val_release.jsonl", json.dumps(dict(good, ts=[1, "a"])) + "\n")
+    with pytest.raises(AnnotationError, match=r":1: span must be \[start, end\]"):
+        load_tvr(f)
+    f = write(tmp_path / "tvr_val_release.jsonl", json.dumps(dict(good, type="x")) + "\n")
+    with pytest.raises(AnnotationError, match=r":1: field 'type' must be one of v, t, vt"):
+        load_tvr(f)
+    f = write(tmp_path / "tvr_val_release.jsonl", json.dumps(good) + "\n" + json.dumps(good) + "\n")
+    with pytest.raises(AnnotationError, match=r"duplicate query_id '1'"):
+        load_tvr(f)
+
+
+def test_tvr_subtitles_attach_to_videos(tmp_path: Path) -> None:
+    q = {"desc_id": 1, "desc": "x", "vid_name": "v", "duration": 10.0, "ts": [1, 2], "type": "vt"}
+    f = write(tmp_path / "tvr_val_release.jsonl", json.dumps(q) + "\n")
+    s = write(tmp_path / "subs.jsonl", json.dumps({"vid_name": "v", "sub": [{"start": 0.5, "end": 1.5, "text": "Hi."}]}) + "\n")
+    c = load_tvr(f, subtitles=s)
+    assert c.videos["v"].subtitles[0].text == "Hi."
+    s = write(tmp_path / "subs.jsonl", json.dumps({"vid_name": "v", "sub": [{"start": 0.5, "text": "Hi."}]}) + "\n")
+    with pytest.raises(AnnotationError, match=r"subs.jsonl:1: missing field 'end'"):
+        load_tvr(f, subtitles=s)
+
+
+def test_didemo_errors_name_the_record(tmp_path: Path) -> None:
+    rec = {"annotation_id": 7, "description": "d", "video": "v.mov", "num_segments": 6, "times": [[0, 9]]}
+    f = write(tmp_path / "val_data.json", json.dumps([rec]))
+    with pytest.raises(AnnotationError, match=r"val_data.json \(record #0\): segment index out of 0..5"):
+        load_didemo(f)
+    f = write(tmp_path / "val_data.json", json.dumps([dict(rec, times=[])]))
+    with pytest.raises(AnnotationError, match=r"'times' is empty"):
+        load_didemo(f)
+
+
+def test_activitynet_and_tacos_errors_name_video_and_line(tmp_path: Path) -> None:
+    data = {"v_a": {"duration": 10.0, "timestamps": [[0, 1]], "sentences": ["x"]},
+            "v_b": {"duration": 10.0, "timestamps": [[0, 1], [2, 3]], "sentences": ["x"]}}
+    f = write(tmp_path / "train.json", json.dumps(data, indent=1))
+    with pytest.raises(AnnotationError, match=r"train.json:\d+ \(record v_b\): 2 timestamps but 1 sentences"):
+        load_activitynet(f)
+    data = {"s1.avi": {"timestamps": [[0, 10]], "sentences": ["x"], "fps": 0, "num_frames": 100}}
+    f = write(tmp_path / "test.json", json.dumps(data))
+    with pytest.raises(AnnotationError, match=r"\(record s1.avi\): fps must be > 0"):
+        load_tacos(f)
+
+
+def test_jsonl_errors(tmp_path: Path) -> None:
+    f = write(tmp_path / "c.jsonl", '{"record": "video", "video_id": "v", "duration": 5}\n{"record": "clip"}\n')
+    with pytest.raises(AnnotationError, match=r"c.jsonl:2: 'record' must be header, video or moment"):
+        load_jsonl_corpus(f)
+    f = write(tmp_path / "c.jsonl", '{"record": "moment", "query_id": "q", "text": "t", "video_id": "v", "spans": [[3, 1]]}\n')
+    with pytest.raises(AnnotationError, match=r"c.jsonl:1: query q: span start 3.0 > end 1.0"):
+        load_jsonl_corpus(f)
+    f = write(tmp_path / "c.jsonl", '{"record": "moment", "query_id": "q", "text": "t", "video_id": "v", "spans": [[0, 1]]}\n')
+    with pytest.raises(AnnotationError, match=r"refers to unknown video 'v'"):
+        load_jsonl_corpus(f)
+
+
+def test_detect_format_errors(tmp_path: Path) -> None:
+    with pytest.raises(AnnotationError, match="file not found"):
+        load_corpus(tmp_path / "nope.json")
+    f = write(tmp_path / "x.csv", "a,b\n")
+    with pytest.raises(AnnotationError, match="pass --format"):
+        detect_format(f)
+    f = write(tmp_path / "tvr_video2dur_idx.json", json.dumps({"test_public": {"v": [1.0, 0]}}))
+    with pytest.raises(AnnotationError, match="video2dur file, not a query file"):
+        detect_format(f)
+    with pytest.raises(AnnotationError, match="has no corpus.jsonl"):
+        detect_format(tmp_path)
