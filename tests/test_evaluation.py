@@ -236,3 +236,14 @@ def test_per_type_metrics_when_the_ground_truth_has_tvr_types(tmp_path: Path) ->
     assert got["VCMR"] == {"0.5-r1": 50.0}
     assert got["VCMR_by_type"]["v-0.5-r1"] == 100.0 and got["VCMR_by_type"]["t-0.5-r1"] == 0.0
     assert got["VR_by_type"]["desc_type_ratio"] == "v 50.0 t 50.0 vt 0.0"
+
+
+def test_unknown_video_index_is_a_miss_that_keeps_its_rank(tmp_path: Path) -> None:
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps({"video2idx": {"v0": 7, "v1": 3}, "VCMR": [
+        {"desc_id": 0, "predictions": [[99, 0.0, 10.0, 1.0], [7, 0.0, 10.0, 0.5]]}]}))
+    sub = Submission.read(p)
+    assert sub.tasks["VCMR"].video_idx.tolist() == [[-2, 0]]
+    c = Corpus.from_parts([Video("v0", 30.0), Video("v1", 30.0)], [Moment("0", "q", "v0", ((0.0, 10.0),))])
+    got = evaluate_submission(sub, c, (0.5,), (1, 2))
+    assert got["VCMR"] == {"0.5-r1": 0.0, "0.5-r2": 100.0}

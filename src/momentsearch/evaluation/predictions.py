@@ -13,17 +13,16 @@ TVR's submission file::
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 
 from momentsearch.errors import PredictionError
-from momentsearch.fileio import write_json
+from momentsearch.fileio import atomic_open, gc_paused
 
 TASKS = ("VCMR", "SVMR", "VR")
 DEFAULT_MAX_PREDICTIONS = 100
@@ -94,14 +93,12 @@ class RankedMoments:
     def to_tvr_entries(self, max_k: int = DEFAULT_MAX_PREDICTIONS) -> list[dict[str, Any]]:
         out = []
         texts = self.query_texts or [""] * len(self.query_ids)
+        n_valid = np.minimum((self.video_idx >= 0).sum(axis=1), max_k)
+        score = np.where(np.isnan(self.score), None, self.score).tolist()  # NaN -> null
+        vid, st, ed = self.video_idx.tolist(), self.start.tolist(), self.end.tolist()
         for i, qid in enumerate(self.query_ids):
-            n = int((self.video_idx[i] >= 0).sum())
-            n = min(n, max_k)
-            preds = [
-                [int(self.video_idx[i, j]), float(self.start[i, j]), float(self.end[i, j]),
-                 None if math.isnan(self.score[i, j]) else float(self.score[i, j])]
-                for j in range(n)
-            ]
+            n = int(n_valid[i])
+            preds = [list(p) for p in zip(vid[i][:n], st[i][:n], ed[i][:n], score[i][:n], strict=True)]
             out.append({"desc_id": _desc_id(qid), "desc": texts[i], "predictions": preds})
         return out
 
@@ -127,7 +124,10 @@ class Submission:
 
     def write(self, path: str | Path, max_k: int = DEFAULT_MAX_PREDICTIONS) -> None:
         """Write atomically; top ``max_k`` (100) predictions per query, as TVR expects."""
-        write_json(path, self.to_json(max_k), indent=None)
+        with gc_paused():
+            data = orjson.dumps(self.to_json(max_k))
+        with atomic_open(path, "wb") as fh:
+            fh.write(data)
 
     @classmethod
     def from_ranked(cls, tasks: Mapping[str, RankedMoments]) -> Submission:
@@ -147,10 +147,17 @@ class Submission:
         p = Path(path)
         if not p.is_file():
             raise PredictionError(f"{p}: prediction file not found")
+        with gc_paused():
+            return cls._read(p, max_k)
+
+    @classmethod
+    def _read(cls, p: Path, max_k: int | None) -> Submission:
+        raw = p.read_bytes()
         try:
-            obj = json.loads(p.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise PredictionError(f"{p}:{e.lineno}: invalid JSON: {e.msg}") from None
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError as e:
+            line = raw.count(b"\n", 0, e.pos) + 1
+            raise PredictionError(f"{p}:{line}: invalid JSON: {e.msg}") from None
         if not isinstance(obj, dict) or "video2idx" not in obj:
             raise PredictionError(f"{p}: expected an object with 'video2idx' and at least one of {TASKS}")
         v2i = obj["video2idx"]
@@ -161,45 +168,85 @@ class Submission:
             if i in idx2vid:
                 raise PredictionError(f"{p}: video2idx gives index {i} to both {idx2vid[i]!r} and {name!r}")
             idx2vid[i] = name
-        # internal index space: 0..V-1 in the order of video2idx; raw indices are mapped onto it
+        # internal index space: 0..V-1 in the order of video2idx; an unknown raw index becomes -2 (a miss)
         video_ids = list(v2i)
-        raw_to_internal = {v2i[name]: j for j, name in enumerate(video_ids)}
+        raw_idx = np.array(list(v2i.values()), np.int64)
         tasks = {}
         for task in TASKS:
-            if task not in obj:
-                continue
-            entries = obj[task]
-            if not isinstance(entries, list):
-                raise PredictionError(f"{p}: '{task}' must be a list of per-query entries")
-            qids, texts, lists = [], [], []
-            seen: set[str] = set()
-            for n, e in enumerate(entries):
-                where = f"{p}: {task}[{n}]"
-                if not isinstance(e, dict) or "desc_id" not in e or "predictions" not in e:
-                    raise PredictionError(f"{where}: needs 'desc_id' and 'predictions'")
-                qid = str(e["desc_id"])
-                if qid in seen:
-                    raise PredictionError(f"{where}: desc_id {e['desc_id']!r} appears twice")
-                seen.add(qid)
-                preds = e["predictions"]
-                if not isinstance(preds, list):
-                    raise PredictionError(f"{where}: 'predictions' must be a list")
-                rows = []
-                for r, pr in enumerate(preds[:max_k] if max_k else preds):
-                    if (
-                        not isinstance(pr, list) or len(pr) < 3
-                        or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in pr[:3])
-                    ):
-                        raise PredictionError(f"{where}.predictions[{r}]: expected [video_idx, st, ed, score], got {pr!r}")
-                    if not all(math.isfinite(x) for x in pr[:3]):
-                        raise PredictionError(f"{where}.predictions[{r}]: NaN or inf in {pr!r}")
-                    score = pr[3] if len(pr) > 3 and isinstance(pr[3], (int, float)) else float("nan")
-                    # an index that video2idx lacks can never match: keep it as a miss (-2)
-                    rows.append((raw_to_internal.get(int(pr[0]), -2), pr[1], pr[2], score))
-                qids.append(qid)
-                texts.append(str(e.get("desc", "")))
-                lists.append(rows)
-            tasks[task] = RankedMoments.from_lists(qids, video_ids, lists, query_texts=texts)
+            if task in obj:
+                tasks[task] = _read_task(p, task, obj[task], video_ids, raw_idx, max_k)
         if not tasks:
             raise PredictionError(f"{p}: no task lists; expected at least one of {TASKS}")
         return cls(dict(v2i), tasks)
+
+
+def _read_task(
+    p: Path, task: str, entries: Any, video_ids: list[str], raw_idx: np.ndarray, max_k: int | None
+) -> RankedMoments:
+    if not isinstance(entries, list):
+        raise PredictionError(f"{p}: '{task}' must be a list of per-query entries")
+    qids, texts, rows = [], [], []
+    seen: set[str] = set()
+    for n, e in enumerate(entries):
+        where = f"{p}: {task}[{n}]"
+        if not isinstance(e, dict) or "desc_id" not in e or "predictions" not in e:
+            raise PredictionError(f"{where}: needs 'desc_id' and 'predictions'")
+        qid = str(e["desc_id"])
+        if qid in seen:
+            raise PredictionError(f"{where}: desc_id {e['desc_id']!r} appears twice")
+        seen.add(qid)
+        preds = e["predictions"]
+        if not isinstance(preds, list):
+            raise PredictionError(f"{where}: 'predictions' must be a list")
+        rows.append(_prediction_array(where, preds[:max_k] if max_k else preds))
+        qids.append(qid)
+        texts.append(str(e.get("desc", "")))
+    k = max((len(r) for r in rows), default=0)
+    vid = np.full((len(rows), k), -1, np.int64)
+    st, ed = np.zeros((len(rows), k)), np.zeros((len(rows), k))
+    sc = np.full((len(rows), k), np.nan)
+    for i, r in enumerate(rows):
+        n = len(r)
+        vid[i, :n], st[i, :n], ed[i, :n], sc[i, :n] = r[:, 0], r[:, 1], r[:, 2], r[:, 3]
+    lengths = np.array([len(r) for r in rows], np.int64)
+    return RankedMoments(qids, video_ids, _map_video_indices(vid, lengths, raw_idx), st, ed, sc, texts)
+
+
+def _map_video_indices(raw: np.ndarray, lengths: np.ndarray, video2idx_values: np.ndarray) -> np.ndarray:
+    """Raw submission indices -> positions in video2idx: -2 for an index video2idx lacks
+    (a prediction that can never match, but still takes its rank), -1 for padding."""
+    real = np.arange(raw.shape[1])[None, :] < lengths[:, None]
+    out = np.where(real, -2, -1).astype(np.int64)
+    if len(video2idx_values):
+        order = np.argsort(video2idx_values)
+        sorted_vals = video2idx_values[order]
+        pos = np.clip(np.searchsorted(sorted_vals, raw), 0, len(sorted_vals) - 1)
+        known = real & (sorted_vals[pos] == raw)
+        out[known] = order[pos[known]]
+    return out
+
+
+def _prediction_array(where: str, preds: list[Any]) -> np.ndarray:
+    """[[video_idx, st, ed, score], ...] -> (n, 4) float64 (score NaN where absent); checked."""
+    if not preds:
+        return np.zeros((0, 4))
+    try:
+        arr = np.array(preds, dtype=np.float64)
+        ok = arr.ndim == 2 and arr.shape[1] >= 3
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:  # find the offending row for the message
+        for r, pr in enumerate(preds):
+            if (
+                not isinstance(pr, list) or len(pr) < 3
+                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in pr[:3])
+            ):
+                raise PredictionError(f"{where}.predictions[{r}]: expected [video_idx, st, ed, score], got {pr!r}")
+        raise PredictionError(f"{where}: predictions must all have the same length [video_idx, st, ed, score]")
+    bad = ~np.isfinite(arr[:, :3]).all(axis=1)
+    if bad.any():
+        r = int(bad.argmax())
+        raise PredictionError(f"{where}.predictions[{r}]: NaN or inf in {preds[r]!r}")
+    if arr.shape[1] == 3:
+        arr = np.column_stack([arr, np.full(len(arr), np.nan)])
+    return arr[:, :4]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -107,3 +107,33 @@ def moment_meta(raw_spans: list[list[float]], quirks: list[str], extra: dict[str
         meta["quirks"] = sorted(set(quirks))
         meta["raw_spans"] = raw_spans
     return meta
+
+
+ErrorFactory = Callable[[str], AnnotationError]
+
+
+def iter_video_records(path: Path, fields: str) -> Iterator[tuple[str, dict[str, Any], ErrorFactory]]:
+    """For files shaped {video_id: {...}} (ActivityNet Captions, TACoS): yield (video id, record,
+    a factory of errors that name the file, the line of the key and the video)."""
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise AnnotationError(path, f"expected {{video_id: {{{fields}}}}}")
+    for vid, rec in data.items():
+        def err(msg: str, _vid: str = vid) -> AnnotationError:
+            return AnnotationError(path, msg, line=line_of_key(path, _vid), record=_vid)
+
+        if not isinstance(rec, dict):
+            raise err(f"expected an object with {fields}")
+        yield vid, rec, err
+
+
+def paired_sentences(rec: dict[str, Any], err: ErrorFactory) -> list[tuple[Any, str]]:
+    """The (timestamp, sentence) pairs of a record, checked: equal lengths, non-empty sentences."""
+    stamps = get_field(rec, "timestamps", list, err)
+    sents = get_field(rec, "sentences", list, err)
+    if len(stamps) != len(sents):
+        raise err(f"{len(stamps)} timestamps but {len(sents)} sentences")
+    for i, sent in enumerate(sents):
+        if not isinstance(sent, str) or not sent.strip():
+            raise err(f"sentence {i} is empty or not a string")
+    return [(ts, sent.strip()) for ts, sent in zip(stamps, sents, strict=True)]

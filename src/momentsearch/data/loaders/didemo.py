@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from momentsearch.data.corpus import Corpus, Moment, Video
-from momentsearch.data.loaders._common import get_field, infer_split, moment_meta, parse_span, read_json, require_file
+from momentsearch.data.loaders._common import get_field, infer_split, parse_span, read_json, require_file
 from momentsearch.errors import AnnotationError
 
 SEGMENT_SECONDS = 5.0
@@ -50,12 +50,10 @@ def load_didemo(path: str | Path, split: str | None = None) -> Corpus:
             s, e = sorted(t)
             if t[0] > t[1]:
                 quirks.append("start_after_end")
-            span, q = parse_span([SEGMENT_SECONDS * s, SEGMENT_SECONDS * (e + 1)], dur, err)
+            span, _ = parse_span([SEGMENT_SECONDS * s, SEGMENT_SECONDS * (e + 1)], dur, err)
             spans.append(span)
             raw.append(list(t))
-        extra = {"times": raw}
-        meta = moment_meta(raw, quirks, extra)
-        meta.pop("raw_spans", None)  # the raw segment indices are kept under 'times'
+        meta = {"times": raw, **({"quirks": sorted(set(quirks))} if quirks else {})}  # raw segment indices
         moments.append(Moment(str(ann_id), text, vid, tuple(spans), split, None, meta))
         video = Video(vid, dur, split, SEGMENT_SECONDS, (), {"dl_link": rec.get("dl_link", "")})
         if vid in videos and videos[vid].duration != dur:

@@ -1,0 +1,30 @@
+# Two commands on a fresh machine: `make demo` (the main job) and `make test`.
+# Each creates .venv and installs what it needs; torch==2.13.0 (the CPU wheel on disk) goes in first
+# so that nothing later can pull a CUDA build.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup demo test bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0
+	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[models,test]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(BIN)/momentsearch demo --out runs/demo
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+bench: setup
+	$(BIN)/python benchmarks/eval_speed.py
+	$(BIN)/python benchmarks/generate_speed.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

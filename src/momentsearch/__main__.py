@@ -1,0 +1,3 @@
+from momentsearch.cli.main import main
+
+main()

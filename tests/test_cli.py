@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from momentsearch.cli.main import app
+from momentsearch.data.loaders import load_corpus
+from momentsearch.evaluation import Submission
+from momentsearch.search.baselines import annotation_oracle, random_ranker
+from tests.conftest import shared
+
+runner = CliRunner()
+
+
+def test_help_lists_every_command() -> None:
+    out = runner.invoke(app, ["--help"]).output
+    for cmd in ("data", "generate", "evaluate-predictions", "demo"):
+        assert cmd in out
+    out = runner.invoke(app, ["data", "--help"]).output
+    assert "info" in out and "convert" in out
+
+
+def test_data_info_json_on_real_file() -> None:
+    res = runner.invoke(app, ["data", "info", str(shared("charades_sta/charades_sta_test.txt")), "--json"])
+    assert res.exit_code == 0, res.output
+    info = json.loads(res.output)
+    assert info["format"] == "charades-sta"
+    assert (info["n_queries"], info["n_videos"]) == (3720, 1334)
+    assert info["quirks"] == {"end_after_duration": 562}
+    res = runner.invoke(app, ["data", "info", str(shared("didemo/val_data.json")), "--format", "didemo"])
+    assert res.exit_code == 0 and "4,180" in res.output
+
+
+def test_generate_then_evaluate_predictions(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["generate", "--preset", "tiny", "--out", str(tmp_path / "b"), "--n-videos", "20"])
+    assert res.exit_code == 0, res.output
+    assert "20 videos" in res.output
+    gt = tmp_path / "b" / "tvr" / "tvr_test_release.jsonl"
+    corpus = load_corpus(gt)
+    Submission.from_ranked(annotation_oracle(corpus)).write(tmp_path / "oracle.json")
+    res = runner.invoke(app, ["evaluate-predictions", str(tmp_path / "oracle.json"), "--ground-truth", str(gt), "--json"])
+    assert res.exit_code == 0, res.output
+    metrics = json.loads(res.output)
+    assert metrics["VCMR"]["0.5-r1"] == 100.0 and metrics["VR"]["r1"] == 100.0 and metrics["SVMR"]["0.7-r1"] == 100.0
+    assert set(metrics) >= {"VCMR", "SVMR", "VR", "VCMR_by_type"}
+    Submission.from_ranked(random_ranker(corpus, seed=1)).write(tmp_path / "random.json")
+    res = runner.invoke(app, ["evaluate-predictions", str(tmp_path / "random.json"), "-g", str(gt), "--iou", "0.5",
+                              "--ks", "1,100", "--out", str(tmp_path / "m.json")])
+    assert res.exit_code == 0, res.output
+    saved = json.loads((tmp_path / "m.json").read_text())
+    assert list(saved["VCMR"]) == ["0.5-r1", "0.5-r100"]
+
+
+def test_errors_exit_2_with_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "charades_sta_test.txt"
+    bad.write_text("AO8RW 0.0 6.9##ok\nbroken line\n")
+    proc = subprocess.run([sys.executable, "-m", "momentsearch.cli", "data", "info", str(bad)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert f"error: {bad}:2: expected 'VIDEOID START END##sentence'" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "momentsearch.cli", "evaluate-predictions", str(tmp_path / "none.json"),
+                           "--ground-truth", str(bad)], capture_output=True, text=True)
+    assert proc.returncode == 2 and "error:" in proc.stderr

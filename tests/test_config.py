@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from momentsearch.config import load_yaml_config
+from momentsearch.data.synthetic import PRESETS, SyntheticConfig, load_preset
+from momentsearch.errors import ConfigError
+
+
+def test_presets_load() -> None:
+    sizes = {p: load_preset(p).n_videos for p in PRESETS}
+    assert sizes == {"tiny": 60, "default": 2000, "large": 100_000}
+
+
+def test_unknown_key_and_wrong_type_name_the_file(tmp_path: Path) -> None:
+    p = tmp_path / "c.yaml"
+    p.write_text("n_videos: 10\nnoize: 0.3\n")
+    with pytest.raises(ConfigError, match=r"c.yaml: unknown key\(s\) \['noize'\]"):
+        load_yaml_config(SyntheticConfig, p)
+    p.write_text("n_videos: ten\n")
+    with pytest.raises(ConfigError, match=r"c.yaml.n_videos: expected an integer, got 'ten'"):
+        load_yaml_config(SyntheticConfig, p)
+    p.write_text("oracle: {action: 0.7}\n")
+    with pytest.raises(ConfigError, match="must sum to 1"):
+        load_yaml_config(SyntheticConfig, p)
+    p.write_text("video_duration: [20, 150]\nsplits: {train: 1.0}\n")
+    cfg = load_yaml_config(SyntheticConfig, p)
+    assert cfg.video_duration == (20.0, 150.0) and cfg.splits == {"train": 1.0}
+
+
+def test_unknown_preset() -> None:
+    with pytest.raises(ConfigError, match="unknown preset 'huge'"):
+        load_preset("huge")
