@@ -1,25 +1,30 @@
-"""The main job (until a model lands): a synthetic benchmark, reference rankers, a report.
+"""The main job: a synthetic benchmark, reference rankers, XML trained and evaluated, a report.
 
 1. generate the synthetic preset into ``OUT/benchmark`` (kept and reused when it exists);
-2. on its test split, rank with the annotation oracle, the relevance oracle and a random ranker;
-3. write each ranking as a TVR submission and evaluate it (VCMR, SVMR, VR recall@k at tIoU),
-   plus multi-positive recall against the oracle's graded relevance;
-4. print the table, and write ``OUT/report/{metrics.json, metrics.md, recall_curves.png}``.
+2. on its test split, rank with the annotation oracle, the relevance oracle and a random ranker,
+   write each as a TVR submission, evaluate it, and add multi-positive recall (the oracle's
+   graded relevance);
+3. train XML with ``configs/xml/demo.yaml`` into ``OUT/xml`` (resumes if interrupted), evaluate
+   its best checkpoint on the test split, and run example searches next to their ground truth;
+4. print the table and write ``OUT/report/{metrics.json, metrics.md, recall_curves.png,
+   examples.md}`` (the training curves are in ``OUT/xml/training_curves.png``).
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import typer
 
-from momentsearch.config import to_dict
+from momentsearch.config import CONFIG_DIR, to_dict
+from momentsearch.data.corpus import Corpus
 from momentsearch.data.synthetic import SyntheticBenchmark, generate, load_preset
 from momentsearch.evaluation import Submission, evaluate_submission, multi_positive_recall
 from momentsearch.evaluation.predictions import RankedMoments
-from momentsearch.evaluation.recall import GroundTruth, task_first_hits
+from momentsearch.evaluation.recall import GroundTruth, align, task_first_hits
 from momentsearch.evaluation.report import flatten, markdown_table, plot_recall_curves, print_table
 from momentsearch.fileio import atomic_open, write_json
 from momentsearch.search.baselines import annotation_oracle, random_ranker, relevance_oracle
@@ -29,6 +34,7 @@ COLUMNS = [
     "SVMR 0.5-r1", "SVMR 0.5-r5", "VR r1", "VR r10", "VR r100",
     "MP-VCMR 0.5-r1", "MP-VCMR 0.5-r10", "MP-VR r1", "MP-VR r10",
 ]
+KS = list(range(1, 101))
 
 
 def _benchmark(out: Path, preset: str) -> SyntheticBenchmark:
@@ -44,64 +50,117 @@ def _benchmark(out: Path, preset: str) -> SyntheticBenchmark:
     return SyntheticBenchmark.load(root)
 
 
-def run_demo(out: Path, preset: str = "default") -> dict[str, dict[str, float]]:
-    t0 = time.time()
-    bench = _benchmark(out, preset)
-    test = bench.corpus.split("test")
-    oracle = bench.oracle("test")
-    graded = oracle.moment_relevance(min_relevance=0.5)
+def _curves(curves: dict[str, dict[str, list[float]]], name: str, tasks: dict[str, RankedMoments],
+            gt: GroundTruth) -> None:
+    for thr, first in task_first_hits("VCMR", align(tasks["VCMR"], gt), gt, (0.5, 0.7)).items():
+        curves.setdefault(f"VCMR, tIoU {thr}", {})[name] = [float(np.mean(first < k)) * 100 for k in KS]
+    first = task_first_hits("VR", align(tasks["VR"], gt), gt, ())[""]
+    curves.setdefault("VR", {})[name] = [float(np.mean(first < k)) * 100 for k in KS]
+
+
+def reference_rows(bench: SyntheticBenchmark, test: Corpus, report: Path,
+                   curves: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, float]]:
+    graded = bench.oracle("test").moment_relevance(min_relevance=0.5)
     exact = graded.threshold(1.0)
-    n_exact = np.diff(exact.indptr)
-    typer.echo(
-        f"test split: {len(test)} queries, {len(test.videos)} videos; each query has on average "
-        f"{n_exact.mean():.1f} moments of relevance 1.0 and {np.diff(graded.indptr).mean():.1f} of relevance >= 0.5"
-    )
+    typer.echo(f"test split: {len(test)} queries, {len(test.videos)} videos; each query has on average "
+               f"{np.diff(exact.indptr).mean():.1f} moments of relevance 1.0 and "
+               f"{np.diff(graded.indptr).mean():.1f} of relevance >= 0.5")
     rankers = {
         "annotation oracle": annotation_oracle(test, graded.video_ids),
         "relevance oracle": relevance_oracle(graded, seed=0),
         "random": random_ranker(test, seed=0, video_ids=graded.video_ids),
     }
-    report = out / "report"
-    rows: dict[str, dict[str, float]] = {}
-    curves: dict[str, dict[str, list[float]]] = {}
-    ks_curve = list(range(1, 101))
     gt = GroundTruth.from_corpus(test, graded.video_ids)
+    rows: dict[str, dict[str, float]] = {}
     for name, tasks in rankers.items():
-        sub = Submission.from_ranked(tasks)
         path = report / f"predictions_{name.replace(' ', '_')}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        sub.write(path)
+        Submission.from_ranked(tasks).write(path)
         metrics = evaluate_submission(Submission.read(path), test)  # the file round trip is part of the demo
-        mp = multi_positive_recall(tasks["VCMR"], exact)
-        mp_vr = multi_positive_recall(tasks["VR"], exact)
         rows[name] = {
             **flatten({t: metrics[t] for t in ("VCMR", "SVMR", "VR") if t in metrics}),
-            **flatten({"MP-VCMR": mp["VCMR"], "MP-VR": mp_vr["VR"]}),
+            **flatten({"MP-VCMR": multi_positive_recall(tasks["VCMR"], exact)["VCMR"],
+                       "MP-VR": multi_positive_recall(tasks["VR"], exact)["VR"]}),
         }
-        for thr, first in task_first_hits("VCMR", _aligned(tasks["VCMR"], gt), gt, (0.5, 0.7)).items():
-            curves.setdefault(f"VCMR, tIoU {thr}", {})[name] = [float(np.mean(first < k)) * 100 for k in ks_curve]
-        first = task_first_hits("VR", _aligned(tasks["VR"], gt), gt, ())[""]
-        curves.setdefault("VR", {})[name] = [float(np.mean(first < k)) * 100 for k in ks_curve]
-    n_videos = len(graded.video_ids)
-    rows["chance (VR, analytic)"] = {f"VR r{k}": 100.0 * min(k, n_videos) / n_videos for k in (1, 10, 100)}
-
-    print_table(rows, COLUMNS, title=f"synthetic '{preset}' test split: standard metrics and multi-positive (MP, relevance 1.0)")
-    write_json(report / "metrics.json", {
-        "preset": preset, "n_queries": len(test), "n_videos": n_videos,
-        "mean_exact_relevant_moments_per_query": float(n_exact.mean()),
-        "rows": rows,
-    })
-    with atomic_open(report / "metrics.md") as fh:
-        fh.write(f"# Reference rankers on the synthetic '{preset}' test split\n\n")
-        fh.write(f"{len(test)} queries, {n_videos} videos. MP = multi-positive recall against the oracle "
-                 f"(a hit is any moment of relevance 1.0).\n\n")
-        fh.write(markdown_table(rows, COLUMNS) + "\n")
-    plot_recall_curves(curves, ks_curve, report / "recall_curves.png", title=f"synthetic '{preset}' test split")
-    typer.echo(f"report written to {report} in {time.time() - t0:.1f} s")
+        _curves(curves, name, tasks, gt)
+    n = len(graded.video_ids)
+    rows["chance (VR, analytic)"] = {f"VR r{k}": 100.0 * min(k, n) / n for k in (1, 10, 100)}
     return rows
 
 
-def _aligned(ranked: RankedMoments, gt: GroundTruth) -> RankedMoments:
-    from momentsearch.evaluation.recall import align
+def run_demo(out: Path, preset: str = "default", train: bool = True) -> dict[str, dict[str, float]]:
+    t0 = time.time()
+    bench = _benchmark(out, preset)
+    test = bench.corpus.split("test")
+    report = out / "report"
+    report.mkdir(parents=True, exist_ok=True)
+    curves: dict[str, dict[str, list[float]]] = {}
+    rows = reference_rows(bench, test, report, curves)
+    timings: dict[str, float] = {"reference rankers": time.time() - t0}
+    examples = ""
+    if train:
+        from momentsearch.cli.model_cmds import evaluate_checkpoint, run_train
 
-    return align(ranked, gt)
+        t1 = time.time()
+        trainer = run_train(CONFIG_DIR / "xml" / "demo.yaml",
+                            {"benchmark": str(out / "benchmark"), "out_dir": str(out / "xml")})
+        timings["XML training"] = time.time() - t1
+        t1 = time.time()
+        ckpt = trainer.ckpt_dir / "best.pt"
+        xml_row, ranked = evaluate_checkpoint(ckpt, "test", out / "xml" / "eval_test")
+        timings["XML evaluation"] = time.time() - t1
+        rows = {"XML (trained here)": xml_row, **rows}
+        _curves(curves, "XML (trained here)", ranked, GroundTruth.from_corpus(test, ranked["VCMR"].video_ids))
+        examples = example_searches(bench, test, ranked["VCMR"])
+    print_table(rows, COLUMNS, title=f"synthetic '{preset}' test split: standard metrics and multi-positive (MP)")
+    write_json(report / "metrics.json", {"preset": preset, "n_queries": len(test), "n_videos": len(test.videos),
+                                         "rows": rows, "seconds": timings})
+    with atomic_open(report / "metrics.md") as fh:
+        fh.write(f"# Synthetic '{preset}' test split\n\n{len(test)} queries, {len(test.videos)} videos. MP = "
+                 "multi-positive recall against the oracle (a hit is any moment of relevance 1.0).\n\n")
+        fh.write(markdown_table(rows, COLUMNS) + "\n\n")
+        fh.write("Seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in timings.items()) + "\n")
+    if examples:
+        with atomic_open(report / "examples.md") as fh:
+            fh.write(examples)
+        typer.echo(examples)
+    plot_recall_curves(curves, KS, report / "recall_curves.png", title=f"synthetic '{preset}' test split")
+    typer.echo(f"report written to {report} in {time.time() - t0:.0f} s")
+    return rows
+
+
+def example_searches(bench: SyntheticBenchmark, test: Corpus, vcmr: RankedMoments, n: int = 5) -> str:
+    """A few test queries with XML's top 3 moments, the ground truth and the oracle's grade of each."""
+    from momentsearch.cli.model_cmds import mmss
+
+    oracle = bench.oracle("test")
+    rows = vcmr.row_of()
+    rng = np.random.default_rng(0)
+    picks = rng.choice(len(test.moments), size=min(n, len(test.moments)), replace=False)
+    lines = ["# Example searches (XML, test split)\n"]
+    for i in picks:
+        m = test.moments[int(i)]
+        st, ed = m.span
+        lines.append(f"**{m.text}**  \nground truth: {m.video_id} {mmss(st)}-{mmss(ed)}\n")
+        r = rows[m.query_id]
+        for j in range(3):
+            v = int(vcmr.video_idx[r, j])
+            if v < 0:
+                break
+            vid, s, e = vcmr.video_ids[v], float(vcmr.start[r, j]), float(vcmr.end[r, j])
+            lines.append(f"{j + 1}. {vid} {mmss(s)}-{mmss(e)}  (oracle relevance {_grade(oracle, m.query_id, vid, s, e):.2f})")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def _grade(oracle: Any, query_id: str, video_id: str, start: float, end: float) -> float:
+    """The oracle's relevance of the event that best overlaps [start, end] (tIoU >= 0.5), else 0."""
+    ev = oracle.events
+    best = 0.0
+    for k, vid in enumerate(ev.video_ids):
+        if vid != video_id:
+            continue
+        inter = max(0.0, min(end, ev.end[k]) - max(start, ev.start[k]))
+        union = max(end, ev.end[k]) - min(start, ev.start[k])
+        if union > 0 and inter / union >= 0.5:
+            best = max(best, oracle.relevance(query_id, ev.event_ids[k]))
+    return best

@@ -103,15 +103,56 @@ def evaluate_predictions(
     run_evaluate_predictions(predictions, ground_truth, format, _floats(iou), _ints(ks), as_json, out)
 
 
+@app.command("train")
+def train_cmd(
+    config: Annotated[Path, typer.Argument(help="YAML training config, e.g. configs/xml/default.yaml.")],
+    epochs: Annotated[Optional[int], typer.Option(help="Override the number of epochs.")] = None,
+    out_dir: Annotated[Optional[str], typer.Option("--out-dir", help="Override the run folder.")] = None,
+    resume: Annotated[bool, typer.Option(help="Continue from the run folder's last checkpoint.")] = True,
+) -> None:
+    """Train XML; a checkpoint every epoch (last.pt, best.pt), validation recall per epoch."""
+    from momentsearch.cli.model_cmds import run_train
+
+    overrides = {k: v for k, v in {"epochs": epochs, "out_dir": out_dir}.items() if v is not None}
+    run_train(config, overrides, resume)
+
+
+@app.command("evaluate")
+def evaluate_cmd(
+    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint (.pt) written by `momentsearch train`.")],
+    split: Annotated[str, typer.Option(help="Split to evaluate.")] = "test",
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output folder.")] = None,
+) -> None:
+    """Rank a split with a trained model; write TVR-format predictions and the metrics (JSON, markdown)."""
+    from momentsearch.cli.model_cmds import run_evaluate
+
+    run_evaluate(checkpoint, split, out)
+
+
+@app.command("search")
+def search_cmd(
+    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint (.pt) written by `momentsearch train`.")],
+    query: Annotated[str, typer.Argument(help="What to look for, e.g. \"a person opens the fridge\".")],
+    k: Annotated[int, typer.Option("-k", help="How many moments to print.")] = 10,
+    split: Annotated[str, typer.Option(help="Which split's videos to search.")] = "test",
+) -> None:
+    """Search the corpus for moments matching a text query (the index is built once and cached)."""
+    from momentsearch.cli.model_cmds import print_results, run_search
+
+    print_results(query, run_search(checkpoint, query, k, split))
+
+
 @app.command("demo")
 def demo_cmd(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Run folder (benchmark and report).")] = Path("runs/demo"),
+    out: Annotated[Path, typer.Option("--out", "-o", help="Run folder (benchmark, model, report).")] = Path("runs/demo"),
     preset: Annotated[str, typer.Option("--preset", "-p", help="Synthetic preset.")] = "default",
+    train: Annotated[bool, typer.Option(help="Train and evaluate XML (--no-train: reference rankers only).")] = True,
 ) -> None:
-    """The main job: generate the default synthetic corpus, evaluate reference rankers, write a report."""
+    """The main job: generate the default synthetic corpus, train and evaluate XML next to reference
+    rankers, run example searches, write a report with tables and plots."""
     from momentsearch.cli.demo import run_demo
 
-    run_demo(out, preset)
+    run_demo(out, preset, train)
 
 
 def main() -> None:

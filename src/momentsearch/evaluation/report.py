@@ -52,9 +52,11 @@ def print_table(rows: Mapping[str, Mapping[str, float]], columns: Sequence[str],
 
 
 def plot_recall_curves(
-    curves: Mapping[str, Mapping[str, Sequence[float]]], ks: Sequence[int], path: str | Path, title: str = ""
+    curves: Mapping[str, Mapping[str, Sequence[float]]], ks: Sequence[int], path: str | Path, title: str = "",
+    log_x: bool = True, x_label: str = "k", y_max: float | None = 101,
 ) -> Path:
-    """``curves[panel][ranker]`` = recall (%) at each k; one panel per tIoU (or task). Writes a PNG."""
+    """``curves[panel][line]`` = values (recall %) at each x (k, or epoch); one panel per tIoU, task
+    or quantity. Writes a PNG atomically."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -65,10 +67,12 @@ def plot_recall_curves(
     for ax, panel in zip(axes[0], panels, strict=True):
         for name, ys in curves[panel].items():
             ax.plot(list(ks), list(ys), label=name)
-        ax.set_xscale("log")
-        ax.set_xlabel("k")
-        ax.set_ylabel("recall@k (%)")
-        ax.set_ylim(0, 101)
+        if log_x:
+            ax.set_xscale("log")
+        ax.set_xlabel(x_label)
+        if y_max is not None:
+            ax.set_ylabel("recall@k (%)")
+            ax.set_ylim(0, y_max)
         ax.set_title(panel)
         ax.grid(True, alpha=0.3)
     axes[0][0].legend(fontsize=8)

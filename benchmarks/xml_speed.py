@@ -1,0 +1,117 @@
+"""XML speed on the synthetic presets: training throughput, search latency, index memory.
+
+    python benchmarks/xml_speed.py --benchmark runs/demo/benchmark [--benchmark DIR_OF_LARGE ...]
+
+For each benchmark folder (generate one with `momentsearch generate --preset large --out DIR`):
+* training throughput (queries/s) over 8 batches of 128, for the demo config (d=128, batches grouped
+  4 queries per video) and the paper's config (d=256, random batches), on a fixed sample of 2,048
+  training queries (the cost per batch does not depend on the corpus size);
+* search latency per query (p50 / p95, ms) over the test split's videos, for batches of 1 and of 64
+  queries: retrieval over every video, localization in the top 100, NMS; the index is built first;
+* index memory per video (KiB): the fp16 H1 and H2 states of every clip.
+The model is freshly initialised: speed does not depend on the weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import peak_rss_mib, report  # noqa: E402
+
+from momentsearch.data.synthetic import SyntheticBenchmark  # noqa: E402
+from momentsearch.models.xml import XML  # noqa: E402
+from momentsearch.search.engine import SearchEngine, XMLLocalizer, XMLRetriever  # noqa: E402
+from momentsearch.search.index import build_index  # noqa: E402
+from momentsearch.text.encoders import MINILM_DIM, QueryFeatureCache  # noqa: E402
+from momentsearch.training.config import XMLModelSettings, XMLTrainConfig  # noqa: E402
+from momentsearch.training.data import MomentBatches, pad_tokens  # noqa: E402
+from momentsearch.training.trainer import batch_loss  # noqa: E402
+
+
+def train_throughput(bench: SyntheticBenchmark, settings: XMLModelSettings, qpv: int, n_batches: int = 8) -> float:
+    store = bench.features()
+    rng = np.random.default_rng(0)
+    train = bench.corpus.split("train")
+    sample = [train.moments[i] for i in rng.choice(len(train.moments), min(2048, len(train.moments)), replace=False)]
+    sub = train.with_moments(sample)
+    queries = QueryFeatureCache(bench.root / "features" / "queries_minilm.h5")
+    cfg = XMLTrainConfig(benchmark=str(bench.root), model=settings, queries_per_video=qpv)
+    mcfg = settings.build(store.visual.dim, store.subtitle.dim if store.subtitle else 0, MINILM_DIM)
+    model = XML(mcfg).train()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    data = MomentBatches(sub, store, queries, bench.config.clip_length, mcfg.max_clips, mcfg.max_tokens,
+                         mcfg.n_streams == 2)
+    gen = torch.Generator().manual_seed(0)
+    batches = data.epoch(128, gen, qpv)
+    b = next(batches)  # warm-up
+    loss, _ = batch_loss(model, b, cfg, None, gen)
+    loss.backward()
+    n, t = 0, time.perf_counter()
+    for _ in range(n_batches):
+        b = next(batches)
+        loss, _ = batch_loss(model, b, cfg, None, gen)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        n += len(b.query_ids)
+    return n / (time.perf_counter() - t)
+
+
+def search_latency(bench: SyntheticBenchmark, settings: XMLModelSettings) -> dict[str, float]:
+    store = bench.features()
+    test = bench.corpus.split("test")
+    mcfg = settings.build(store.visual.dim, store.subtitle.dim if store.subtitle else 0, MINILM_DIM)
+    model = XML(mcfg).eval()
+    t = time.perf_counter()
+    index = build_index(model, store, list(test.videos.values()), bench.config.clip_length, progress=False)
+    build_s = time.perf_counter() - t
+    queries = QueryFeatureCache(bench.root / "features" / "queries_minilm.h5")
+    ms = test.moments[:64 * 4]
+    queries.ensure([m.text for m in ms], progress=False)
+    engine = SearchEngine(XMLRetriever(model, index), XMLLocalizer(model, index), index)
+    feats = [queries.get(m.text) for m in ms]
+    out = {"videos": len(index), "index_build_s": build_s, "index_KiB_per_video": index.nbytes / len(index) / 1024}
+    for bs in (1, 64):
+        per_query = []
+        n_batches = 40 if bs == 1 else 4
+        engine.search(["w"], *pad_tokens(feats[:1], mcfg.max_tokens))  # warm-up (normalises H1 once)
+        for i in range(n_batches):
+            chunk = feats[i * bs: (i + 1) * bs]
+            tokens, mask = pad_tokens(chunk, mcfg.max_tokens)
+            t = time.perf_counter()
+            engine.search([str(j) for j in range(len(chunk))], tokens, mask)
+            per_query.append((time.perf_counter() - t) * 1000 / len(chunk))
+        out[f"batch{bs}_p50_ms"] = float(np.percentile(per_query, 50))
+        out[f"batch{bs}_p95_ms"] = float(np.percentile(per_query, 95))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--benchmark", action="append", type=Path, required=True)
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    rows = []
+    for root in args.benchmark:
+        bench = SyntheticBenchmark.load(root)
+        demo, paper = XMLModelSettings(hidden=128), XMLModelSettings()
+        row = {"preset": bench.config.name, "train_videos": len(bench.corpus.split("train").videos),
+               "train_q/s demo (d128, grouped)": train_throughput(bench, demo, 4),
+               "train_q/s paper (d256, random)": train_throughput(bench, paper, 0)}
+        lat = search_latency(bench, demo)
+        row.update({f"search {k}": v for k, v in lat.items()})
+        row["peak_rss_MiB"] = peak_rss_mib()
+        rows.append(row)
+        print(row, flush=True)
+    report("xml_speed", rows, "python benchmarks/xml_speed.py " + " ".join(sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    main()

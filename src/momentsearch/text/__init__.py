@@ -1,0 +1,1 @@
+"""Text encoders (offline MiniLM) and their caches."""

