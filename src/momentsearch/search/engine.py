@@ -49,8 +49,8 @@ class XMLRetriever:
     def _normalized(self) -> list[torch.Tensor]:
         if self._h1n is None:
             n = self.index.h1.shape[0]
-            self._h1n = [F.normalize(torch.from_numpy(np.asarray(self.index.h1[s: s + self.chunk])).float(), dim=-1)
-                         for s in range(0, n, self.chunk)]
+            self._h1n = [F.normalize(torch.from_numpy(np.array(self.index.h1[s: s + self.chunk], np.float32)), dim=-1)
+                         for s in range(0, n, self.chunk)]  # a copy: the index may be a read-only memory map
         return self._h1n
 
     @torch.no_grad()
