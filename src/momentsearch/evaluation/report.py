@@ -75,7 +75,7 @@ def plot_recall_curves(
             ax.set_ylim(0, y_max)
         ax.set_title(panel)
         ax.grid(True, alpha=0.3)
-    axes[0][0].legend(fontsize=8)
+        ax.legend(fontsize=7)
     if title:
         fig.suptitle(title)
     fig.tight_layout()
