@@ -30,12 +30,13 @@ from momentsearch.models.xml import XML  # noqa: E402
 from momentsearch.search.engine import SearchEngine, XMLLocalizer, XMLRetriever  # noqa: E402
 from momentsearch.search.index import build_index  # noqa: E402
 from momentsearch.text.encoders import MINILM_DIM, QueryFeatureCache  # noqa: E402
-from momentsearch.training.config import XMLModelSettings, XMLTrainConfig  # noqa: E402
+from momentsearch.models.xml import XMLConfig
+from momentsearch.training.config import XMLTrainConfig  # noqa: E402
 from momentsearch.training.data import MomentBatches, pad_tokens  # noqa: E402
 from momentsearch.training.trainer import batch_loss  # noqa: E402
 
 
-def train_throughput(bench: SyntheticBenchmark, settings: XMLModelSettings, qpv: int, n_batches: int = 8) -> float:
+def train_throughput(bench: SyntheticBenchmark, settings: XMLConfig, qpv: int, n_batches: int = 8) -> float:
     store = bench.features()
     rng = np.random.default_rng(0)
     train = bench.corpus.split("train")
@@ -43,7 +44,7 @@ def train_throughput(bench: SyntheticBenchmark, settings: XMLModelSettings, qpv:
     sub = train.with_moments(sample)
     queries = QueryFeatureCache(bench.root / "features" / "queries_minilm.h5")
     cfg = XMLTrainConfig(benchmark=str(bench.root), model=settings, queries_per_video=qpv)
-    mcfg = settings.build(store.visual.dim, store.subtitle.dim if store.subtitle else 0, MINILM_DIM)
+    mcfg = settings.with_inputs(store.visual.dim, store.subtitle.dim if store.subtitle else 0, MINILM_DIM)
     model = XML(mcfg).train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
     data = MomentBatches(sub, store, queries, bench.config.clip_length, mcfg.max_clips, mcfg.max_tokens,
@@ -64,10 +65,10 @@ def train_throughput(bench: SyntheticBenchmark, settings: XMLModelSettings, qpv:
     return n / (time.perf_counter() - t)
 
 
-def search_latency(bench: SyntheticBenchmark, settings: XMLModelSettings) -> dict[str, float]:
+def search_latency(bench: SyntheticBenchmark, settings: XMLConfig) -> dict[str, float]:
     store = bench.features()
     test = bench.corpus.split("test")
-    mcfg = settings.build(store.visual.dim, store.subtitle.dim if store.subtitle else 0, MINILM_DIM)
+    mcfg = settings.with_inputs(store.visual.dim, store.subtitle.dim if store.subtitle else 0, MINILM_DIM)
     model = XML(mcfg).eval()
     t = time.perf_counter()
     index = build_index(model, store, list(test.videos.values()), bench.config.clip_length, progress=False)
@@ -101,7 +102,7 @@ def main() -> None:
     rows = []
     for root in args.benchmark:
         bench = SyntheticBenchmark.load(root)
-        demo, paper = XMLModelSettings(hidden=128), XMLModelSettings()
+        demo, paper = XMLConfig(hidden=128), XMLConfig()
         row = {"preset": bench.config.name, "train_videos": len(bench.corpus.split("train").videos),
                "train_q/s demo (d128, grouped)": train_throughput(bench, demo, 4),
                "train_q/s paper (d256, random)": train_throughput(bench, paper, 0)}

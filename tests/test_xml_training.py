@@ -12,14 +12,15 @@ from momentsearch.cli.model_cmds import run_evaluate, run_search
 from momentsearch.data.synthetic import SyntheticBenchmark, generate, load_preset
 from momentsearch.evaluation.recall import evaluate_ranked
 from momentsearch.search.baselines import random_ranker
-from momentsearch.training.config import XMLModelSettings, XMLTrainConfig
+from momentsearch.models.xml import XMLConfig
+from momentsearch.training.config import XMLTrainConfig
 from momentsearch.training.trainer import Trainer, load_checkpoint
 
 
 def tiny_cfg(bench: Path, out: Path, epochs: int) -> XMLTrainConfig:
     return XMLTrainConfig(benchmark=str(bench), out_dir=str(out), epochs=epochs, batch_size=32, lr=1e-3,
                           hard_negative_start_epoch=4, queries_per_video=0, val_split="test", lambda_tl=0.1,
-                          model=XMLModelSettings(hidden=64, dropout=0.1))
+                          model=XMLConfig(hidden=64, dropout=0.1))
 
 
 def test_resume_gives_identical_weights(tiny_benchmark: Path, tmp_path: Path) -> None:
@@ -52,7 +53,7 @@ def small_benchmark(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_trained_xml_beats_random(small_benchmark: Path, tmp_path: Path) -> None:
     cfg = XMLTrainConfig(benchmark=str(small_benchmark), out_dir=str(tmp_path / "run"), epochs=5, batch_size=64,
                          lr=5e-4, hard_negative_start_epoch=3, queries_per_video=4, val_max_queries=200,
-                         model=XMLModelSettings(hidden=64))
+                         model=XMLConfig(hidden=64))
     Trainer(cfg, progress=False).fit()
     ckpt = tmp_path / "run" / "checkpoints" / "best.pt"
     row = run_evaluate(ckpt, "test", tmp_path / "eval", progress=False)

@@ -22,7 +22,7 @@ Shapes: B queries, L tokens, V videos, S streams, T clips, d hidden.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -33,7 +33,9 @@ NEG_INF = -1e10
 
 @dataclass(frozen=True)
 class XMLConfig:
-    visual_dim: int
+    """The paper's values by default. The input dims are filled from the data (see ``with_inputs``)."""
+
+    visual_dim: int = 0
     subtitle_dim: int = 0  # 0: no subtitle stream
     query_dim: int = 384
     hidden: int = 256
@@ -50,6 +52,9 @@ class XMLConfig:
     @property
     def n_streams(self) -> int:
         return 2 if self.subtitle_dim > 0 else 1
+
+    def with_inputs(self, visual_dim: int, subtitle_dim: int, query_dim: int) -> XMLConfig:
+        return replace(self, visual_dim=visual_dim, subtitle_dim=subtitle_dim, query_dim=query_dim)
 
 
 class LinearLayer(nn.Sequential):
@@ -95,6 +100,8 @@ class CrossAttention(nn.Module):
 class XML(nn.Module):
     def __init__(self, cfg: XMLConfig):
         super().__init__()
+        if cfg.visual_dim <= 0 or cfg.query_dim <= 0:
+            raise ValueError("XMLConfig.visual_dim and query_dim must be set (> 0); use cfg.with_inputs(...)")
         self.cfg = cfg
         d, p = cfg.hidden, cfg.dropout
         self.query_input = LinearLayer(cfg.query_dim, d, p)

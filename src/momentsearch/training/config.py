@@ -8,27 +8,6 @@ from momentsearch.models.xml import XMLConfig
 
 
 @dataclass(frozen=True)
-class XMLModelSettings:
-    """Everything of :class:`XMLConfig` but the input dims, which come from the data."""
-
-    hidden: int = 256
-    n_heads: int = 4
-    dropout: float = 0.1
-    max_clips: int = 128
-    max_tokens: int = 32
-    conv_kernel: int = 5
-    alpha: float = 20.0
-    n_min: int = 1
-    n_max: int = 20
-
-    def build(self, visual_dim: int, subtitle_dim: int, query_dim: int) -> XMLConfig:
-        return XMLConfig(visual_dim=visual_dim, subtitle_dim=subtitle_dim, query_dim=query_dim, hidden=self.hidden,
-                         n_heads=self.n_heads, dropout=self.dropout, max_clips=self.max_clips,
-                         max_tokens=self.max_tokens, conv_kernel=self.conv_kernel, alpha=self.alpha,
-                         n_min=self.n_min, n_max=self.n_max)
-
-
-@dataclass(frozen=True)
 class XMLTrainConfig:
     """Defaults are the paper's (Appendix A) where it gives them."""
 
@@ -51,7 +30,7 @@ class XMLTrainConfig:
     nms_threshold: float = 0.7
     num_threads: int = 2
     deterministic: bool = True  # torch.use_deterministic_algorithms: bit-identical reruns and resumes
-    model: XMLModelSettings = field(default_factory=XMLModelSettings)
+    model: XMLConfig = field(default_factory=XMLConfig)  # input dims come from the data
 
     def __post_init__(self) -> None:
         if self.epochs < 1 or self.batch_size < 2:

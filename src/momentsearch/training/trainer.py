@@ -90,8 +90,8 @@ class Trainer:
         use_sub = cfg.use_subtitle and self.store.has_subtitle
         self.queries = QueryFeatureCache(Path(cfg.benchmark) / "features" / "queries_minilm.h5")
         self.clip_length = self.bench.config.clip_length
-        mcfg = cfg.model.build(self.store.visual.dim, self.store.subtitle.dim if use_sub else 0,  # type: ignore[union-attr]
-                               MINILM_DIM)
+        mcfg = cfg.model.with_inputs(self.store.visual.dim, self.store.subtitle.dim if use_sub else 0,  # type: ignore[union-attr]
+                                     MINILM_DIM)
         torch.manual_seed(cfg.seed)
         self.model = XML(mcfg)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
