@@ -32,7 +32,8 @@ from momentsearch.search.index import build_index  # noqa: E402
 from momentsearch.text.encoders import MINILM_DIM, QueryFeatureCache  # noqa: E402
 from momentsearch.models.xml import XMLConfig
 from momentsearch.training.config import XMLTrainConfig  # noqa: E402
-from momentsearch.training.data import MomentBatches, pad_tokens  # noqa: E402
+from momentsearch.data.batching import pad_tokens  # noqa: E402
+from momentsearch.training.data import MomentBatches  # noqa: E402
 from momentsearch.training.trainer import batch_loss  # noqa: E402
 
 

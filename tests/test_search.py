@@ -10,7 +10,8 @@ import torch
 from momentsearch.data.synthetic import SyntheticBenchmark
 from momentsearch.models.xml import XML, XMLConfig
 from momentsearch.search.engine import SearchEngine, XMLLocalizer, XMLRetriever
-from momentsearch.search.index import VideoIndex, build_index, load_video_batch
+from momentsearch.data.batching import load_video_batch
+from momentsearch.search.index import VideoIndex, build_index
 from momentsearch.search.nms import temporal_nms
 
 

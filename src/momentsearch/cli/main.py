@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -165,6 +164,3 @@ def main() -> None:
         typer.echo(f"error: {e}", err=True)
         sys.exit(2)
 
-
-def _dump(obj: object) -> str:
-    return json.dumps(obj, indent=2)

@@ -9,6 +9,7 @@ from typing import Any
 import typer
 
 from momentsearch.config import load_yaml_config
+from momentsearch.data.batching import pad_tokens
 from momentsearch.data.synthetic import SyntheticBenchmark
 from momentsearch.evaluation import Submission, evaluate_submission, multi_positive_recall
 from momentsearch.evaluation.report import flatten, markdown_table, print_table
@@ -18,7 +19,6 @@ from momentsearch.search.index import VideoIndex, build_index
 from momentsearch.search.run import rank_split
 from momentsearch.text.encoders import QueryFeatureCache
 from momentsearch.training.config import XMLTrainConfig
-from momentsearch.training.data import pad_tokens
 from momentsearch.training.trainer import Trainer, load_checkpoint
 
 EVAL_COLUMNS = ["VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.5-r100", "VCMR 0.7-r1", "VCMR 0.7-r10", "VCMR 0.7-r100",

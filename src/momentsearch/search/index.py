@@ -18,8 +18,8 @@ import torch
 from tqdm import tqdm
 
 from momentsearch.data.corpus import Video
+from momentsearch.data.batching import load_video_batch
 from momentsearch.data.features import FeatureStore
-from momentsearch.errors import FeatureError
 from momentsearch.fileio import atomic_path, write_json
 
 INDEX_VERSION = 1
@@ -82,35 +82,6 @@ class VideoIndex:
         return cls(man["video_ids"], np.load(f / "durations.npy"), float(man["clip_length"]),
                    np.load(f / "offsets.npy"), np.load(f / "h1.npy", mmap_mode=mode),
                    np.load(f / "h2.npy", mmap_mode=mode))
-
-
-def load_video_batch(
-    store: FeatureStore, video_ids: Sequence[str], max_clips: int, use_subtitle: bool
-) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """Features of videos padded to the longest: ([(V, T, D_s)] per stream, mask (V, T))."""
-    vis, sub = [], []
-    for vid in video_ids:
-        v, s = store.get(vid)
-        if len(v) > max_clips:
-            raise FeatureError(f"video {vid!r} has {len(v)} clips, more than the model's max_clips={max_clips}")
-        vis.append(v)
-        if use_subtitle:
-            if s is None:
-                raise FeatureError(f"video {vid!r}: the model needs a subtitle stream and the store has none")
-            if len(s) != len(v):
-                raise FeatureError(f"video {vid!r}: {len(v)} visual clips but {len(s)} subtitle clips")
-            sub.append(s)
-    t = max(len(v) for v in vis)
-    mask = torch.zeros(len(vis), t, dtype=torch.bool)
-    streams = [torch.zeros(len(vis), t, vis[0].shape[1])]
-    if use_subtitle:
-        streams.append(torch.zeros(len(vis), t, sub[0].shape[1]))
-    for i, v in enumerate(vis):
-        mask[i, : len(v)] = True
-        streams[0][i, : len(v)] = torch.from_numpy(v)
-        if use_subtitle:
-            streams[1][i, : len(v)] = torch.from_numpy(sub[i])
-    return streams, mask
 
 
 @torch.no_grad()

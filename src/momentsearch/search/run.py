@@ -8,6 +8,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from momentsearch.data.batching import pad_tokens
 from momentsearch.data.corpus import Corpus
 from momentsearch.data.features import FeatureStore
 from momentsearch.evaluation.predictions import RankedMoments
@@ -16,7 +17,6 @@ from momentsearch.search.engine import SearchEngine, XMLLocalizer, XMLRetriever
 from momentsearch.search.index import VideoIndex, build_index
 from momentsearch.search.nms import temporal_nms
 from momentsearch.text.encoders import QueryFeatureCache
-from momentsearch.training.data import pad_tokens
 
 
 def rank_split(

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from momentsearch.data.batching import load_video_batch, pad_tokens
 from momentsearch.data.corpus import Corpus, Moment
 from momentsearch.data.features import FeatureStore
 from momentsearch.losses.localization import span_to_clip_indices
-from momentsearch.search.index import load_video_batch
 from momentsearch.text.encoders import QueryFeatureCache
 
 
@@ -27,17 +27,6 @@ class Batch:
     st: torch.Tensor  # (B,) target start clip
     ed: torch.Tensor  # (B,) target end clip
     same_video: torch.Tensor  # (B, B) bool: row and column hold the same video
-
-
-def pad_tokens(feats: Sequence[np.ndarray], max_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
-    n = min(max(len(f) for f in feats), max_tokens)
-    out = torch.zeros(len(feats), n, feats[0].shape[1])
-    mask = torch.zeros(len(feats), n, dtype=torch.bool)
-    for i, f in enumerate(feats):
-        k = min(len(f), n)
-        out[i, :k] = torch.from_numpy(np.asarray(f[:k], np.float32))
-        mask[i, :k] = True
-    return out, mask
 
 
 class MomentBatches:

@@ -1,0 +1,51 @@
+"""Padded torch batches of query token features and video clip features (shared by training and search)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from momentsearch.data.features import FeatureStore
+from momentsearch.errors import FeatureError
+
+
+def pad_tokens(feats: Sequence[np.ndarray], max_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
+    n = min(max(len(f) for f in feats), max_tokens)
+    out = torch.zeros(len(feats), n, feats[0].shape[1])
+    mask = torch.zeros(len(feats), n, dtype=torch.bool)
+    for i, f in enumerate(feats):
+        k = min(len(f), n)
+        out[i, :k] = torch.from_numpy(np.asarray(f[:k], np.float32))
+        mask[i, :k] = True
+    return out, mask
+
+
+def load_video_batch(
+    store: FeatureStore, video_ids: Sequence[str], max_clips: int, use_subtitle: bool
+) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Features of videos padded to the longest: ([(V, T, D_s)] per stream, mask (V, T))."""
+    vis, sub = [], []
+    for vid in video_ids:
+        v, s = store.get(vid)
+        if len(v) > max_clips:
+            raise FeatureError(f"video {vid!r} has {len(v)} clips, more than the model's max_clips={max_clips}")
+        vis.append(v)
+        if use_subtitle:
+            if s is None:
+                raise FeatureError(f"video {vid!r}: the model needs a subtitle stream and the store has none")
+            if len(s) != len(v):
+                raise FeatureError(f"video {vid!r}: {len(v)} visual clips but {len(s)} subtitle clips")
+            sub.append(s)
+    t = max(len(v) for v in vis)
+    mask = torch.zeros(len(vis), t, dtype=torch.bool)
+    streams = [torch.zeros(len(vis), t, vis[0].shape[1])]
+    if use_subtitle:
+        streams.append(torch.zeros(len(vis), t, sub[0].shape[1]))
+    for i, v in enumerate(vis):
+        mask[i, : len(v)] = True
+        streams[0][i, : len(v)] = torch.from_numpy(v)
+        if use_subtitle:
+            streams[1][i, : len(v)] = torch.from_numpy(sub[i])
+    return streams, mask
