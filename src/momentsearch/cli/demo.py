@@ -25,6 +25,7 @@ from momentsearch.data.synthetic import SyntheticBenchmark, generate, load_prese
 from momentsearch.evaluation import Submission, evaluate_submission, multi_positive_recall
 from momentsearch.evaluation.predictions import RankedMoments
 from momentsearch.evaluation.recall import GroundTruth, align, task_first_hits
+from momentsearch.evaluation.ndcg import ranked_ndcg
 from momentsearch.evaluation.report import flatten, markdown_table, plot_recall_curves, print_table
 from momentsearch.fileio import atomic_open, write_json
 from momentsearch.search.baselines import annotation_oracle, random_ranker, relevance_oracle
@@ -32,7 +33,7 @@ from momentsearch.search.baselines import annotation_oracle, random_ranker, rele
 COLUMNS = [
     "VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.5-r100", "VCMR 0.7-r1", "VCMR 0.7-r100",
     "SVMR 0.5-r1", "SVMR 0.5-r5", "VR r1", "VR r10", "VR r100",
-    "MP-VCMR 0.5-r1", "MP-VCMR 0.5-r10", "MP-VR r1", "MP-VR r10",
+    "MP-VCMR 0.5-r1", "MP-VCMR 0.5-r10", "MP-VR r1", "MP-VR r10", "nDCG VR", "nDCG VCMR 0.5",
 ]
 KS = list(range(1, 101))
 
@@ -80,6 +81,7 @@ def reference_rows(bench: SyntheticBenchmark, test: Corpus, report: Path,
             **flatten({t: metrics[t] for t in ("VCMR", "SVMR", "VR") if t in metrics}),
             **flatten({"MP-VCMR": multi_positive_recall(tasks["VCMR"], exact)["VCMR"],
                        "MP-VR": multi_positive_recall(tasks["VR"], exact)["VR"]}),
+            **ranked_ndcg(tasks["VR"], tasks["VCMR"], graded),
         }
         _curves(curves, name, tasks, gt)
     n = len(graded.video_ids)
@@ -116,7 +118,9 @@ def run_demo(out: Path, preset: str = "default", train: bool = True) -> dict[str
                                          "rows": rows, "seconds": timings})
     with atomic_open(report / "metrics.md") as fh:
         fh.write(f"# Synthetic '{preset}' test split\n\n{len(test)} queries, {len(test.videos)} videos. MP = "
-                 "multi-positive recall against the oracle (a hit is any moment of relevance 1.0).\n\n")
+                 "multi-positive recall against the oracle (a hit is any moment of relevance 1.0). nDCG (x100) is "
+                 "Wray et al.'s Eq. 2 (gain 2^S - 1) against the oracle's graded relevance (S >= 0.5), text to "
+                 "video, and for moments at tIoU 0.5 over the top 100.\n\n")
         fh.write(markdown_table(rows, COLUMNS) + "\n\n")
         fh.write("Seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in timings.items()) + "\n")
     if examples:

@@ -12,6 +12,7 @@ from momentsearch.config import load_yaml_config
 from momentsearch.data.batching import pad_tokens
 from momentsearch.data.synthetic import SyntheticBenchmark
 from momentsearch.evaluation import Submission, evaluate_submission, multi_positive_recall
+from momentsearch.evaluation.ndcg import ranked_ndcg
 from momentsearch.evaluation.report import flatten, markdown_table, print_table
 from momentsearch.fileio import atomic_open, write_json
 from momentsearch.search.engine import SearchEngine, XMLLocalizer, XMLRetriever
@@ -23,7 +24,7 @@ from momentsearch.training.trainer import Trainer, load_checkpoint
 
 EVAL_COLUMNS = ["VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.5-r100", "VCMR 0.7-r1", "VCMR 0.7-r10", "VCMR 0.7-r100",
                 "SVMR 0.5-r1", "SVMR 0.5-r5", "SVMR 0.7-r1", "VR r1", "VR r10", "VR r100", "MP-VCMR 0.5-r1",
-                "MP-VCMR 0.5-r10", "MP-VR r1"]
+                "MP-VCMR 0.5-r10", "MP-VR r1", "nDCG VR", "nDCG VCMR 0.5"]
 
 
 def run_train(config: Path, overrides: dict[str, Any] | None = None, resume: bool = True,
@@ -60,12 +61,14 @@ def evaluate_checkpoint(checkpoint: Path, split: str = "test", out: Path | None 
     sub = Submission.from_ranked(ranked)
     sub.write(out / "predictions.json")
     metrics: dict[str, Any] = evaluate_submission(sub, corpus)
-    exact = bench.oracle(split).moment_relevance(min_relevance=1.0)
+    graded = bench.oracle(split).moment_relevance(min_relevance=0.5)
+    exact = graded.threshold(1.0)
     mp = multi_positive_recall(ranked["VCMR"], exact)
     mp_vr = multi_positive_recall(ranked["VR"], exact)
     metrics["multi_positive"] = {"VCMR": mp["VCMR"], "VR": mp_vr["VR"], "min_relevance": 1.0}
+    metrics["ndcg"] = ranked_ndcg(ranked["VR"], ranked["VCMR"], graded)
     row = {**flatten({t: metrics[t] for t in ("VCMR", "SVMR", "VR")}),
-           **flatten({"MP-VCMR": mp["VCMR"], "MP-VR": mp_vr["VR"]})}
+           **flatten({"MP-VCMR": mp["VCMR"], "MP-VR": mp_vr["VR"]}), **metrics["ndcg"]}
     write_json(out / "metrics.json", {"checkpoint": str(checkpoint), "split": split, "n_queries": len(corpus),
                                       "n_videos": len(corpus.videos), "metrics": metrics})
     with atomic_open(out / "metrics.md") as fh:
