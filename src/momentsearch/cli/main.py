@@ -102,6 +102,21 @@ def evaluate_predictions(
     run_evaluate_predictions(predictions, ground_truth, format, _floats(iou), _ints(ks), as_json, out)
 
 
+@app.command("relevance")
+def relevance_cmd(
+    dataset: Annotated[Path, typer.Option("--dataset", "-d", help="Annotation file (any format) or benchmark folder.")],
+    proxy: Annotated[str, typer.Option(help="bow (word IoU, stop words removed) or cosine ([cos]+ of MiniLM).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output .npz (query x moment MomentRelevance).")],
+    format: Annotated[Optional[str], typer.Option("--format", "-f", help=FORMAT_HELP)] = None,
+    top_k: Annotated[int, typer.Option("--top-k", help="Pairs kept per query.")] = 100,
+    threshold: Annotated[float, typer.Option(help="Pairs below this are dropped.")] = 0.0,
+) -> None:
+    """Graded query x moment relevance from the annotation text alone, with statistics and a histogram."""
+    from momentsearch.cli.relevance_cmd import run_relevance
+
+    run_relevance(dataset, proxy, out, format, top_k, threshold)
+
+
 @app.command("train")
 def train_cmd(
     config: Annotated[Path, typer.Argument(help="YAML training config, e.g. configs/xml/default.yaml.")],

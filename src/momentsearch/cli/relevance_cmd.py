@@ -1,0 +1,77 @@
+"""``momentsearch relevance``: a sparse graded relevance table from annotation text alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import typer
+
+from momentsearch.data.loaders import load_corpus
+from momentsearch.fileio import atomic_path, write_json
+from momentsearch.relevance.matrix import query_moment, sparse_query_relevance
+from momentsearch.relevance.proxies import BowIndex, embedding_cosine
+from momentsearch.text.encoders import QueryFeatureCache, sentence_embeddings
+
+PROXIES = ("bow", "cosine")
+THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9)
+
+
+def run_relevance(dataset: Path, proxy: str, out: Path, format: str | None = None, top_k: int = 100,
+                  threshold: float = 0.0, cache: Path | None = None) -> dict[str, object]:
+    if proxy not in PROXIES:
+        raise typer.BadParameter(f"unknown proxy {proxy!r}; choose one of {PROXIES}")
+    corpus = load_corpus(dataset, format)
+    texts = [m.text for m in corpus.moments]
+    if proxy == "bow":
+        index = BowIndex(texts)
+
+        def block(rows: np.ndarray) -> np.ndarray:
+            return index.iou(rows)
+    else:
+        qcache = QueryFeatureCache(cache or out.with_suffix(".minilm.h5"))
+        emb = sentence_embeddings(qcache, texts)
+
+        def block(rows: np.ndarray) -> np.ndarray:
+            return embedding_cosine(emb[rows], emb)
+
+    qq = sparse_query_relevance(len(texts), block, top_k=top_k, threshold=threshold)
+    rel = query_moment(corpus, qq)
+    rel.save(out)
+    off = qq.copy()
+    off.setdiag(0)
+    off.eliminate_zeros()
+    per_query = {f">= {t}": float(np.mean(np.asarray((off >= t).sum(axis=1)).ravel())) for t in THRESHOLDS}
+    stats = {
+        "dataset": str(dataset), "proxy": proxy, "n_queries": len(texts), "top_k": top_k, "threshold": threshold,
+        "stored_pairs_besides_self": int(off.nnz),
+        "other_queries_per_query_at_or_above": per_query,
+        "value_percentiles": {str(p): float(np.percentile(off.data, p)) if off.nnz else 0.0 for p in (10, 50, 90, 99)},
+    }
+    write_json(out.with_suffix(".stats.json"), stats)
+    _histogram(off.data, out.with_suffix(".hist.png"), f"{proxy} relevance, {dataset.name}")
+    typer.echo(f"{len(texts)} queries; other queries per query at or above " +
+               ", ".join(f"{k}: {v:.2f}" for k, v in per_query.items()))
+    typer.echo(f"wrote {out}, {out.with_suffix('.stats.json')} and {out.with_suffix('.hist.png')}")
+    return stats
+
+
+def _histogram(values: np.ndarray, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.4))
+    ax.hist(values, bins=50, range=(0, 1), color="tab:blue")
+    ax.set_yscale("log")
+    ax.set_xlabel("relevance of a stored (query, other query) pair")
+    ax.set_ylabel("pairs")
+    ax.set_title(title)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)
+
+
+__all__ = ["run_relevance"]
