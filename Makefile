@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0
-	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[models,test]"
+	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[models,text,test]"
 	touch $(STAMP)
 
 setup: $(STAMP)

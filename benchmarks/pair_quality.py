@@ -1,0 +1,82 @@
+"""How well text-only relevance finds the truly relevant pairs, on the synthetic benchmark.
+
+    python benchmarks/pair_quality.py --benchmark runs/demo/benchmark [--split test]
+
+Truth: the oracle's relevance between query i and query j's event; a pair is relevant when it is
+1.0 (the same kind of event). For each detector Phi_sent / Phi_vp / Phi_np-vp (pairs paper Eq. 7)
+at theta in {0.5, 0.6, 0.7, 0.8}: precision and recall of the detected pairs and the pairs per
+query; for each graded proxy (BoW IoU, [cos]+): Spearman's rank correlation with the oracle's
+graded relevance over all pairs. Times each stage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import spearmanr
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import peak_rss_mib, report  # noqa: E402
+
+from momentsearch.data.synthetic import SyntheticBenchmark  # noqa: E402
+from momentsearch.relevance.pairs import DETECTORS, detect_pairs  # noqa: E402
+from momentsearch.relevance.proxies import BowIndex, embedding_cosine  # noqa: E402
+from momentsearch.text.encoders import QueryFeatureCache, sentence_embeddings  # noqa: E402
+from momentsearch.text.phrases import extract_phrases  # noqa: E402
+
+THETAS = (0.5, 0.6, 0.7, 0.8)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--benchmark", type=Path, required=True)
+    ap.add_argument("--split", default="test")
+    args = ap.parse_args()
+    bench = SyntheticBenchmark.load(args.benchmark)
+    corpus = bench.corpus.split(args.split)
+    oracle = bench.oracle(args.split)
+    texts = [m.text for m in corpus.moments]
+    n = len(texts)
+    ev = {e: k for k, e in enumerate(oracle.events.event_ids)}
+    cols = np.array([ev[m.meta["event"]] for m in corpus.moments])
+    graded = np.stack([oracle.relevance_to_events(oracle._q[i])[cols] for i in range(n)])
+    off = ~np.eye(n, dtype=bool)
+    truth = (graded >= 1.0) & off
+    cache = QueryFeatureCache(args.benchmark / "features" / "queries_minilm.h5")
+    t = time.perf_counter()
+    phrases = extract_phrases(texts)
+    parse_s = time.perf_counter() - t
+    rows = []
+    for det in DETECTORS:
+        t = time.perf_counter()
+        table = detect_pairs(phrases, det, cache, min_theta=min(THETAS), progress=False)
+        secs = time.perf_counter() - t
+        for theta in THETAS:
+            d = table.detected(theta).toarray() > 0
+            tp = (d & truth).sum()
+            rows.append({"relevance": f"Phi_{det}", "theta": theta,
+                         "precision": float(tp / max(d.sum(), 1)), "recall": float(tp / truth.sum()),
+                         "pairs/query": float(d.sum() / n), "spearman": float("nan"), "seconds": secs})
+    iu = np.triu_indices(n, 1)
+    t = time.perf_counter()
+    bow = BowIndex(texts).iou(np.arange(n))
+    rows.append({"relevance": "BoW IoU", "theta": float("nan"), "precision": float("nan"), "recall": float("nan"),
+                 "pairs/query": float("nan"), "spearman": float(spearmanr(bow[iu], graded[iu]).statistic),
+                 "seconds": time.perf_counter() - t})
+    t = time.perf_counter()
+    emb = sentence_embeddings(cache, texts, progress=False)
+    cos = embedding_cosine(emb, emb)
+    rows.append({"relevance": "[cos]+ (Psi)", "theta": float("nan"), "precision": float("nan"),
+                 "recall": float("nan"), "pairs/query": float("nan"),
+                 "spearman": float(spearmanr(cos[iu], graded[iu]).statistic), "seconds": time.perf_counter() - t})
+    print(f"{n} queries; truly relevant pairs per query {truth.sum() / n:.2f}; parsing {parse_s:.1f} s; "
+          f"peak RSS {peak_rss_mib():.0f} MiB")
+    report("pair_quality", rows, "python benchmarks/pair_quality.py " + " ".join(sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    main()
