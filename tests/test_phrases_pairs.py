@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from momentsearch.data.loaders import load_corpus
@@ -68,3 +67,25 @@ def test_phi_and_psi_against_brute_force(tmp_path: Path) -> None:
     assert vp.confidence(0.8)[0, 1] == pytest.approx(vp.psi[0, 1])
     with pytest.raises(ValueError, match="below the table's min_theta"):
         detect_pairs(phrases, "vp", cache, min_theta=0.5, progress=False).detected(0.4)
+
+
+def test_pairs_and_relevance_commands(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from momentsearch.cli.main import app
+
+    f = tmp_path / "charades_sta_test.txt"
+    f.write_text("V1 0.0 5.0##a person opens the door.\nV2 1.0 4.0##someone is opening a door.\n"
+                 "V3 2.0 8.0##a man eats a sandwich.\nV3 9.0 12.0##the person sits on a chair.\n")
+    res = CliRunner().invoke(app, ["pairs", "--dataset", str(f), "--detector", "vp", "--out", str(tmp_path / "p")])
+    assert res.exit_code == 0, res.output
+    stats = json.loads((tmp_path / "p.stats.json").read_text())
+    assert stats["n_queries"] == 4 and set(stats["pairs_per_query"]) == {"0.5", "0.6", "0.7", "0.8"}
+    assert any("open" in e["query"] and "open" in e["other"] for e in stats["examples_theta_0.7"])
+    res = CliRunner().invoke(app, ["relevance", "--dataset", str(f), "--proxy", "pos", "--out", str(tmp_path / "r.npz")])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "r.hist.png").exists() and json.loads((tmp_path / "r.stats.json").read_text())["n_queries"] == 4
+    res = CliRunner().invoke(app, ["pairs", "--dataset", str(f), "--detector", "np", "--out", str(tmp_path / "x")])
+    assert res.exit_code != 0 and "unknown detector" in res.output

@@ -10,7 +10,7 @@ import pytest
 from momentsearch.data.corpus import Corpus, Moment, Video
 from momentsearch.data.synthetic import SyntheticBenchmark
 from momentsearch.relevance.matrix import query_moment, query_video, sparse_query_relevance
-from momentsearch.relevance.proxies import BowIndex, bow_iou, content_words, embedding_cosine
+from momentsearch.relevance.proxies import BowIndex, PosIndex, bow_iou, content_words, embedding_cosine, pos_iou
 from momentsearch.text.encoders import QueryFeatureCache, sentence_embeddings
 
 
@@ -78,3 +78,13 @@ def test_proxies_track_the_synthetic_oracle(tiny_benchmark: Path) -> None:
     assert prec_cos > 100 * base and prec_bow > 50 * base
     assert (t & (cos >= 0.5)).sum() / t.sum() > 0.6  # embeddings find most paraphrases at 0.5 ...
     assert (t & (bow >= 0.5)).sum() / t.sum() < 0.3  # ... word overlap does not: synonyms defeat it
+
+
+def test_pos_iou_by_hand() -> None:
+    # verbs {open} vs {close}: IoU 0; nouns {man, fridge} vs {man, fridge}: IoU 1 -> 0.5 * 0 + 0.5 * 1
+    assert pos_iou("a man opens the fridge", "the man closes the fridge") == pytest.approx(0.5)
+    # lemmas: "opens" and "opened" are one verb; nouns {woman, door} vs {man, door}: 1/3
+    assert pos_iou("a woman opens the door", "the man opened the door") == pytest.approx(0.5 + 0.5 / 3)
+    texts = ["a man opens the fridge", "the man closes the fridge", "a dog sleeps"]
+    block = PosIndex(texts).iou(np.arange(3))
+    assert block[0, 1] == pytest.approx(0.5) and block[0, 2] == 0.0 and block[2, 2] == pytest.approx(1.0)

@@ -105,7 +105,7 @@ def evaluate_predictions(
 @app.command("relevance")
 def relevance_cmd(
     dataset: Annotated[Path, typer.Option("--dataset", "-d", help="Annotation file (any format) or benchmark folder.")],
-    proxy: Annotated[str, typer.Option(help="bow (word IoU, stop words removed) or cosine ([cos]+ of MiniLM).")],
+    proxy: Annotated[str, typer.Option(help="bow (word IoU, stop words removed), pos (verb/noun lemma IoU) or cosine ([cos]+ of MiniLM).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output .npz (query x moment MomentRelevance).")],
     format: Annotated[Optional[str], typer.Option("--format", "-f", help=FORMAT_HELP)] = None,
     top_k: Annotated[int, typer.Option("--top-k", help="Pairs kept per query.")] = 100,
@@ -115,6 +115,20 @@ def relevance_cmd(
     from momentsearch.cli.relevance_cmd import run_relevance
 
     run_relevance(dataset, proxy, out, format, top_k, threshold)
+
+
+@app.command("pairs")
+def pairs_cmd(
+    dataset: Annotated[Path, typer.Option("--dataset", "-d", help="Annotation file (any format) or benchmark folder.")],
+    detector: Annotated[str, typer.Option(help="sent, vp or np-vp (pairs paper, Eq. 7).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output prefix: writes OUT.phi.npz, OUT.psi.npz, OUT.stats.json.")],
+    format: Annotated[Optional[str], typer.Option("--format", "-f", help=FORMAT_HELP)] = None,
+    min_theta: Annotated[float, typer.Option("--min-theta", help="Lowest theta kept in the table.")] = 0.5,
+) -> None:
+    """Potentially relevant pairs (Phi) with confidence (Psi) from the annotation text; pairs per query and examples."""
+    from momentsearch.cli.relevance_cmd import run_pairs
+
+    run_pairs(dataset, detector, out, format, min_theta)
 
 
 @app.command("train")

@@ -10,10 +10,10 @@ import typer
 from momentsearch.data.loaders import load_corpus
 from momentsearch.fileio import atomic_path, write_json
 from momentsearch.relevance.matrix import query_moment, sparse_query_relevance
-from momentsearch.relevance.proxies import BowIndex, embedding_cosine
+from momentsearch.relevance.proxies import BowIndex, PosIndex, embedding_cosine
 from momentsearch.text.encoders import QueryFeatureCache, sentence_embeddings
 
-PROXIES = ("bow", "cosine")
+PROXIES = ("bow", "pos", "cosine")
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9)
 
 
@@ -23,8 +23,8 @@ def run_relevance(dataset: Path, proxy: str, out: Path, format: str | None = Non
         raise typer.BadParameter(f"unknown proxy {proxy!r}; choose one of {PROXIES}")
     corpus = load_corpus(dataset, format)
     texts = [m.text for m in corpus.moments]
-    if proxy == "bow":
-        index = BowIndex(texts)
+    if proxy in ("bow", "pos"):
+        index = BowIndex(texts) if proxy == "bow" else PosIndex(texts)
 
         def block(rows: np.ndarray) -> np.ndarray:
             return index.iou(rows)
@@ -75,3 +75,38 @@ def _histogram(values: np.ndarray, path: Path, title: str) -> None:
 
 
 __all__ = ["run_relevance"]
+
+
+def run_pairs(dataset: Path, detector: str, out: Path, format: str | None = None, min_theta: float = 0.5,
+              n_examples: int = 10, seed: int = 0) -> dict[str, object]:
+    """Potentially relevant pairs from the text: pairs per query at each theta, and examples."""
+    from scipy import sparse
+
+    from momentsearch.relevance.pairs import DETECTORS, detect_pairs
+    from momentsearch.text.phrases import extract_phrases
+
+    if detector not in DETECTORS:
+        raise typer.BadParameter(f"unknown detector {detector!r}; choose one of {DETECTORS}")
+    corpus = load_corpus(dataset, format)
+    texts = [m.text for m in corpus.moments]
+    phrases = extract_phrases(texts)
+    table = detect_pairs(phrases, detector, QueryFeatureCache(out.with_suffix(".minilm.h5")), min_theta)  # type: ignore[arg-type]
+    per_query = {}
+    for theta in (t for t in (0.5, 0.6, 0.7, 0.8) if t >= min_theta):
+        per_query[str(theta)] = float(table.detected(theta).nnz / len(texts))
+    d = table.detected(max(0.7, min_theta)).tocoo()
+    rng = np.random.default_rng(seed)
+    picks = rng.choice(d.nnz, size=min(n_examples, d.nnz), replace=False) if d.nnz else []
+    examples = [{"query": texts[d.row[k]], "other": texts[d.col[k]], "phi_score": float(table.phi_score[d.row[k], d.col[k]]),
+                 "psi": float(table.psi[d.row[k], d.col[k]])} for k in picks]
+    for name, m in (("phi", table.phi_score), ("psi", table.psi)):  # rows/cols follow the corpus' query order
+        with atomic_path(out.with_suffix(f".{name}.npz")) as tmp, open(tmp, "wb") as fh:
+            sparse.save_npz(fh, m)
+    stats = {"dataset": str(dataset), "detector": detector, "n_queries": len(texts), "min_theta": min_theta,
+             "pairs_per_query": per_query, "examples_theta_0.7": examples}
+    write_json(out.with_suffix(".stats.json"), stats)
+    typer.echo(f"{len(texts)} queries; Phi_{detector} pairs per query: " +
+               ", ".join(f"theta {k}: {v:.2f}" for k, v in per_query.items()))
+    for e in examples:
+        typer.echo(f"  [{e['phi_score']:.2f} / Psi {e['psi']:.2f}] {e['query']}  <->  {e['other']}")
+    return stats

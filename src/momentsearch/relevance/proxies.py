@@ -2,6 +2,8 @@
 
 * ``bow_iou``: intersection over union of the two captions' word sets, stop words removed
   (scikit-learn's English list; words are lower-cased alphabetic tokens, not lemmatised).
+* ``pos_iou``: Wray et al.'s PoS-aware IoU, alpha_v IoU(verbs) + alpha_n IoU(nouns), alpha = 0.5
+  each, over the lemmas spaCy tags VERB and NOUN (stop words removed);
 * ``embedding_cosine``: [cos]_+ of the L2-normalised sentence embeddings — the confidence Psi of
   the potentially-relevant-pairs paper (Eq. 8).
 
@@ -32,17 +34,20 @@ def bow_iou(a: str, b: str) -> float:
 
 
 class BowIndex:
-    """Binary word-incidence matrix of a caption list, for blockwise IoU."""
+    """Binary word-incidence matrix of a caption list (or of given word sets), for blockwise IoU."""
 
-    def __init__(self, texts: Sequence[str]):
+    def __init__(self, texts: Sequence[str] | None = None, word_sets: Sequence[frozenset[str]] | None = None):
+        if (texts is None) == (word_sets is None):
+            raise ValueError("give either texts or word_sets")
+        sets = [content_words(t) for t in texts] if texts is not None else list(word_sets)  # type: ignore[arg-type]
         vocab: dict[str, int] = {}
         rows, cols = [], []
-        for i, t in enumerate(texts):
-            for w in content_words(t):
+        for i, words in enumerate(sets):
+            for w in words:
                 rows.append(i)
                 cols.append(vocab.setdefault(w, len(vocab)))
         self.matrix = sparse.csr_matrix(
-            (np.ones(len(rows), np.float32), (rows, cols)), shape=(len(texts), max(len(vocab), 1)))
+            (np.ones(len(rows), np.float32), (rows, cols)), shape=(len(sets), max(len(vocab), 1)))
         self.sizes = np.asarray(self.matrix.sum(axis=1)).ravel()
 
     def iou(self, rows: slice | np.ndarray, cols: slice | np.ndarray | None = None) -> np.ndarray:
@@ -60,3 +65,35 @@ class BowIndex:
 def embedding_cosine(e_rows: np.ndarray, e_cols: np.ndarray) -> np.ndarray:
     """[cos]_+ between L2-normalised embeddings: (R, d) x (C, d) -> (R, C) in [0, 1]."""
     return np.clip(e_rows @ e_cols.T, 0.0, 1.0).astype(np.float32)
+
+
+def verb_noun_lemmas(texts: Sequence[str]) -> tuple[list[frozenset[str]], list[frozenset[str]]]:
+    """Per text: the lemmas tagged VERB, and those tagged NOUN (stop words removed)."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    from momentsearch.text.phrases import spacy_pipeline
+
+    verbs, nouns = [], []
+    for doc in spacy_pipeline().pipe([t.strip() for t in texts], batch_size=256):
+        lem = [(t.lemma_.lower(), t.pos_) for t in doc if t.is_alpha and t.lemma_.lower() not in ENGLISH_STOP_WORDS]
+        verbs.append(frozenset(w for w, p in lem if p == "VERB"))
+        nouns.append(frozenset(w for w, p in lem if p == "NOUN"))
+    return verbs, nouns
+
+
+class PosIndex:
+    """PoS-aware IoU over a caption list: alpha_v IoU(verb lemmas) + alpha_n IoU(noun lemmas)."""
+
+    def __init__(self, texts: Sequence[str], alpha_verb: float = 0.5, alpha_noun: float = 0.5):
+        if abs(alpha_verb + alpha_noun - 1.0) > 1e-9:
+            raise ValueError("alpha_verb + alpha_noun must be 1")
+        verbs, nouns = verb_noun_lemmas(texts)
+        self.verbs, self.nouns = BowIndex(word_sets=verbs), BowIndex(word_sets=nouns)
+        self.alpha_verb, self.alpha_noun = alpha_verb, alpha_noun
+
+    def iou(self, rows: slice | np.ndarray, cols: slice | np.ndarray | None = None) -> np.ndarray:
+        return self.alpha_verb * self.verbs.iou(rows, cols) + self.alpha_noun * self.nouns.iou(rows, cols)
+
+
+def pos_iou(a: str, b: str) -> float:
+    return float(PosIndex([a, b]).iou(np.array([0]), np.array([1]))[0, 0])
