@@ -9,6 +9,10 @@ STAMP  := $(VENV)/.installed
 .PHONY: setup demo test bench clean
 
 $(STAMP): pyproject.toml
+	@# WordNet 3.0 for the synset and METEOR proxies: Debian's wordnet-base (needs root and apt)
+	@test -f /usr/share/wordnet/data.noun || apt-get install -y -q wordnet-base >/dev/null \
+	  || (apt-get update -q >/dev/null && apt-get install -y -q wordnet-base >/dev/null) \
+	  || echo "warning: could not install wordnet-base; the synset and METEOR proxies will be unavailable"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0
 	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[models,text,test]"

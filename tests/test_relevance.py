@@ -88,3 +88,36 @@ def test_pos_iou_by_hand() -> None:
     texts = ["a man opens the fridge", "the man closes the fridge", "a dog sleeps"]
     block = PosIndex(texts).iou(np.arange(3))
     assert block[0, 1] == pytest.approx(0.5) and block[0, 2] == 0.0 and block[2, 2] == pytest.approx(1.0)
+
+
+def _need_wordnet() -> None:
+    if not Path("/usr/share/wordnet/data.noun").is_file():
+        pytest.skip("WordNet 3.0 (Debian wordnet-base) is not installed; `make` installs it where apt-get works")
+
+
+def test_synset_iou_relates_synonyms_pos_iou_does_not() -> None:
+    _need_wordnet()
+    from momentsearch.relevance.proxies import SynsetIndex, synset_iou
+
+    a, b = "a man washes the car", "the man washes the automobile"
+    # car and automobile are one synset, car.n.01: verbs 1, nouns 1 (WordNet 3.0, first senses)
+    assert synset_iou(a, b, wsd="first") == pytest.approx(1.0)
+    assert pos_iou(a, b) == pytest.approx(0.5 + 0.5 / 3)  # nouns {man, car} vs {man, automobile}
+    block = SynsetIndex([a, b, "a dog sleeps"], wsd="first").iou(np.arange(3))
+    assert block[0, 2] == 0.0 and block[2, 2] == pytest.approx(1.0)
+    assert 0.0 <= synset_iou(a, b) <= 1.0  # Lesk may pick other senses; still a proper IoU
+
+
+def test_meteor_by_hand() -> None:
+    _need_wordnet()
+    from momentsearch.relevance.proxies import meteor, meteor_matrix
+
+    # identical 5-word captions: one chunk of 5 matches, penalty 0.5 * (1/5)^3 = 0.004
+    assert meteor("a man opens the fridge", "a man opens the fridge") == pytest.approx(0.996)
+    assert meteor("a dog sleeps", "someone opens the fridge") == 0.0
+    m = meteor_matrix(["a man opens the fridge", "a dog sleeps"], ["a man opens the fridge"])
+    assert m.shape == (2, 1) and float(m[0, 0]) == pytest.approx(0.996)
+    # "a" alone matches: P = 1/3, R = 1/5, Fmean = PR / (0.9 P + 0.1 R) = 0.2083; one chunk of one
+    # match: penalty 0.5 * (1/1)^3 = 0.5 -> 0.1042
+    p, r = 1 / 3, 1 / 5
+    assert float(m[1, 0]) == pytest.approx(p * r / (0.9 * p + 0.1 * r) * 0.5, rel=1e-5)

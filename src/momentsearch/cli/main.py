@@ -105,7 +105,7 @@ def evaluate_predictions(
 @app.command("relevance")
 def relevance_cmd(
     dataset: Annotated[Path, typer.Option("--dataset", "-d", help="Annotation file (any format) or benchmark folder.")],
-    proxy: Annotated[str, typer.Option(help="bow (word IoU, stop words removed), pos (verb/noun lemma IoU) or cosine ([cos]+ of MiniLM).")],
+    proxy: Annotated[str, typer.Option(help="bow (word IoU, stop words removed), pos (verb/noun lemma IoU), synset (verb/noun WordNet synset IoU) or cosine ([cos]+ of MiniLM).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output .npz (query x moment MomentRelevance).")],
     format: Annotated[Optional[str], typer.Option("--format", "-f", help=FORMAT_HELP)] = None,
     top_k: Annotated[int, typer.Option("--top-k", help="Pairs kept per query.")] = 100,

@@ -10,10 +10,10 @@ import typer
 from momentsearch.data.loaders import load_corpus
 from momentsearch.fileio import atomic_path, write_json
 from momentsearch.relevance.matrix import query_moment, sparse_query_relevance
-from momentsearch.relevance.proxies import BowIndex, PosIndex, embedding_cosine
+from momentsearch.relevance.proxies import BowIndex, PosIndex, SynsetIndex, embedding_cosine
 from momentsearch.text.encoders import QueryFeatureCache, sentence_embeddings
 
-PROXIES = ("bow", "pos", "cosine")
+PROXIES = ("bow", "pos", "synset", "cosine")
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9)
 
 
@@ -23,8 +23,8 @@ def run_relevance(dataset: Path, proxy: str, out: Path, format: str | None = Non
         raise typer.BadParameter(f"unknown proxy {proxy!r}; choose one of {PROXIES}")
     corpus = load_corpus(dataset, format)
     texts = [m.text for m in corpus.moments]
-    if proxy in ("bow", "pos"):
-        index = BowIndex(texts) if proxy == "bow" else PosIndex(texts)
+    if proxy in ("bow", "pos", "synset"):
+        index = {"bow": BowIndex, "pos": PosIndex, "synset": SynsetIndex}[proxy](texts)
 
         def block(rows: np.ndarray) -> np.ndarray:
             return index.iou(rows)
