@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import warnings
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,9 @@ def wordnet() -> Any:
     folder = wordnet_folder()
     if str(folder) not in nltk.data.path:  # NLTK reads corpora only under its data paths
         nltk.data.path.append(str(folder))
-    reader = DebianWordNet(str(folder), None)
+    with warnings.catch_warnings():  # "multilingual functions are not available": true, and not needed
+        warnings.simplefilter("ignore", UserWarning)
+        reader = DebianWordNet(str(folder), None)
     if reader.get_version() != "3.0":
         raise MomentSearchError(f"{folder}: expected WordNet 3.0, found {reader.get_version()!r}")
     return reader
