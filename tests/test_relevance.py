@@ -86,7 +86,7 @@ def test_pos_iou_by_hand() -> None:
     # lemmas: "opens" and "opened" are one verb; nouns {woman, door} vs {man, door}: 1/3
     assert pos_iou("a woman opens the door", "the man opened the door") == pytest.approx(0.5 + 0.5 / 3)
     texts = ["a man opens the fridge", "the man closes the fridge", "a dog sleeps"]
-    block = PosIndex(texts).iou(np.arange(3))
+    block = PosIndex.lemmas(texts).iou(np.arange(3))
     assert block[0, 1] == pytest.approx(0.5) and block[0, 2] == 0.0 and block[2, 2] == pytest.approx(1.0)
 
 
@@ -97,13 +97,13 @@ def _need_wordnet() -> None:
 
 def test_synset_iou_relates_synonyms_pos_iou_does_not() -> None:
     _need_wordnet()
-    from momentsearch.relevance.proxies import SynsetIndex, synset_iou
+    from momentsearch.relevance.proxies import synset_iou
 
     a, b = "a man washes the car", "the man washes the automobile"
     # car and automobile are one synset, car.n.01: verbs 1, nouns 1 (WordNet 3.0, first senses)
     assert synset_iou(a, b, wsd="first") == pytest.approx(1.0)
     assert pos_iou(a, b) == pytest.approx(0.5 + 0.5 / 3)  # nouns {man, car} vs {man, automobile}
-    block = SynsetIndex([a, b, "a dog sleeps"], wsd="first").iou(np.arange(3))
+    block = PosIndex.synsets([a, b, "a dog sleeps"], wsd="first").iou(np.arange(3))
     assert block[0, 2] == 0.0 and block[2, 2] == pytest.approx(1.0)
     assert 0.0 <= synset_iou(a, b) <= 1.0  # Lesk may pick other senses; still a proper IoU
 

@@ -8,9 +8,10 @@ import numpy as np
 import typer
 
 from momentsearch.data.loaders import load_corpus
+from momentsearch.evaluation.report import figure, save_png
 from momentsearch.fileio import atomic_path, write_json
 from momentsearch.relevance.matrix import query_moment, sparse_query_relevance
-from momentsearch.relevance.proxies import BowIndex, PosIndex, SynsetIndex, embedding_cosine
+from momentsearch.relevance.proxies import BowIndex, PosIndex, embedding_cosine
 from momentsearch.text.encoders import QueryFeatureCache, sentence_embeddings
 
 PROXIES = ("bow", "pos", "synset", "cosine")
@@ -24,7 +25,7 @@ def run_relevance(dataset: Path, proxy: str, out: Path, format: str | None = Non
     corpus = load_corpus(dataset, format)
     texts = [m.text for m in corpus.moments]
     if proxy in ("bow", "pos", "synset"):
-        index = {"bow": BowIndex, "pos": PosIndex, "synset": SynsetIndex}[proxy](texts)
+        index = {"bow": BowIndex, "pos": PosIndex.lemmas, "synset": PosIndex.synsets}[proxy](texts)
 
         def block(rows: np.ndarray) -> np.ndarray:
             return index.iou(rows)
@@ -57,24 +58,13 @@ def run_relevance(dataset: Path, proxy: str, out: Path, format: str | None = Non
 
 
 def _histogram(values: np.ndarray, path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5, 3.4))
+    fig, ax = figure(figsize=(5, 3.4))
     ax.hist(values, bins=50, range=(0, 1), color="tab:blue")
     ax.set_yscale("log")
     ax.set_xlabel("relevance of a stored (query, other query) pair")
     ax.set_ylabel("pairs")
     ax.set_title(title)
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
-
-
-__all__ = ["run_relevance"]
+    save_png(fig, path)
 
 
 def run_pairs(dataset: Path, detector: str, out: Path, format: str | None = None, min_theta: float = 0.5,

@@ -57,13 +57,8 @@ def plot_recall_curves(
 ) -> Path:
     """``curves[panel][line]`` = values (recall %) at each x (k, or epoch); one panel per tIoU, task
     or quantity. Writes a PNG atomically."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     panels = list(curves)
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False)
+    fig, axes = figure(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False)
     for ax, panel in zip(axes[0], panels, strict=True):
         for name, ys in curves[panel].items():
             ax.plot(list(ks), list(ys), label=name)
@@ -78,6 +73,23 @@ def plot_recall_curves(
         ax.legend(fontsize=7)
     if title:
         fig.suptitle(title)
+    return save_png(fig, path)
+
+
+def figure(*args: Any, **kwargs: Any) -> Any:
+    """``plt.subplots`` on the headless Agg backend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(*args, **kwargs)
+
+
+def save_png(fig: Any, path: str | Path) -> Path:
+    """Lay out, write atomically as PNG, and close the figure."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     p = Path(path)
     with atomic_path(p) as tmp:

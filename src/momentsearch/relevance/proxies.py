@@ -82,21 +82,30 @@ def verb_noun_lemmas(texts: Sequence[str]) -> tuple[list[frozenset[str]], list[f
 
 
 class PosIndex:
-    """PoS-aware IoU over a caption list: alpha_v IoU(verb lemmas) + alpha_n IoU(noun lemmas)."""
+    """Part-of-speech-aware IoU: alpha_v IoU(verb sets) + alpha_n IoU(noun sets), over lemmas
+    (:meth:`lemmas`, Wray et al.'s PoS proxy) or WordNet synsets (:meth:`synsets`, their Eq. 8)."""
 
-    def __init__(self, texts: Sequence[str], alpha_verb: float = 0.5, alpha_noun: float = 0.5):
+    def __init__(self, verbs: Sequence[frozenset[str]], nouns: Sequence[frozenset[str]],
+                 alpha_verb: float = 0.5, alpha_noun: float = 0.5):
         if abs(alpha_verb + alpha_noun - 1.0) > 1e-9:
             raise ValueError("alpha_verb + alpha_noun must be 1")
-        verbs, nouns = verb_noun_lemmas(texts)
         self.verbs, self.nouns = BowIndex(word_sets=verbs), BowIndex(word_sets=nouns)
         self.alpha_verb, self.alpha_noun = alpha_verb, alpha_noun
+
+    @classmethod
+    def lemmas(cls, texts: Sequence[str]) -> PosIndex:
+        return cls(*verb_noun_lemmas(texts))
+
+    @classmethod
+    def synsets(cls, texts: Sequence[str], wsd: str = "lesk") -> PosIndex:
+        return cls(*verb_noun_synsets(texts, wsd))
 
     def iou(self, rows: slice | np.ndarray, cols: slice | np.ndarray | None = None) -> np.ndarray:
         return self.alpha_verb * self.verbs.iou(rows, cols) + self.alpha_noun * self.nouns.iou(rows, cols)
 
 
 def pos_iou(a: str, b: str) -> float:
-    return float(PosIndex([a, b]).iou(np.array([0]), np.array([1]))[0, 0])
+    return float(PosIndex.lemmas([a, b]).iou(np.array([0]), np.array([1]))[0, 0])
 
 
 def verb_noun_synsets(texts: Sequence[str], wsd: str = "lesk") -> tuple[list[frozenset[str]], list[frozenset[str]]]:
@@ -134,19 +143,8 @@ def verb_noun_synsets(texts: Sequence[str], wsd: str = "lesk") -> tuple[list[fro
     return verbs, nouns
 
 
-class SynsetIndex(PosIndex):
-    """Wray et al.'s synset-aware IoU (their Eq. 8): the PoS-aware IoU over WordNet synsets."""
-
-    def __init__(self, texts: Sequence[str], alpha_verb: float = 0.5, alpha_noun: float = 0.5, wsd: str = "lesk"):
-        if abs(alpha_verb + alpha_noun - 1.0) > 1e-9:
-            raise ValueError("alpha_verb + alpha_noun must be 1")
-        verbs, nouns = verb_noun_synsets(texts, wsd)
-        self.verbs, self.nouns = BowIndex(word_sets=verbs), BowIndex(word_sets=nouns)
-        self.alpha_verb, self.alpha_noun = alpha_verb, alpha_noun
-
-
 def synset_iou(a: str, b: str, wsd: str = "lesk") -> float:
-    return float(SynsetIndex([a, b], wsd=wsd).iou(np.array([0]), np.array([1]))[0, 0])
+    return float(PosIndex.synsets([a, b], wsd).iou(np.array([0]), np.array([1]))[0, 0])
 
 
 def meteor(hypothesis: str, reference: str) -> float:
