@@ -50,3 +50,45 @@ def test_annotated_relevance_reduces_to_the_standard_metric() -> None:
     assert mp["VCMR"] == std["VCMR"]
     assert mp["VR"] == std["VR"]
     assert std["VCMR"]["0.5-r10"] > 10
+
+
+def test_instance_bounds_hand_case() -> None:
+    from momentsearch.evaluation import instance_bounds
+
+    # equivalent at 0.8: v0 0-10 (the annotated one, 1.0) and v2 20-30 (0.9); v1 is only 0.5
+    rel = MomentRelevance.from_rows(["q"], VIDS, [[(0, 0.0, 10.0, 1.0), (1, 0.0, 10.0, 0.5), (2, 20.0, 30.0, 0.9)]])
+    pred = RankedMoments.from_lists(["q"], VIDS, [[(1, 0.0, 10.0, 0), (2, 20.0, 26.0, 0), (0, 0.0, 10.0, 0)]])
+    got = instance_bounds(pred, rel, min_relevance=0.8, iou_threshold=0.5, ks=(1, 2, 3))
+    # best equivalent found at rank 2 (tIoU 0.6 with the v2 moment), worst at rank 3 (v0)
+    assert got["VCMR@0.5"] == {"upper-r1": 0.0, "upper-r2": 100.0, "upper-r3": 100.0,
+                               "lower-r1": 0.0, "lower-r2": 0.0, "lower-r3": 100.0}
+    assert got["VR"]["upper-r2"] == 100.0 and got["VR"]["lower-r2"] == 0.0 and got["VR"]["lower-r3"] == 100.0
+    assert got["n_equivalent"] == 2.0
+    # at tIoU 0.7 the v2 prediction no longer hits; the lower bound needs the v2 moment: a miss
+    tight = instance_bounds(pred, rel, min_relevance=0.8, iou_threshold=0.7, ks=(1, 3))
+    assert tight["VCMR@0.7"] == {"upper-r1": 0.0, "upper-r3": 100.0, "lower-r1": 0.0, "lower-r3": 0.0}
+    # at 0.5 relevance the v1 moment joins, found at rank 1: upper r1 = 100
+    loose = instance_bounds(pred, rel, min_relevance=0.5, iou_threshold=0.5, ks=(1, 3))
+    assert loose["VCMR@0.5"]["upper-r1"] == 100.0 and loose["VCMR@0.5"]["lower-r3"] == 100.0
+
+
+def test_instance_bounds_geometric_mean_and_single_positive() -> None:
+    from momentsearch.evaluation.bounds import geometric_mean, instance_bounds
+
+    assert geometric_mean([10.0, 40.0, 100.0]) == round((10 * 40 * 100) ** (1 / 3), 2)
+    assert geometric_mean([0.0, 50.0]) == 0.0
+    rng = np.random.default_rng(5)
+    moments, lists = [], []
+    for i in range(60):
+        v = int(rng.integers(3))
+        moments.append(Moment(str(i), "q", VIDS[v], ((10.0, 20.0),)))
+        row = [(int(rng.integers(3)), 10.0, 20.0, 0.0) for _ in range(12)]
+        lists.append(row)
+    c = Corpus.from_parts([Video(v, 60.0) for v in VIDS], moments)
+    pred = RankedMoments.from_lists([m.query_id for m in moments], VIDS, lists)
+    std = evaluate_ranked(pred, c, ("VCMR", "VR"), (0.5,), (1, 5, 10))
+    b = instance_bounds(pred, MomentRelevance.annotated(c, VIDS), ks=(1, 5, 10))
+    for k in (1, 5, 10):  # one equivalent item per query: both bounds are the standard number
+        assert b["VCMR@0.5"][f"upper-r{k}"] == b["VCMR@0.5"][f"lower-r{k}"] == std["VCMR"][f"0.5-r{k}"]
+        assert b["VR"][f"upper-r{k}"] == b["VR"][f"lower-r{k}"] == std["VR"][f"r{k}"]
+    assert 0 < std["VR"]["r1"] < 100

@@ -121,3 +121,17 @@ def test_meteor_by_hand() -> None:
     # match: penalty 0.5 * (1/1)^3 = 0.5 -> 0.1042
     p, r = 1 / 3, 1 / 5
     assert float(m[1, 0]) == pytest.approx(p * r / (0.9 * p + 0.1 * r) * 0.5, rel=1e-5)
+
+
+def test_relevance_select_rows_and_videos() -> None:
+    from momentsearch.data.relevance import MomentRelevance
+
+    rel = MomentRelevance.from_rows(["a", "b", "c"], ["v0", "v1", "v2"], [
+        [(0, 0.0, 1.0, 1.0), (2, 3.0, 4.0, 0.5)], [], [(1, 1.0, 2.0, 0.7)]])
+    sub = rel.select(["c", "a"], ["v2", "v1"])
+    assert sub.query_ids == ["c", "a"] and sub.video_ids == ["v2", "v1"]
+    assert sub.indptr.tolist() == [0, 1, 2]
+    assert sub.video_idx.tolist() == [1, 0] and sub.value.tolist() == [np.float32(0.7), np.float32(0.5)]
+    assert sub.start.tolist() == [1.0, 3.0]
+    with pytest.raises(KeyError, match="'zz'"):
+        rel.select(["a", "zz"])

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
 import torch
 
-from momentsearch.cli.model_cmds import run_evaluate, run_search
+from momentsearch.cli.model_cmds import evaluate_checkpoint, run_evaluate, run_search
+from momentsearch.cli.relevance_cmd import run_relevance
 from momentsearch.data.synthetic import SyntheticBenchmark, generate, load_preset
 from momentsearch.evaluation.recall import evaluate_ranked
 from momentsearch.search.baselines import random_ranker
@@ -65,6 +67,18 @@ def test_trained_xml_beats_random(small_benchmark: Path, tmp_path: Path) -> None
     assert row["VR r10"] >= rnd_m["VR"]["r10"] + 15
     assert row["VCMR 0.5-r100"] >= rnd_m["VCMR"]["0.5-r100"] + 10
     assert row["SVMR 0.5-r5"] >= 20
+    # instance-based bounds (oracle-equivalent moments): lower <= standard <= upper geometric mean
+    assert row["lower VCMR 0.5-gmean"] <= row["VCMR 0.5-gmean"] <= row["upper VCMR 0.5-gmean"]
+    assert row["upper VCMR 0.5-gmean"] > row["VCMR 0.5-gmean"]
+    # the same against a text proxy (BoW IoU over the benchmark's captions)
+    run_relevance(small_benchmark, "bow", tmp_path / "bow.npz")
+    evaluate_checkpoint(ckpt, "test", tmp_path / "eval_bow", progress=False, relevance=tmp_path / "bow.npz", equivalent=0.8)
+    proxy = json.loads((tmp_path / "eval_bow" / "metrics.json").read_text())["metrics"]["proxy"]
+    assert proxy["bounds"]["n_equivalent"] >= 1.0  # the annotated moment (BoW IoU 1 with itself) at least
+    lo, up = proxy["bounds"]["VCMR@0.5"]["lower-r10"], proxy["bounds"]["VCMR@0.5"]["upper-r10"]
+    assert lo <= row["VCMR 0.5-r10"] <= up
+    assert 0 < proxy["ndcg"]["nDCG VR"] <= 100 and 0 < proxy["ndcg_linear"]["nDCG VR"] <= 100
+    assert "Against the text proxy" in (tmp_path / "eval_bow" / "metrics.md").read_text()
     assert (tmp_path / "eval" / "predictions.json").exists() and (tmp_path / "run" / "training_curves.png").exists()
     results = run_search(ckpt, "a person opens the fridge", k=5, split="test", progress=False)
     assert len(results) == 5

@@ -150,11 +150,16 @@ def evaluate_cmd(
     checkpoint: Annotated[Path, typer.Argument(help="A checkpoint (.pt) written by `momentsearch train`.")],
     split: Annotated[str, typer.Option(help="Split to evaluate.")] = "test",
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output folder.")] = None,
+    relevance: Annotated[Optional[Path], typer.Option(
+        help="A relevance table from `momentsearch relevance` over the benchmark: also report nDCG and "
+             "instance-based bounds against that text proxy.")] = None,
+    equivalent: Annotated[float, typer.Option(
+        help="With --relevance: moments at or above this relevance count as equivalent for the bounds.")] = 0.8,
 ) -> None:
     """Rank a split with a trained model; write TVR-format predictions and the metrics (JSON, markdown)."""
     from momentsearch.cli.model_cmds import run_evaluate
 
-    run_evaluate(checkpoint, split, out)
+    run_evaluate(checkpoint, split, out, relevance=relevance, equivalent=equivalent)
 
 
 @app.command("search")

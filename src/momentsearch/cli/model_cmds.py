@@ -11,7 +11,9 @@ import typer
 from momentsearch.config import load_yaml_config
 from momentsearch.data.batching import pad_tokens
 from momentsearch.data.synthetic import SyntheticBenchmark
-from momentsearch.evaluation import Submission, evaluate_submission, multi_positive_recall
+from momentsearch.data.relevance import MomentRelevance
+from momentsearch.evaluation import Submission, evaluate_submission, instance_bounds, multi_positive_recall
+from momentsearch.evaluation.bounds import GEOMETRIC_MEAN_KS, geometric_mean
 from momentsearch.evaluation.ndcg import ranked_ndcg
 from momentsearch.evaluation.report import flatten, markdown_table, print_table
 from momentsearch.fileio import atomic_open, write_json
@@ -24,7 +26,13 @@ from momentsearch.training.trainer import Trainer, load_checkpoint
 
 EVAL_COLUMNS = ["VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.5-r100", "VCMR 0.7-r1", "VCMR 0.7-r10", "VCMR 0.7-r100",
                 "SVMR 0.5-r1", "SVMR 0.5-r5", "SVMR 0.7-r1", "VR r1", "VR r10", "VR r100", "MP-VCMR 0.5-r1",
-                "MP-VCMR 0.5-r10", "MP-VR r1", "nDCG VR", "nDCG VCMR 0.5"]
+                "MP-VCMR 0.5-r10", "MP-VR r1", "nDCG VR", "nDCG VCMR 0.5", "lower VCMR 0.5-gmean",
+                "VCMR 0.5-gmean", "upper VCMR 0.5-gmean"]
+
+
+def bounds_gmean(vcmr: dict[str, float], iou: str = "0.5") -> float:
+    """The standard VCMR geometric mean of R@{1,5,10} at one tIoU (the bounds' reference point)."""
+    return geometric_mean([vcmr[f"{iou}-r{k}"] for k in GEOMETRIC_MEAN_KS])
 
 
 def run_train(config: Path, overrides: dict[str, Any] | None = None, resume: bool = True,
@@ -41,15 +49,31 @@ def run_train(config: Path, overrides: dict[str, Any] | None = None, resume: boo
     return trainer
 
 
-def run_evaluate(checkpoint: Path, split: str = "test", out: Path | None = None,
-                 progress: bool = True) -> dict[str, float]:
+def run_evaluate(checkpoint: Path, split: str = "test", out: Path | None = None, progress: bool = True,
+                 relevance: Path | None = None, equivalent: float = 0.8) -> dict[str, float]:
     """Evaluate and report; returns the flat metrics row (see :func:`evaluate_checkpoint`)."""
-    return evaluate_checkpoint(checkpoint, split, out, progress)[0]
+    return evaluate_checkpoint(checkpoint, split, out, progress, relevance, equivalent)[0]
 
 
-def evaluate_checkpoint(checkpoint: Path, split: str = "test", out: Path | None = None,
-                        progress: bool = True) -> tuple[dict[str, float], dict[str, Any]]:
-    """Rank the split, write predictions.json, metrics.json and metrics.md; return (row, rankings)."""
+def graded_metrics(ranked: dict[str, Any], rel: MomentRelevance, equivalent: float) -> dict[str, Any]:
+    """nDCG (paper gain and authors' linear gain) and instance-based bounds against one graded table."""
+    return {
+        "ndcg": ranked_ndcg(ranked["VR"], ranked["VCMR"], rel),
+        "ndcg_linear": ranked_ndcg(ranked["VR"], ranked["VCMR"], rel, gain="linear", cutoff="n_relevant"),
+        "bounds": instance_bounds(ranked["VCMR"], rel, min_relevance=equivalent, ks=(1, 5, 10, 100)),
+    }
+
+
+def evaluate_checkpoint(checkpoint: Path, split: str = "test", out: Path | None = None, progress: bool = True,
+                        relevance: Path | None = None, equivalent: float = 0.8,
+                        ) -> tuple[dict[str, float], dict[str, Any]]:
+    """Rank the split, write predictions.json, metrics.json and metrics.md; return (row, rankings).
+
+    Besides the standard metrics: multi-positive recall, nDCG and the instance-based bounds (Wray
+    et al. Fig. 5) against the synthetic oracle (moments as relevant as the annotated one are
+    equivalent) and, with ``relevance`` (a table from ``momentsearch relevance`` over the same
+    benchmark), against that text proxy, moments >= ``equivalent`` counting as equivalent.
+    """
     model, cfg, _ = load_checkpoint(checkpoint)
     bench = SyntheticBenchmark.load(cfg.benchmark)
     corpus = bench.corpus.split(split)
@@ -67,14 +91,31 @@ def evaluate_checkpoint(checkpoint: Path, split: str = "test", out: Path | None 
     mp_vr = multi_positive_recall(ranked["VR"], exact)
     metrics["multi_positive"] = {"VCMR": mp["VCMR"], "VR": mp_vr["VR"], "min_relevance": 1.0}
     metrics["ndcg"] = ranked_ndcg(ranked["VR"], ranked["VCMR"], graded)
+    metrics["bounds_oracle"] = instance_bounds(ranked["VCMR"], exact, min_relevance=1.0, ks=(1, 5, 10, 100))
+    if relevance is not None:
+        proxy = MomentRelevance.load(relevance).select([m.query_id for m in corpus.moments], list(corpus.videos))
+        metrics["proxy"] = {"file": str(relevance), "equivalent": equivalent, **graded_metrics(ranked, proxy, equivalent)}
+    b = metrics["bounds_oracle"]
     row = {**flatten({t: metrics[t] for t in ("VCMR", "SVMR", "VR")}),
-           **flatten({"MP-VCMR": mp["VCMR"], "MP-VR": mp_vr["VR"]}), **metrics["ndcg"]}
+           **flatten({"MP-VCMR": mp["VCMR"], "MP-VR": mp_vr["VR"]}), **metrics["ndcg"],
+           "VCMR 0.5-gmean": bounds_gmean(metrics["VCMR"]), "upper VCMR 0.5-gmean": b["VCMR@0.5"]["upper-gmean"],
+           "lower VCMR 0.5-gmean": b["VCMR@0.5"]["lower-gmean"]}
     write_json(out / "metrics.json", {"checkpoint": str(checkpoint), "split": split, "n_queries": len(corpus),
                                       "n_videos": len(corpus.videos), "metrics": metrics})
-    with atomic_open(out / "metrics.md") as fh:
-        fh.write(f"# XML on {cfg.benchmark}, split {split}\n\n{len(corpus)} queries, {len(corpus.videos)} videos; "
-                 f"checkpoint `{checkpoint}`.\n\n" + markdown_table({"XML": row}, EVAL_COLUMNS) + "\n")
+    md = (f"# XML on {cfg.benchmark}, split {split}\n\n{len(corpus)} queries, {len(corpus.videos)} videos; "
+          f"checkpoint `{checkpoint}`.\n\n" + markdown_table({"XML": row}, EVAL_COLUMNS) + "\n")
     print_table({"XML": row}, EVAL_COLUMNS, title=f"XML, split {split}")
+    if "proxy" in metrics:
+        p = metrics["proxy"]
+        prow = {**p["ndcg"], **{f"{k} (linear)": v for k, v in p["ndcg_linear"].items()},
+                **{f"VCMR 0.5 {k}": v for k, v in p["bounds"]["VCMR@0.5"].items() if "gmean" in k},
+                **{f"VR {k}": v for k, v in p["bounds"]["VR"].items() if "gmean" in k},
+                "equivalent moments / query": p["bounds"]["n_equivalent"]}
+        print_table({"XML": prow}, list(prow), title=f"against {relevance} (equivalent >= {equivalent})")
+        md += (f"\nAgainst the text proxy `{relevance}` (equivalent at >= {equivalent}):\n\n"
+               + markdown_table({"XML": prow}, list(prow)) + "\n")
+    with atomic_open(out / "metrics.md") as fh:
+        fh.write(md)
     typer.echo(f"predictions and metrics written to {out}")
     return row, ranked
 

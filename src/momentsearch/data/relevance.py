@@ -113,6 +113,30 @@ class MomentRelevance:
             self.start[keep], self.end[keep], self.value[keep],
         )
 
+    def select(self, query_ids: Sequence[str], video_ids: Sequence[str] | None = None) -> MomentRelevance:
+        """The rows of ``query_ids`` (in that order), keeping only entries on ``video_ids`` if given.
+
+        Raises KeyError naming the first query the table lacks.
+        """
+        row_of = {q: i for i, q in enumerate(self.query_ids)}
+        missing = [q for q in query_ids if q not in row_of]
+        if missing:
+            raise KeyError(f"{len(missing)} queries are not in the relevance table, e.g. {missing[:3]}")
+        rows = np.array([row_of[q] for q in query_ids], np.int64)
+        lens = np.diff(self.indptr)[rows]
+        take = np.concatenate([np.arange(self.indptr[r], self.indptr[r + 1]) for r in rows]) if len(rows) else np.zeros(0, np.int64)
+        take = take.astype(np.int64)
+        new_vids = list(self.video_ids) if video_ids is None else list(video_ids)
+        vmap = {v: i for i, v in enumerate(new_vids)}
+        remap = np.array([vmap.get(v, -1) for v in self.video_ids], np.int64)
+        vid = remap[self.video_idx[take]] if len(take) else np.zeros(0, np.int64)
+        keep = vid >= 0
+        row_new = np.repeat(np.arange(len(rows)), lens)[keep]
+        indptr = np.zeros(len(rows) + 1, np.int64)
+        np.add.at(indptr, row_new + 1, 1)
+        return MomentRelevance(list(query_ids), new_vids, np.cumsum(indptr), vid[keep], self.start[take][keep],
+                               self.end[take][keep], self.value[take][keep])
+
     def video_relevance(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(query index, video index, value) triples: max over each video's moments."""
         rows = self.row_ids()

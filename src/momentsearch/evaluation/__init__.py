@@ -1,5 +1,7 @@
-"""Evaluation: VR/SVMR/VCMR recall with TVR's conventions, TVR submission files, multi-positive recall."""
+"""Evaluation: VR/SVMR/VCMR recall with TVR's conventions, TVR submission files, multi-positive recall,
+instance-based bounds."""
 
+from momentsearch.evaluation.bounds import instance_bounds
 from momentsearch.evaluation.multipositive import multi_positive_recall
 from momentsearch.evaluation.predictions import TASKS, RankedMoments, Submission
 from momentsearch.evaluation.recall import (
@@ -20,6 +22,7 @@ __all__ = [
     "TASKS",
     "evaluate_ranked",
     "evaluate_submission",
+    "instance_bounds",
     "multi_positive_recall",
     "temporal_iou",
 ]

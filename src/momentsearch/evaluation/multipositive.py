@@ -16,7 +16,7 @@ import numpy as np
 from momentsearch.data.relevance import MomentRelevance
 from momentsearch.errors import PredictionError
 from momentsearch.evaluation.predictions import DEFAULT_MAX_PREDICTIONS, RankedMoments
-from momentsearch.evaluation.recall import DEFAULT_IOU_THRESHOLDS, DEFAULT_KS, first_hit_rank, recall_from_ranks
+from momentsearch.evaluation.recall import DEFAULT_IOU_THRESHOLDS, DEFAULT_KS, NO_HIT, first_hit_rank, recall_from_ranks
 from momentsearch.evaluation.tiou import temporal_iou
 
 
@@ -36,7 +36,23 @@ def multi_positive_hits(
     max_predictions: int = DEFAULT_MAX_PREDICTIONS,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(video hits (Q, K), moment hits (T, Q, K), has_relevant (Q,)) in ``rel``'s query order."""
-    rel = rel.threshold(min_relevance)
+    vh, mh, has, _, _ = match_relevant(pred, rel.threshold(min_relevance), iou_thresholds, max_predictions)
+    return vh, mh, has
+
+
+def match_relevant(
+    pred: RankedMoments,
+    rel: MomentRelevance,
+    iou_thresholds: Sequence[float] = DEFAULT_IOU_THRESHOLDS,
+    max_predictions: int = DEFAULT_MAX_PREDICTIONS,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Match predictions against every entry of ``rel`` (no threshold applied here).
+
+    Returns video hits (Q, K), moment hits (T, Q, K), has_relevant (Q,), and for every entry of
+    ``rel`` (in its order) the 0-based rank of the first prediction that hits it, (T, nnz), and of
+    the first prediction on its video, (nnz,); NO_HIT where none does (including entries on videos
+    the predictions never name).
+    """
     order = _aligned_rows(pred, rel)
     vid_map = {v: i for i, v in enumerate(pred.video_ids)}
     rel_vid = np.array([vid_map.get(v, -1) for v in rel.video_ids], np.int64)[rel.video_idx] if rel.nnz else np.zeros(0, np.int64)
@@ -50,14 +66,23 @@ def multi_positive_hits(
     keep = rel_vid >= 0
     key_m = rows[keep] * n_vid + rel_vid[keep]
     ms, me = rel.start[keep], rel.end[keep]
+    position = np.broadcast_to(np.arange(k), (q, k))
     srt = np.argsort(key_m, kind="stable")
     key_m, ms, me = key_m[srt], ms[srt], me[srt]
+    entry_of_sorted = np.flatnonzero(keep)[srt]
     key_p = np.where(pv >= 0, np.arange(q)[:, None] * n_vid + pv, -1)
     lo = np.searchsorted(key_m, key_p, side="left")
     hi = np.searchsorted(key_m, key_p, side="right")
     hi = np.where(key_p >= 0, hi, lo)
     video_hit = hi > lo
+    group_first = np.full(len(key_m), NO_HIT, np.int64)  # at each group's first sorted entry
+    np.minimum.at(group_first, lo[video_hit], position[video_hit])
+    entry_video_first = np.full(rel.nnz, NO_HIT, np.int64)
+    if len(key_m):
+        group_start = np.searchsorted(key_m, key_m, side="left")
+        entry_video_first[entry_of_sorted] = group_first[group_start]
     moment_hit = np.zeros((len(iou_thresholds), q, k), bool)
+    entry_first = np.full((len(iou_thresholds), rel.nnz), NO_HIT, np.int64)
     width = int((hi - lo).max()) if hi.size else 0
     with np.errstate(invalid="ignore"):
         for j in range(width):  # the most relevant moments any (query, video) pair has
@@ -66,9 +91,11 @@ def multi_positive_hits(
             idx = np.where(valid, idx, 0)
             iou = temporal_iou(ps, pe, ms[idx], me[idx]) if len(ms) else np.zeros_like(ps, np.float32)
             for t, thr in enumerate(iou_thresholds):
-                moment_hit[t] |= valid & (iou >= np.float32(thr))
+                hit = valid & (iou >= np.float32(thr))
+                moment_hit[t] |= hit
+                np.minimum.at(entry_first[t], entry_of_sorted[idx[hit]], position[hit])
     has_rel = np.diff(rel.indptr) > 0
-    return video_hit, moment_hit, has_rel
+    return video_hit, moment_hit, has_rel, entry_first, entry_video_first
 
 
 def multi_positive_recall(
