@@ -5,8 +5,9 @@
 Truth: the oracle's relevance between query i and query j's event; a pair is relevant when it is
 1.0 (the same kind of event). For each detector Phi_sent / Phi_vp / Phi_np-vp (pairs paper Eq. 7)
 at theta in {0.5, 0.6, 0.7, 0.8}: precision and recall of the detected pairs and the pairs per
-query; for each graded proxy (BoW IoU, [cos]+): Spearman's rank correlation with the oracle's
-graded relevance over all pairs. Times each stage.
+query; for each graded proxy (BoW IoU, PoS IoU, synset IoU, METEOR, [cos]+): Spearman's rank
+correlation with the oracle's graded relevance over all pairs (METEOR, one Python call per pair:
+over the pairs of ``--meteor-rows`` random queries with all others). Times each stage.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from _common import peak_rss_mib, report  # noqa: E402
 
 from momentsearch.data.synthetic import SyntheticBenchmark  # noqa: E402
 from momentsearch.relevance.pairs import DETECTORS, detect_pairs  # noqa: E402
-from momentsearch.relevance.proxies import BowIndex, embedding_cosine  # noqa: E402
+from momentsearch.relevance.meteor import meteor_matrix  # noqa: E402
+from momentsearch.relevance.proxies import BowIndex, PosIndex, embedding_cosine  # noqa: E402
 from momentsearch.text.encoders import QueryFeatureCache, sentence_embeddings  # noqa: E402
 from momentsearch.text.phrases import extract_phrases  # noqa: E402
 
@@ -35,6 +37,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--benchmark", type=Path, required=True)
     ap.add_argument("--split", default="test")
+    ap.add_argument("--meteor-rows", type=int, default=300)
     args = ap.parse_args()
     bench = SyntheticBenchmark.load(args.benchmark)
     corpus = bench.corpus.split(args.split)
@@ -62,17 +65,27 @@ def main() -> None:
                          "precision": float(tp / max(d.sum(), 1)), "recall": float(tp / truth.sum()),
                          "pairs/query": float(d.sum() / n), "spearman": float("nan"), "seconds": secs})
     iu = np.triu_indices(n, 1)
+
+    def graded_row(name: str, fn) -> None:  # type: ignore[no-untyped-def]
+        t = time.perf_counter()
+        table = fn()
+        rows.append({"relevance": name, "theta": float("nan"), "precision": float("nan"), "recall": float("nan"),
+                     "pairs/query": float("nan"), "spearman": float(spearmanr(table[iu], graded[iu]).statistic),
+                     "seconds": time.perf_counter() - t})
+
+    everyone = np.arange(n)
+    graded_row("BoW IoU", lambda: BowIndex(texts).iou(everyone))
+    graded_row("PoS IoU", lambda: PosIndex.lemmas(texts).iou(everyone))
+    graded_row("synset IoU (Lesk)", lambda: PosIndex.synsets(texts, "lesk").iou(everyone))
+    graded_row("[cos]+ (Psi)", lambda: embedding_cosine(*(2 * [sentence_embeddings(cache, texts, progress=False)])))
     t = time.perf_counter()
-    bow = BowIndex(texts).iou(np.arange(n))
-    rows.append({"relevance": "BoW IoU", "theta": float("nan"), "precision": float("nan"), "recall": float("nan"),
-                 "pairs/query": float("nan"), "spearman": float(spearmanr(bow[iu], graded[iu]).statistic),
-                 "seconds": time.perf_counter() - t})
-    t = time.perf_counter()
-    emb = sentence_embeddings(cache, texts, progress=False)
-    cos = embedding_cosine(emb, emb)
-    rows.append({"relevance": "[cos]+ (Psi)", "theta": float("nan"), "precision": float("nan"),
+    pick = np.sort(np.random.default_rng(0).choice(n, size=min(args.meteor_rows, n), replace=False))
+    met = meteor_matrix([texts[i] for i in pick], texts)
+    mask = pick[:, None] != everyone[None, :]
+    rows.append({"relevance": f"METEOR ({len(pick)} x {n} pairs)", "theta": float("nan"), "precision": float("nan"),
                  "recall": float("nan"), "pairs/query": float("nan"),
-                 "spearman": float(spearmanr(cos[iu], graded[iu]).statistic), "seconds": time.perf_counter() - t})
+                 "spearman": float(spearmanr(met[mask], graded[pick][mask]).statistic),
+                 "seconds": time.perf_counter() - t})
     print(f"{n} queries; truly relevant pairs per query {truth.sum() / n:.2f}; parsing {parse_s:.1f} s; "
           f"peak RSS {peak_rss_mib():.0f} MiB")
     report("pair_quality", rows, "python benchmarks/pair_quality.py " + " ".join(sys.argv[1:]))

@@ -34,7 +34,7 @@ from momentsearch.models.xml import XMLConfig
 from momentsearch.training.config import XMLTrainConfig  # noqa: E402
 from momentsearch.data.batching import pad_tokens  # noqa: E402
 from momentsearch.training.data import MomentBatches  # noqa: E402
-from momentsearch.training.trainer import batch_loss  # noqa: E402
+from momentsearch.training.objective import batch_loss  # noqa: E402
 
 
 def train_throughput(bench: SyntheticBenchmark, settings: XMLConfig, qpv: int, n_batches: int = 8) -> float:

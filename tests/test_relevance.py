@@ -135,3 +135,19 @@ def test_relevance_select_rows_and_videos() -> None:
     assert sub.start.tolist() == [1.0, 3.0]
     with pytest.raises(KeyError, match="'zz'"):
         rel.select(["a", "zz"])
+
+
+def test_memoised_meteor_equals_nltk_on_real_captions() -> None:
+    _need_wordnet()
+    from nltk.translate.meteor_score import meteor_score
+
+    from momentsearch.data.loaders import load_corpus
+    from momentsearch.relevance.meteor import meteor_matrix, tokenize
+    from momentsearch.text.wordnet import wordnet
+    from tests.conftest import shared
+
+    texts = [m.text for m in load_corpus(shared("charades_sta/charades_sta_test.txt")).moments][:25]
+    fast = meteor_matrix(texts, texts)
+    plain = np.array([[meteor_score([tokenize(b)], tokenize(a), wordnet=wordnet()) for b in texts] for a in texts])
+    assert np.allclose(fast, plain, atol=1e-6)
+    assert (fast > 0).mean() > 0.5 and np.allclose(np.diag(fast), np.diag(plain))

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import typer
+from scipy import sparse
 
 from momentsearch.data.loaders import load_corpus
 from momentsearch.evaluation.report import figure, save_png
@@ -14,7 +15,7 @@ from momentsearch.relevance.matrix import query_moment, sparse_query_relevance
 from momentsearch.relevance.proxies import BowIndex, PosIndex, embedding_cosine
 from momentsearch.text.encoders import QueryFeatureCache, sentence_embeddings
 
-PROXIES = ("bow", "pos", "synset", "cosine")
+PROXIES = ("bow", "pos", "synset", "meteor", "cosine")
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9)
 
 
@@ -24,7 +25,12 @@ def run_relevance(dataset: Path, proxy: str, out: Path, format: str | None = Non
         raise typer.BadParameter(f"unknown proxy {proxy!r}; choose one of {PROXIES}")
     corpus = load_corpus(dataset, format)
     texts = [m.text for m in corpus.moments]
-    if proxy in ("bow", "pos", "synset"):
+    if proxy == "meteor":
+        from momentsearch.relevance.meteor import meteor_matrix
+
+        def block(rows: np.ndarray) -> np.ndarray:  # O(n^2) Python: minutes for a few thousand captions
+            return meteor_matrix([texts[i] for i in rows], texts)
+    elif proxy in ("bow", "pos", "synset"):
         index = {"bow": BowIndex, "pos": PosIndex.lemmas, "synset": PosIndex.synsets}[proxy](texts)
 
         def block(rows: np.ndarray) -> np.ndarray:
@@ -39,6 +45,9 @@ def run_relevance(dataset: Path, proxy: str, out: Path, format: str | None = Non
     qq = sparse_query_relevance(len(texts), block, top_k=top_k, threshold=threshold)
     rel = query_moment(corpus, qq)
     rel.save(out)
+    with atomic_path(out.with_suffix(".qq.npz")) as tmp, open(tmp, "wb") as fh:  # query x query, for training
+        sparse.save_npz(fh, qq.tocsr())
+    write_json(out.with_suffix(".queries.json"), [m.query_id for m in corpus.moments])
     off = qq.copy()
     off.setdiag(0)
     off.eliminate_zeros()
@@ -70,8 +79,6 @@ def _histogram(values: np.ndarray, path: Path, title: str) -> None:
 def run_pairs(dataset: Path, detector: str, out: Path, format: str | None = None, min_theta: float = 0.5,
               n_examples: int = 10, seed: int = 0) -> dict[str, object]:
     """Potentially relevant pairs from the text: pairs per query at each theta, and examples."""
-    from scipy import sparse
-
     from momentsearch.relevance.pairs import DETECTORS, detect_pairs
     from momentsearch.text.phrases import extract_phrases
 
@@ -92,6 +99,7 @@ def run_pairs(dataset: Path, detector: str, out: Path, format: str | None = None
     for name, m in (("phi", table.phi_score), ("psi", table.psi)):  # rows/cols follow the corpus' query order
         with atomic_path(out.with_suffix(f".{name}.npz")) as tmp, open(tmp, "wb") as fh:
             sparse.save_npz(fh, m)
+    write_json(out.with_suffix(".queries.json"), [m.query_id for m in corpus.moments])
     stats = {"dataset": str(dataset), "detector": detector, "n_queries": len(texts), "min_theta": min_theta,
              "pairs_per_query": per_query, "examples_theta_0.7": examples}
     write_json(out.with_suffix(".stats.json"), stats)

@@ -171,7 +171,19 @@ class XML(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Paired: q (N, S, d), h2 (N, S, T, d), clip_mask (N, T) -> o_st, o_ed (N, T); padding -1e10."""
         ql = torch.stack([lin(q[:, i]) for i, lin in enumerate(self.query_linear)], dim=1)  # (N, S, d)
-        sim = torch.einsum("nsd,nstd->nt", ql, h2) / q.shape[1]
+        return self._conv_logits(torch.einsum("nsd,nstd->nt", ql, h2) / q.shape[1], clip_mask)
+
+    def st_ed_logits_all(
+        self, q: torch.Tensor, h2: torch.Tensor, clip_mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every (query, video): q (B, S, d), h2 (U, S, T, d), clip_mask (U, T) -> o_st, o_ed (B, U, T)."""
+        ql = torch.stack([lin(q[:, i]) for i, lin in enumerate(self.query_linear)], dim=1)
+        b, u, t = q.shape[0], h2.shape[0], h2.shape[2]
+        sim = torch.einsum("bsd,ustd->but", ql, h2).reshape(b * u, t) / q.shape[1]
+        o_st, o_ed = self._conv_logits(sim, clip_mask.repeat(b, 1))
+        return o_st.reshape(b, u, t), o_ed.reshape(b, u, t)
+
+    def _conv_logits(self, sim: torch.Tensor, clip_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         sim = sim.masked_fill(~clip_mask, 0.0)  # padding must not reach real clips through the convolution
         o_st = self.conv_st(sim[:, None]).squeeze(1).masked_fill(~clip_mask, NEG_INF)
         o_ed = self.conv_ed(sim[:, None]).squeeze(1).masked_fill(~clip_mask, NEG_INF)

@@ -147,22 +147,4 @@ def synset_iou(a: str, b: str, wsd: str = "lesk") -> float:
     return float(PosIndex.synsets([a, b], wsd).iou(np.array([0]), np.array([1]))[0, 0])
 
 
-def meteor(hypothesis: str, reference: str) -> float:
-    """METEOR (NLTK; exact, stem and WordNet-synonym matches, with a fragmentation penalty) of one
-    caption against another. Not symmetric: S_MET(y_i, y_j) = M(y_i, y_j) with y_j the reference."""
-    from nltk.translate.meteor_score import meteor_score
-
-    from momentsearch.text.wordnet import wordnet
-
-    return float(meteor_score([_WORD.findall(reference.lower())], _WORD.findall(hypothesis.lower()), wordnet=wordnet()))
-
-
-def meteor_matrix(rows: Sequence[str], cols: Sequence[str], progress: bool = False) -> np.ndarray:
-    """(len(rows), len(cols)) METEOR, one pair at a time (about 0.1 ms a pair): small sets only."""
-    from tqdm import tqdm
-
-    out = np.zeros((len(rows), len(cols)), np.float32)
-    for i in tqdm(range(len(rows)), desc="METEOR", disable=not progress):
-        for j, c in enumerate(cols):
-            out[i, j] = meteor(rows[i], c)
-    return out
+from momentsearch.relevance.meteor import meteor, meteor_matrix  # noqa: E402,F401  (re-exported)

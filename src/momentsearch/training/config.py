@@ -8,6 +8,52 @@ from momentsearch.models.xml import XMLConfig
 
 
 @dataclass(frozen=True)
+class RelevanceTrainConfig:
+    """Many-to-many training (issue 4). The default (``method: none``, ``lambda_vcmr: 0``) is XML.
+
+    * ``pairs``: potentially relevant pairs (Nishimura et al. Sec. 4.2) from ``momentsearch pairs``:
+      ``table`` is its output prefix (PREFIX.phi.npz, .psi.npz, .queries.json); a pair is detected
+      when Phi >= ``theta``; its confidence C is Psi, or 1 with ``confidence_one`` (the C == 1 ablation).
+      Adds L_rel>neg and L_pos>=rel at the video level (Eq. 13) and L_nll,2 (Eq. 18), each weighted
+      by its lambda; with ``lambda_vcmr`` > 0 also at the segment level (Eq. 15).
+    * ``threshold``: Wray et al. Sec. 4.3: ``table`` is a relevance file from ``momentsearch relevance``
+      (it writes FILE.qq.npz and FILE.queries.json beside it); items with S >= ``theta`` (T) are
+      positives, S < T negatives, in the video-level triplet loss.
+    * ``lambda_vcmr`` > 0 with any method adds the segment-level ranking loss (+SL) on R_vcmr (Eq. 14),
+      the start/end logits floored so that their infimum is ``floor`` (``floor_mode``).
+    """
+
+    method: str = "none"  # none | pairs | threshold
+    table: str = ""
+    theta: float = 0.7
+    confidence_one: bool = False
+    lambda_rel_neg_vr: float = 1.0
+    lambda_pos_rel_vr: float = 1.0
+    lambda_tl2: float = 1.0
+    lambda_vcmr: float = 0.0
+    lambda_rel_neg_vcmr: float = 1.0
+    lambda_pos_rel_vcmr: float = 1.0
+    floor: float = 1e-6
+    floor_mode: str = "shift"  # shift | clamp
+
+    def __post_init__(self) -> None:
+        if self.method not in ("none", "pairs", "threshold"):
+            raise ValueError(f"relevance.method must be none, pairs or threshold, got {self.method!r}")
+        if self.method != "none" and not self.table:
+            raise ValueError(f"relevance.method {self.method!r} needs relevance.table (a file written by "
+                             "`momentsearch pairs` or `momentsearch relevance`)")
+        if self.floor_mode not in ("shift", "clamp"):
+            raise ValueError(f"relevance.floor_mode must be shift or clamp, got {self.floor_mode!r}")
+        lambdas = [v for k, v in vars(self).items() if k.startswith("lambda_")]
+        if any(v < 0 for v in lambdas) or self.floor <= 0:
+            raise ValueError("relevance lambdas must be >= 0 and floor > 0")
+
+    @property
+    def uses_pairs(self) -> bool:
+        return self.method != "none"
+
+
+@dataclass(frozen=True)
 class XMLTrainConfig:
     """Defaults are the paper's (Appendix A) where it gives them."""
 
@@ -31,6 +77,7 @@ class XMLTrainConfig:
     num_threads: int = 2
     deterministic: bool = True  # torch.use_deterministic_algorithms: bit-identical reruns and resumes
     model: XMLConfig = field(default_factory=XMLConfig)  # input dims come from the data
+    relevance: RelevanceTrainConfig = field(default_factory=RelevanceTrainConfig)
 
     def __post_init__(self) -> None:
         if self.epochs < 1 or self.batch_size < 2:

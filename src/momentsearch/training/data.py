@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from scipy import sparse
 
 from momentsearch.data.batching import load_video_batch, pad_tokens
 from momentsearch.data.corpus import Corpus, Moment
@@ -27,6 +28,8 @@ class Batch:
     st: torch.Tensor  # (B,) target start clip
     ed: torch.Tensor  # (B,) target end clip
     same_video: torch.Tensor  # (B, B) bool: row and column hold the same video
+    pairs: torch.Tensor | None = None  # (B, B) bool: item j potentially relevant to query i (other video)
+    conf: torch.Tensor | None = None  # (B, B) float: its confidence C (or relevance S), 0 off the pairs
 
 
 class MomentBatches:
@@ -35,6 +38,7 @@ class MomentBatches:
     def __init__(self, corpus: Corpus, store: FeatureStore, queries: QueryFeatureCache, clip_length: float,
                  max_clips: int, max_tokens: int, use_subtitle: bool):
         self.moments: list[Moment] = [m for m in corpus.moments if m.has_ground_truth]
+        self.pair_matrix: sparse.csr_matrix | None = None  # (Q, Q) over self.moments, see attach_pairs
         if not self.moments:
             raise ValueError(f"{corpus.name}: no annotated moments to train on")
         self.store, self.clip_length = store, clip_length
@@ -45,6 +49,16 @@ class MomentBatches:
 
     def __len__(self) -> int:
         return len(self.moments)
+
+    @property
+    def query_ids(self) -> list[str]:
+        return [m.query_id for m in self.moments]
+
+    def attach_pairs(self, matrix: sparse.csr_matrix) -> None:
+        """Potentially relevant pairs over ``self.query_ids`` (from :func:`training.pairs.training_pairs`)."""
+        if matrix.shape != (len(self), len(self)):
+            raise ValueError(f"pair matrix {matrix.shape} does not match {len(self)} training queries")
+        self.pair_matrix = matrix.tocsr()
 
     def epoch(self, batch_size: int, generator: torch.Generator, queries_per_video: int = 0) -> Iterator[Batch]:
         """Random batches of queries (XML's practice); with ``queries_per_video`` > 0, batches are
@@ -77,6 +91,13 @@ class MomentBatches:
         st, ed = zip(*(span_to_clip_indices(*m.span, self.clip_length, self._n_clips[m.video_id]) for m in ms),
                      strict=True)  # type: ignore[index]
         v = np.array(vids)
+        same = v[:, None] == v[None, :]
+        pairs = conf = None
+        if self.pair_matrix is not None:
+            block = self.pair_matrix[idx][:, idx].toarray()
+            present = (block > 0) & ~same
+            pairs = torch.from_numpy(present)
+            conf = torch.from_numpy(np.where(present, block, 0.0).astype(np.float32))
         return Batch([m.query_id for m in ms], vids, tokens, tmask, streams, cmask,  # type: ignore[arg-type]
                      torch.tensor([col[x] for x in vids]), torch.tensor(st), torch.tensor(ed),
-                     torch.from_numpy(v[:, None] == v[None, :]))
+                     torch.from_numpy(same), pairs, conf)

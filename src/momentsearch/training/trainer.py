@@ -24,12 +24,13 @@ from momentsearch.data.synthetic import SyntheticBenchmark
 from momentsearch.evaluation.recall import evaluate_ranked
 from momentsearch.evaluation.report import plot_recall_curves
 from momentsearch.fileio import atomic_path, write_json
-from momentsearch.losses import hinge_ranking_loss, sample_negatives, start_end_nll
 from momentsearch.models.xml import XML, XMLConfig
 from momentsearch.search.run import rank_split
 from momentsearch.text.encoders import MINILM_DIM, QueryFeatureCache
 from momentsearch.training.config import XMLTrainConfig
-from momentsearch.training.data import Batch, MomentBatches
+from momentsearch.training.data import MomentBatches
+from momentsearch.training.objective import batch_loss
+from momentsearch.training.pairs import training_pairs
 
 SELECTION_KEYS = ("VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.5-r100", "VCMR 0.7-r10", "VR r10")
 
@@ -65,19 +66,6 @@ def load_checkpoint(path: str | Path) -> tuple[XML, XMLTrainConfig, dict[str, An
     return model, from_dict(XMLTrainConfig, state["train_config"], str(p)), state
 
 
-def batch_loss(model: XML, batch: Batch, cfg: XMLTrainConfig, pool: int | None,
-               generator: torch.Generator) -> tuple[torch.Tensor, dict[str, float]]:
-    q = model.encode_queries(batch.tokens, batch.token_mask)
-    h1, h2 = model.encode_videos(batch.streams, batch.clip_mask)  # the U distinct videos
-    s_vr = model.video_scores(q, h1, batch.clip_mask)[:, batch.video_col]  # (B, B): query i vs item j's video
-    neg_v, neg_q = sample_negatives(s_vr, batch.same_video, pool, generator)
-    l_vr = hinge_ranking_loss(s_vr, neg_v, neg_q, cfg.margin)
-    o_st, o_ed = model.st_ed_logits(q, h2[batch.video_col], batch.clip_mask[batch.video_col])
-    l_tl = start_end_nll(o_st, o_ed, batch.st, batch.ed)
-    loss = l_vr + cfg.lambda_tl * l_tl
-    return loss, {"loss": loss.item(), "loss_vr": l_vr.item(), "loss_tl": l_tl.item()}
-
-
 class Trainer:
     def __init__(self, cfg: XMLTrainConfig, progress: bool = True):
         self.cfg = cfg
@@ -97,6 +85,8 @@ class Trainer:
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
         self.train_data = MomentBatches(self.bench.corpus.split(cfg.train_split), self.store, self.queries,
                                         self.clip_length, mcfg.max_clips, mcfg.max_tokens, use_sub)
+        if cfg.relevance.uses_pairs:
+            self.train_data.attach_pairs(training_pairs(cfg.relevance, self.train_data.query_ids))
         self.val_corpus = self.bench.corpus.split(cfg.val_split)
         rng = np.random.default_rng(cfg.seed)
         val_ids = [m.query_id for m in self.val_corpus.moments if m.has_ground_truth]

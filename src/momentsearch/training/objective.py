@@ -1,0 +1,88 @@
+"""The training objective of one batch: XML's, or with many-to-many relevance (Eq. 9).
+
+    L = L_vr + lambda_tl L_tl + lambda_vcmr L_vcmr                                   (Eq. 9)
+    L_vr = L_pos>neg + lambda_rel>neg L_rel>neg + lambda_pos>=rel L_pos>=rel   on s_vr     (Eq. 13)
+    L_tl = L_nll,1 + lambda_tl,2 L_nll,2                                             (Eq. 18)
+    L_vcmr = the same three ranking terms on R_vcmr                                  (Eq. 15)
+
+With ``relevance.method: threshold`` L_vr is Wray et al.'s thresholded triplet loss instead. Every
+negative is drawn from the items that are neither the positive's video nor potentially relevant.
+With the default config this is exactly XML's loss (and draws the same random numbers).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from momentsearch.losses import hinge_ranking_loss, sample_negatives, start_end_nll
+from momentsearch.losses.multilevel import (
+    pair_nll_loss,
+    pos_rel_loss,
+    rel_neg_loss,
+    segment_scores,
+    threshold_triplet_loss,
+)
+from momentsearch.models.xml import XML
+from momentsearch.training.config import XMLTrainConfig
+from momentsearch.training.data import Batch
+
+
+def _ranking(scores: torch.Tensor, batch: Batch, cfg: XMLTrainConfig, pool: int | None, gen: torch.Generator,
+             lam_rel_neg: float, lam_pos_rel: float) -> tuple[torch.Tensor, dict[str, float]]:
+    """L_pos>neg (+ the pair terms): Eq. 13 on s_vr or Eq. 15 on R_vcmr."""
+    rc = cfg.relevance
+    pairs = batch.pairs
+    exclude = batch.same_video if pairs is None else batch.same_video | pairs
+    neg_v, neg_q = sample_negatives(scores, exclude, pool, gen)
+    if rc.method == "threshold":
+        assert pairs is not None
+        positive = torch.eye(len(scores), dtype=torch.bool) | pairs
+        loss = threshold_triplet_loss(scores, positive, neg_v, neg_q, cfg.margin)
+        return loss, {"pos>neg": loss.item()}
+    loss = hinge_ranking_loss(scores, neg_v, neg_q, cfg.margin)
+    parts = {"pos>neg": loss.item()}
+    if rc.method == "pairs":
+        assert pairs is not None and batch.conf is not None
+        conf = pairs.float() if rc.confidence_one else batch.conf
+        rn = rel_neg_loss(scores, pairs, conf, neg_v, neg_q, cfg.margin)
+        pr = pos_rel_loss(scores, pairs, conf)
+        loss = loss + lam_rel_neg * rn + lam_pos_rel * pr
+        parts |= {"rel>neg": rn.item(), "pos>=rel": pr.item()}
+    return loss, parts
+
+
+def batch_loss(model: XML, batch: Batch, cfg: XMLTrainConfig, pool: int | None,
+               generator: torch.Generator) -> tuple[torch.Tensor, dict[str, float]]:
+    rc = cfg.relevance
+    q = model.encode_queries(batch.tokens, batch.token_mask)
+    h1, h2 = model.encode_videos(batch.streams, batch.clip_mask)  # the U distinct videos
+    s_vr = model.video_scores(q, h1, batch.clip_mask)[:, batch.video_col]  # (B, B): query i vs item j's video
+    l_vr, vr_parts = _ranking(s_vr, batch, cfg, pool, generator, rc.lambda_rel_neg_vr, rc.lambda_pos_rel_vr)
+    stats = {f"vr {k}": v for k, v in vr_parts.items()}
+    with_pairs = rc.method == "pairs" and batch.pairs is not None
+    every_pair = rc.lambda_vcmr > 0 or (with_pairs and rc.lambda_tl2 > 0)
+    if every_pair:  # logits of every query on every distinct video of the batch
+        o_st_all, o_ed_all = model.st_ed_logits_all(q, h2, batch.clip_mask)
+        ar = torch.arange(len(batch.video_col))
+        o_st, o_ed = o_st_all[ar, batch.video_col], o_ed_all[ar, batch.video_col]
+    else:
+        o_st, o_ed = model.st_ed_logits(q, h2[batch.video_col], batch.clip_mask[batch.video_col])
+    l_tl = start_end_nll(o_st, o_ed, batch.st, batch.ed)
+    stats["nll1"] = l_tl.item()
+    if with_pairs and rc.lambda_tl2 > 0:
+        assert batch.pairs is not None and batch.conf is not None
+        conf = batch.pairs.float() if rc.confidence_one else batch.conf
+        nll2 = pair_nll_loss(o_st_all, o_ed_all, batch.video_col, batch.st, batch.ed, batch.pairs, conf)
+        l_tl = l_tl + rc.lambda_tl2 * nll2
+        stats["nll2"] = nll2.item()
+    loss = l_vr + cfg.lambda_tl * l_tl
+    if rc.lambda_vcmr > 0:
+        r_vcmr = segment_scores(o_st_all, o_ed_all, batch.clip_mask, batch.video_col, batch.st, batch.ed, s_vr,
+                                model.cfg.alpha, rc.floor, rc.floor_mode)  # type: ignore[arg-type]
+        l_vcmr, seg_parts = _ranking(r_vcmr, batch, cfg, pool, generator, rc.lambda_rel_neg_vcmr,
+                                     rc.lambda_pos_rel_vcmr)
+        loss = loss + rc.lambda_vcmr * l_vcmr
+        stats |= {f"vcmr {k}": v for k, v in seg_parts.items()} | {"loss_vcmr": l_vcmr.item()}
+    n_pairs = float(batch.pairs.sum()) if batch.pairs is not None else 0.0
+    return loss, {"loss": loss.item(), "loss_vr": l_vr.item(), "loss_tl": l_tl.item(), "pairs_per_batch": n_pairs,
+                  **stats}
