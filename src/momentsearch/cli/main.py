@@ -175,6 +175,19 @@ def search_cmd(
     print_results(query, run_search(checkpoint, query, k, split))
 
 
+@app.command("experiment")
+def experiment_cmd(
+    config: Annotated[Path, typer.Argument(help="An experiment YAML, e.g. configs/experiments/pr_tables_5_6.yaml.")],
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Runs trained at the same time (processes).")] = 2,
+    only: Annotated[Optional[list[str]], typer.Option(help="Run only this condition (repeatable).")] = None,
+) -> None:
+    """Train every condition of an experiment over its seeds; one table (mean ± std) and a PNG.
+    Finished runs are kept, so rerunning resumes an interrupted experiment."""
+    from momentsearch.cli.experiment import run_experiment
+
+    run_experiment(config, jobs, only)
+
+
 @app.command("demo")
 def demo_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Run folder (benchmark, model, report).")] = Path("runs/demo"),

@@ -1,0 +1,195 @@
+"""``momentsearch experiment CONFIG``: train a list of conditions over several seeds, one table.
+
+An experiment YAML (``configs/experiments/``) names a synthetic preset, a base training config,
+the relevance tables the conditions need (computed once per benchmark), the seeds, and the
+conditions — each a set of overrides of the base config. Every (condition, seed) run trains,
+evaluates its best checkpoint on the test split and writes ``result.json``; a run whose result
+exists is not redone, so an interrupted experiment resumes where it stopped (and a run stopped
+mid-training resumes from its ``last.pt``). The results are aggregated into ``results.json``,
+``results.md`` (mean +- std over seeds) and ``results.png``.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from momentsearch.config import CONFIG_DIR, from_dict, load_yaml_config, to_dict
+from momentsearch.errors import ConfigError
+from momentsearch.fileio import write_json
+
+ROOT = CONFIG_DIR.parent
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A relevance table over the experiment's benchmark: ``momentsearch pairs`` or ``relevance``."""
+
+    kind: str  # pairs | proxy
+    detector: str = "vp"  # pairs: sent | vp | np-vp
+    proxy: str = "bow"  # proxy: bow | pos | synset | meteor | cosine
+    top_k: int = 100  # proxy: stored entries per query
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    name: str
+    preset: str  # a synthetic preset name or YAML path
+    train: str  # a base XMLTrainConfig YAML (relative to the repository root)
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    tables: dict[str, TableSpec] = field(default_factory=dict)
+    conditions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    out_dir: str = ""  # results: default runs/experiments/<name>
+    benchmark_dir: str = ""  # default runs/experiments/benchmarks/<preset name>
+    runs_dir: str = ""  # default runs/experiments/runs/<preset name>: shared by experiments, so that a
+    #                     condition two experiments both have (e.g. the XML baseline) is trained once
+    eval_split: str = "test"
+
+    def __post_init__(self) -> None:
+        if not self.conditions:
+            raise ConfigError(f"experiment {self.name!r}: no conditions")
+        if not self.seeds:
+            raise ConfigError(f"experiment {self.name!r}: no seeds")
+        for t in self.tables.values():
+            if t.kind not in ("pairs", "proxy"):
+                raise ConfigError(f"experiment {self.name!r}: table kind must be pairs or proxy, got {t.kind!r}")
+
+
+def slug(name: str) -> str:
+    s = re.sub(r"[^A-Za-z0-9.=-]+", "_", name).strip("_")
+    return s or "condition"
+
+
+def _resolve(p: str) -> Path:
+    path = Path(p)
+    return path if path.is_absolute() else ROOT / path if not path.exists() else path
+
+
+def prepare(exp: ExperimentConfig) -> tuple[Path, dict[str, Path]]:
+    """Generate the benchmark and compute the relevance tables where missing."""
+    from momentsearch.data.synthetic import SyntheticBenchmark, generate, load_preset
+    from momentsearch.text.encoders import QueryFeatureCache
+
+    cfg = load_preset(exp.preset)
+    bench = Path(exp.benchmark_dir) if exp.benchmark_dir else Path("runs/experiments/benchmarks") / cfg.name
+    if not (bench / "benchmark.yaml").exists():
+        typer.echo(f"generating the '{cfg.name}' benchmark into {bench}")
+        generate(cfg, bench)
+    # every caption encoded once, before any worker starts: workers then only read the cache
+    corpus = SyntheticBenchmark.load(bench).corpus
+    QueryFeatureCache(bench / "features" / "queries_minilm.h5").ensure([m.text for m in corpus.moments])
+    paths: dict[str, Path] = {}
+    for name, spec in exp.tables.items():
+        from momentsearch.cli.relevance_cmd import run_pairs, run_relevance
+
+        folder = bench / "relevance"
+        folder.mkdir(parents=True, exist_ok=True)
+        if spec.kind == "pairs":
+            prefix = folder / f"pairs_{spec.detector}"
+            if not prefix.with_suffix(".queries.json").exists() or not prefix.with_suffix(".psi.npz").exists():
+                typer.echo(f"table {name}: Phi_{spec.detector} pairs over {bench}")
+                run_pairs(bench, spec.detector, prefix, n_examples=0)
+        else:
+            prefix = folder / f"proxy_{spec.proxy}_top{spec.top_k}.npz"
+            if not prefix.with_suffix(".qq.npz").exists() or not prefix.with_suffix(".queries.json").exists():
+                typer.echo(f"table {name}: {spec.proxy} relevance over {bench}")
+                run_relevance(bench, spec.proxy, prefix, top_k=spec.top_k)
+        paths[name] = prefix
+    return bench, paths
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def run_config(exp: ExperimentConfig, condition: str, seed: int, bench: Path, tables: dict[str, Path],
+               runs: Path) -> dict[str, Any]:
+    """The training config dict of one run (table names resolved to files). Its folder is named by
+    a hash of the resolved config, so equal conditions of different experiments share one run
+    (``train_config.json`` inside says what it is)."""
+    from momentsearch.training.config import XMLTrainConfig
+
+    base = to_dict(load_yaml_config(XMLTrainConfig, _resolve(exp.train)))
+    over = copy.deepcopy(exp.conditions[condition] or {})
+    rel = over.get("relevance", {})
+    if "table" in rel:
+        if rel["table"] not in tables:
+            raise ConfigError(f"experiment {exp.name!r}, condition {condition!r}: unknown table {rel['table']!r}; "
+                              f"the experiment defines {sorted(tables)}")
+        rel["table"] = str(tables[rel["table"]])
+    d = _merge(base, over)
+    d.update(benchmark=str(bench), seed=seed, out_dir="")
+    digest = hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:8]
+    d["out_dir"] = str(runs / digest / f"seed{seed}")
+    from_dict(XMLTrainConfig, d, f"{exp.name}/{condition}")  # fail early on a bad override
+    return d
+
+
+def run_one(cfg_dict: dict[str, Any], split: str) -> dict[str, Any]:
+    """Train (resuming) and evaluate one run; returns and stores its result row."""
+    from momentsearch.cli.model_cmds import evaluate_checkpoint
+    from momentsearch.training.config import XMLTrainConfig
+    from momentsearch.training.trainer import Trainer
+
+    cfg = from_dict(XMLTrainConfig, cfg_dict)
+    out = Path(cfg.out_dir)
+    done = out / "result.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    t0 = time.time()
+    trainer = Trainer(cfg, progress=False)
+    trainer.resume()
+    history = trainer.fit()
+    train_s = time.time() - t0
+    row, _ = evaluate_checkpoint(trainer.ckpt_dir / "best.pt", split, out / f"eval_{split}", progress=False)
+    epoch_s = [h["train_seconds"] for h in history]
+    pairs = [h.get("pairs_per_batch", 0.0) for h in history]
+    result = {"metrics": row, "seconds_per_epoch": sum(epoch_s) / len(epoch_s), "train_seconds": train_s,
+              "pairs_per_batch": sum(pairs) / len(pairs), "best_epoch": max(history, key=lambda h: h["selection"])["epoch"]}
+    write_json(done, result)
+    return result
+
+
+def run_experiment(config: Path, jobs: int = 2, only: list[str] | None = None) -> dict[str, Any]:
+    from momentsearch.cli.experiment_report import write_report
+
+    exp = load_yaml_config(ExperimentConfig, config)
+    out = Path(exp.out_dir) if exp.out_dir else Path("runs/experiments") / exp.name
+    bench, tables = prepare(exp)
+    runs_dir = Path(exp.runs_dir) if exp.runs_dir else Path("runs/experiments/runs") / bench.name
+    conditions = [c for c in exp.conditions if not only or c in only]
+    unknown = sorted(set(only or []) - set(exp.conditions))
+    if unknown:
+        raise ConfigError(f"experiment {exp.name!r} has no condition {unknown}; it has {list(exp.conditions)}")
+    runs = [(c, s, run_config(exp, c, s, bench, tables, runs_dir)) for c in conditions for s in exp.seeds]
+    results: dict[tuple[str, int], dict[str, Any]] = {}
+    typer.echo(f"experiment {exp.name}: {len(conditions)} conditions x {len(exp.seeds)} seeds = {len(runs)} runs, "
+               f"{jobs} at a time; runs under {runs_dir}, results under {out}")
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(runs), desc=exp.name, unit="run")
+    if jobs <= 1:
+        for c, s, d in runs:
+            results[(c, s)] = run_one(d, exp.eval_split)
+            bar.update()
+    else:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+            futures = {pool.submit(run_one, d, exp.eval_split): (c, s) for c, s, d in runs}
+            for f in as_completed(futures):
+                results[futures[f]] = f.result()
+                bar.update()
+    bar.close()
+    return write_report(exp.name, out, conditions, exp.seeds, results, str(config))
