@@ -118,7 +118,7 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 def run_config(exp: ExperimentConfig, condition: str, seed: int, bench: Path, tables: dict[str, Path],
                runs: Path) -> dict[str, Any]:
     """The training config dict of one run (table names resolved to files). Its folder is named by
-    a hash of the resolved config, so equal conditions of different experiments share one run
+    a hash of the resolved config (seed included), so equal conditions of different experiments share one run
     (``train_config.json`` inside says what it is)."""
     from momentsearch.training.config import XMLTrainConfig
 

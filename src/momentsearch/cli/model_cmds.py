@@ -60,7 +60,8 @@ def graded_metrics(ranked: dict[str, Any], rel: MomentRelevance, equivalent: flo
     return {
         "ndcg": ranked_ndcg(ranked["VR"], ranked["VCMR"], rel),
         "ndcg_linear": ranked_ndcg(ranked["VR"], ranked["VCMR"], rel, gain="linear", cutoff="n_relevant"),
-        "bounds": instance_bounds(ranked["VCMR"], rel, min_relevance=equivalent, ks=(1, 5, 10, 100)),
+        "bounds": instance_bounds(ranked["VCMR"], rel, min_relevance=equivalent, ks=(1, 5, 10, 100),
+                                  video_pred=ranked["VR"]),
     }
 
 
@@ -91,7 +92,8 @@ def evaluate_checkpoint(checkpoint: Path, split: str = "test", out: Path | None 
     mp_vr = multi_positive_recall(ranked["VR"], exact)
     metrics["multi_positive"] = {"VCMR": mp["VCMR"], "VR": mp_vr["VR"], "min_relevance": 1.0}
     metrics["ndcg"] = ranked_ndcg(ranked["VR"], ranked["VCMR"], graded)
-    metrics["bounds_oracle"] = instance_bounds(ranked["VCMR"], exact, min_relevance=1.0, ks=(1, 5, 10, 100))
+    metrics["bounds_oracle"] = instance_bounds(ranked["VCMR"], exact, min_relevance=1.0, ks=(1, 5, 10, 100),
+                                               video_pred=ranked["VR"])
     if relevance is not None:
         proxy = MomentRelevance.load(relevance).select([m.query_id for m in corpus.moments], list(corpus.videos))
         metrics["proxy"] = {"file": str(relevance), "equivalent": equivalent, **graded_metrics(ranked, proxy, equivalent)}

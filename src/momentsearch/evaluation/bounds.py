@@ -64,6 +64,7 @@ def instance_bounds(
     iou_threshold: float = 0.5,
     ks: Sequence[int] = (1, 5, 10, 100),
     max_predictions: int = DEFAULT_MAX_PREDICTIONS,
+    video_pred: RankedMoments | None = None,
 ) -> dict[str, object]:
     """{"VR": {"upper-r1": ..., "lower-r1": ..., "upper-gmean": ...}, "VCMR": {...}, "n_queries", "n_equivalent"}.
 
@@ -72,6 +73,8 @@ def instance_bounds(
     """
     eq = rel.threshold(min_relevance)
     _, _, has, entry_first, entry_video_first = match_relevant(pred, eq, (iou_threshold,), max_predictions)
+    if video_pred is not None:
+        entry_video_first = match_relevant(video_pred, eq, (iou_threshold,), max_predictions)[4]
     indptr = eq.indptr
     # videos: each entry's video rank; min = best equivalent, max = worst equivalent
     vr = _summary(_reduce_rows(entry_video_first, indptr, "min"), _reduce_rows(entry_video_first, indptr, "max"), ks, has)

@@ -1,0 +1,49 @@
+"""The experiment runner: conditions x seeds from one YAML, a table and a PNG, finished runs kept."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from momentsearch.cli.experiment import run_experiment
+from momentsearch.errors import ConfigError
+
+
+def test_experiment_runs_conditions_over_seeds_and_resumes(tiny_benchmark: Path, tmp_path: Path) -> None:
+    train = tmp_path / "train.yaml"
+    train.write_text("epochs: 1\nbatch_size: 32\nlr: 0.001\nval_split: test\nval_max_queries: 40\n"
+                     "num_threads: 1\nmodel: {hidden: 32}\n")
+    cfg = tmp_path / "exp.yaml"
+    cfg.write_text(f"""name: t
+preset: tiny
+train: {train}
+benchmark_dir: {tiny_benchmark}
+out_dir: {tmp_path / 'out'}
+runs_dir: {tmp_path / 'runs'}
+seeds: [0, 1]
+tables:
+  sent: {{kind: pairs, detector: sent}}
+conditions:
+  XML: {{}}
+  +PR: {{relevance: {{method: pairs, table: sent, theta: 0.6}}}}
+""")
+    agg = run_experiment(cfg, jobs=1)
+    assert list(agg) == ["XML", "+PR"]
+    for row in agg.values():
+        assert len(row["VCMR 0.5-r10"]["runs"]) == 2 and row["seconds_per_epoch"]["mean"] > 0
+    assert agg["XML"]["pairs_per_batch"]["mean"] == 0 and agg["+PR"]["pairs_per_batch"]["mean"] > 0
+    # seeds differ, so the spread is real
+    assert agg["XML"]["nDCG VR"]["runs"][0] != agg["XML"]["nDCG VR"]["runs"][1]
+    out = tmp_path / "out"
+    assert (out / "results.png").stat().st_size > 1000 and "± " in (out / "results.md").read_text()
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["conditions"]["+PR"]["VR r100"]["mean"] == agg["+PR"]["VR r100"]["mean"]
+    results = sorted((tmp_path / "runs").glob("*/seed*/result.json"))
+    assert len(results) == 4
+    stamp = [p.stat().st_mtime for p in results]
+    run_experiment(cfg, jobs=1)  # everything done: nothing retrained
+    assert [p.stat().st_mtime for p in results] == stamp
+    with pytest.raises(ConfigError, match="no condition"):
+        run_experiment(cfg, jobs=1, only=["+SL"])
