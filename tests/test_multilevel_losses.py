@@ -184,3 +184,16 @@ def test_training_with_pairs_and_threshold_runs(tiny_benchmark: Path, tmp_path: 
         assert math.isfinite(h["loss"]) and h["pairs_per_batch"] > 0, (name, h)
         if name == "sl_pr":
             assert h["loss_vcmr"] > 0 and h["nll2"] > 0 and "vr rel>neg" in h
+
+
+def test_signed_scores_let_a_constant_model_zero_the_pair_terms() -> None:
+    """Why +PR at lambda 1 collapses (docs/training.md): with every score equal to -0.5 and C = 0.5,
+    Eqs. 11-12 on the raw cosine are already 0; mapped into [0, 1] ((1 + s) / 2 = 0.25) they are not."""
+    s = torch.full((3, 3), -0.5)
+    conf = PAIRS.float() * 0.5
+    assert rel_neg_loss(s, PAIRS, conf, NEG_V, NEG_Q, 0.1).item() == 0.0  # [0.1 - 0.5 + 0.25]+ = 0
+    assert pos_rel_loss(s, PAIRS, conf).item() == 0.0  # [-0.5 + 0.25]+ = 0
+    u = (1 + s) / 2
+    # each pair, each direction: [0.1 + 0.25 - 0.125]+ = 0.225 and [0.25 - 0.125]+ = 0.125; 2 pairs x 2 / 2
+    assert rel_neg_loss(u, PAIRS, conf, NEG_V, NEG_Q, 0.1).item() == pytest.approx(0.45)
+    assert pos_rel_loss(u, PAIRS, conf).item() == pytest.approx(0.25)

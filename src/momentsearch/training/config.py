@@ -21,6 +21,12 @@ class RelevanceTrainConfig:
       positives, S < T negatives, in the video-level triplet loss.
     * ``lambda_vcmr`` > 0 with any method adds the segment-level ranking loss (+SL) on R_vcmr (Eq. 14),
       the start/end logits floored so that their infimum is ``floor`` (``floor_mode``).
+    * ``pair_score``: ``raw`` is the paper's R (s_vr, a cosine in [-1, 1]; R_vcmr, a sum of logs, mostly
+      negative). With signed R, Eqs. 11-12 reward a degenerate model: when every score equals some
+      -x < 0, L_pos>=rel = 0 and L_rel>neg = 0 for x > Delta / (1 - C), leaving only L_pos>neg = 2 Delta
+      (measured here: +PR collapsed to chance). ``unit`` maps R monotonically into [0, 1] before C
+      scales it — (1 + s_vr) / 2 and sigmoid(R_vcmr) — where scaling by C < 1 always lowers a score,
+      which is what the paper's reading of C (Fig. 4) needs. L_pos>neg is unchanged either way.
     """
 
     method: str = "none"  # none | pairs | threshold
@@ -35,6 +41,7 @@ class RelevanceTrainConfig:
     lambda_pos_rel_vcmr: float = 1.0
     floor: float = 1e-6
     floor_mode: str = "shift"  # shift | clamp
+    pair_score: str = "raw"  # raw | unit: the score C multiplies in Eqs. 11-12 (see below)
 
     def __post_init__(self) -> None:
         if self.method not in ("none", "pairs", "threshold"):
@@ -42,6 +49,8 @@ class RelevanceTrainConfig:
         if self.method != "none" and not self.table:
             raise ValueError(f"relevance.method {self.method!r} needs relevance.table (a file written by "
                              "`momentsearch pairs` or `momentsearch relevance`)")
+        if self.pair_score not in ("raw", "unit"):
+            raise ValueError(f"relevance.pair_score must be raw or unit, got {self.pair_score!r}")
         if self.floor_mode not in ("shift", "clamp"):
             raise ValueError(f"relevance.floor_mode must be shift or clamp, got {self.floor_mode!r}")
         lambdas = [v for k, v in vars(self).items() if k.startswith("lambda_")]

@@ -12,6 +12,8 @@ With the default config this is exactly XML's loss (and draws the same random nu
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from momentsearch.losses import hinge_ranking_loss, sample_negatives, start_end_nll
@@ -28,8 +30,10 @@ from momentsearch.training.data import Batch
 
 
 def _ranking(scores: torch.Tensor, batch: Batch, cfg: XMLTrainConfig, pool: int | None, gen: torch.Generator,
-             lam_rel_neg: float, lam_pos_rel: float) -> tuple[torch.Tensor, dict[str, float]]:
-    """L_pos>neg (+ the pair terms): Eq. 13 on s_vr or Eq. 15 on R_vcmr."""
+             lam_rel_neg: float, lam_pos_rel: float, to_unit: Callable[[torch.Tensor], torch.Tensor]
+             ) -> tuple[torch.Tensor, dict[str, float]]:
+    """L_pos>neg (+ the pair terms): Eq. 13 on s_vr or Eq. 15 on R_vcmr. ``to_unit`` maps the
+    scores into [0, 1] for the pair terms when ``relevance.pair_score`` is ``unit``."""
     rc = cfg.relevance
     pairs = batch.pairs
     exclude = batch.same_video if pairs is None else batch.same_video | pairs
@@ -44,8 +48,9 @@ def _ranking(scores: torch.Tensor, batch: Batch, cfg: XMLTrainConfig, pool: int 
     if rc.method == "pairs":
         assert pairs is not None and batch.conf is not None
         conf = pairs.float() if rc.confidence_one else batch.conf
-        rn = rel_neg_loss(scores, pairs, conf, neg_v, neg_q, cfg.margin)
-        pr = pos_rel_loss(scores, pairs, conf)
+        r = to_unit(scores) if rc.pair_score == "unit" else scores
+        rn = rel_neg_loss(r, pairs, conf, neg_v, neg_q, cfg.margin)
+        pr = pos_rel_loss(r, pairs, conf)
         loss = loss + lam_rel_neg * rn + lam_pos_rel * pr
         parts |= {"rel>neg": rn.item(), "pos>=rel": pr.item()}
     return loss, parts
@@ -57,7 +62,8 @@ def batch_loss(model: XML, batch: Batch, cfg: XMLTrainConfig, pool: int | None,
     q = model.encode_queries(batch.tokens, batch.token_mask)
     h1, h2 = model.encode_videos(batch.streams, batch.clip_mask)  # the U distinct videos
     s_vr = model.video_scores(q, h1, batch.clip_mask)[:, batch.video_col]  # (B, B): query i vs item j's video
-    l_vr, vr_parts = _ranking(s_vr, batch, cfg, pool, generator, rc.lambda_rel_neg_vr, rc.lambda_pos_rel_vr)
+    l_vr, vr_parts = _ranking(s_vr, batch, cfg, pool, generator, rc.lambda_rel_neg_vr, rc.lambda_pos_rel_vr,
+                              lambda s: (1 + s) / 2)
     stats = {f"vr {k}": v for k, v in vr_parts.items()}
     with_pairs = rc.method == "pairs" and batch.pairs is not None
     every_pair = rc.lambda_vcmr > 0 or (with_pairs and rc.lambda_tl2 > 0)
@@ -80,7 +86,7 @@ def batch_loss(model: XML, batch: Batch, cfg: XMLTrainConfig, pool: int | None,
         r_vcmr = segment_scores(o_st_all, o_ed_all, batch.clip_mask, batch.video_col, batch.st, batch.ed, s_vr,
                                 model.cfg.alpha, rc.floor, rc.floor_mode)  # type: ignore[arg-type]
         l_vcmr, seg_parts = _ranking(r_vcmr, batch, cfg, pool, generator, rc.lambda_rel_neg_vcmr,
-                                     rc.lambda_pos_rel_vcmr)
+                                     rc.lambda_pos_rel_vcmr, torch.sigmoid)
         loss = loss + rc.lambda_vcmr * l_vcmr
         stats |= {f"vcmr {k}": v for k, v in seg_parts.items()} | {"loss_vcmr": l_vcmr.item()}
     n_pairs = float(batch.pairs.sum()) if batch.pairs is not None else 0.0
