@@ -96,3 +96,16 @@ def test_relevance_table_storage_and_validation(tmp_path: Path) -> None:
     assert back.query_ids == ["a", "b"] and np.array_equal(back.value, t.value)
     with pytest.raises(ValueError, match=r"values must lie in \(0, 1\]"):
         MomentRelevance.from_rows(["a"], ["v0"], [[(0, 0.0, 1.0, 1.5)]])
+
+
+def test_oracle_query_relevance_matches_pairwise(tiny_benchmark: Path) -> None:
+    bench = SyntheticBenchmark.load(tiny_benchmark)
+    corpus = bench.corpus.split("train")
+    oracle = bench.oracle("train")
+    m = oracle.query_relevance(corpus, min_relevance=0.5).toarray()
+    assert m.shape == (len(corpus), len(corpus))
+    rng = np.random.default_rng(0)
+    for i, j in rng.integers(0, len(corpus), size=(60, 2)):
+        want = oracle.relevance(corpus.moments[i].query_id, corpus.moments[j].meta["event"])
+        assert m[i, j] == pytest.approx(want if want >= 0.5 else 0.0, abs=1e-6)
+    assert np.allclose(np.diag(m), 1.0)  # a query is fully relevant to its own event

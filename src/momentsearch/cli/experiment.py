@@ -33,9 +33,10 @@ ROOT = CONFIG_DIR.parent
 
 @dataclass(frozen=True)
 class TableSpec:
-    """A relevance table over the experiment's benchmark: ``momentsearch pairs`` or ``relevance``."""
+    """A relevance table over the experiment's benchmark: ``momentsearch pairs`` or ``relevance``,
+    or (``oracle``) the synthetic oracle's true relevance between training queries."""
 
-    kind: str  # pairs | proxy
+    kind: str  # pairs | proxy | oracle
     detector: str = "vp"  # pairs: sent | vp | np-vp
     proxy: str = "bow"  # proxy: bow | pos | synset | meteor | cosine
     top_k: int = 100  # proxy: stored entries per query
@@ -61,8 +62,8 @@ class ExperimentConfig:
         if not self.seeds:
             raise ConfigError(f"experiment {self.name!r}: no seeds")
         for t in self.tables.values():
-            if t.kind not in ("pairs", "proxy"):
-                raise ConfigError(f"experiment {self.name!r}: table kind must be pairs or proxy, got {t.kind!r}")
+            if t.kind not in ("pairs", "proxy", "oracle"):
+                raise ConfigError(f"experiment {self.name!r}: table kind must be pairs, proxy or oracle, got {t.kind!r}")
 
 
 def slug(name: str) -> str:
@@ -90,7 +91,7 @@ def prepare(exp: ExperimentConfig) -> tuple[Path, dict[str, Path]]:
     QueryFeatureCache(bench / "features" / "queries_minilm.h5").ensure([m.text for m in corpus.moments])
     paths: dict[str, Path] = {}
     for name, spec in exp.tables.items():
-        from momentsearch.cli.relevance_cmd import run_pairs, run_relevance
+        from momentsearch.cli.relevance_cmd import run_oracle_pairs, run_pairs, run_relevance
 
         folder = bench / "relevance"
         folder.mkdir(parents=True, exist_ok=True)
@@ -99,6 +100,11 @@ def prepare(exp: ExperimentConfig) -> tuple[Path, dict[str, Path]]:
             if not prefix.with_suffix(".queries.json").exists() or not prefix.with_suffix(".psi.npz").exists():
                 typer.echo(f"table {name}: Phi_{spec.detector} pairs over {bench}")
                 run_pairs(bench, spec.detector, prefix, n_examples=0)
+        elif spec.kind == "oracle":
+            prefix = folder / "oracle_train"
+            if not prefix.with_suffix(".queries.json").exists() or not prefix.with_suffix(".psi.npz").exists():
+                typer.echo(f"table {name}: oracle relevance between training queries")
+                run_oracle_pairs(bench, prefix)
         else:
             prefix = folder / f"proxy_{spec.proxy}_top{spec.top_k}.npz"
             if not prefix.with_suffix(".qq.npz").exists() or not prefix.with_suffix(".queries.json").exists():

@@ -108,3 +108,25 @@ def run_pairs(dataset: Path, detector: str, out: Path, format: str | None = None
     for e in examples:
         typer.echo(f"  [{e['phi_score']:.2f} / Psi {e['psi']:.2f}] {e['query']}  <->  {e['other']}")
     return stats
+
+
+def run_oracle_pairs(benchmark: Path, out: Path, split: str = "train", min_relevance: float = 0.5) -> dict[str, object]:
+    """Pairs from the synthetic oracle instead of the text: Phi = Psi = the true relevance of query i
+    to query j's event (>= ``min_relevance``), over one split, in the format ``momentsearch pairs``
+    writes. With theta 1.0 the pairs are exactly the equally relevant ones; lower theta adds graded
+    ones, whose confidence is their grade. For experiments: what the losses gain with perfect pairs."""
+    from momentsearch.data.synthetic import SyntheticBenchmark
+
+    bench = SyntheticBenchmark.load(benchmark)
+    corpus = bench.corpus.split(split)
+    m = bench.oracle(split).query_relevance(corpus, min_relevance)
+    for name in ("phi", "psi"):
+        with atomic_path(out.with_suffix(f".{name}.npz")) as tmp, open(tmp, "wb") as fh:
+            sparse.save_npz(fh, m)
+    write_json(out.with_suffix(".queries.json"), [q.query_id for q in corpus.moments])
+    per_query = {str(t): float(((m >= t).sum() - (m.diagonal() >= t).sum()) / len(corpus)) for t in (0.5, 0.65, 1.0)}
+    stats = {"benchmark": str(benchmark), "split": split, "n_queries": len(corpus), "pairs_per_query": per_query}
+    write_json(out.with_suffix(".stats.json"), stats)
+    typer.echo(f"{len(corpus)} {split} queries; oracle pairs per query: " +
+               ", ".join(f">= {k}: {v:.2f}" for k, v in per_query.items()))
+    return stats

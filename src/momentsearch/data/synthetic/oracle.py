@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy import sparse
 
 from momentsearch.data.corpus import Corpus
 from momentsearch.data.relevance import MomentRelevance
@@ -116,6 +117,29 @@ class SyntheticOracle:
         if adj != _NONE:
             rel = rel * np.where(ev.adjective[sel] == adj, 1.0, self.w.adjective_mismatch)
         return rel.astype(np.float32)
+
+    def query_relevance(self, corpus: Corpus, min_relevance: float = 0.5) -> sparse.csr_matrix:
+        """(Q, Q) over ``corpus.moments`` (the oracle's own split): entry (i, j) = the relevance of
+        query i to query j's annotated event, kept where >= ``min_relevance`` (the truth that text
+        detectors of potentially relevant pairs estimate)."""
+        ev = {e: k for k, e in enumerate(self.events.event_ids)}
+        try:
+            cols = np.array([ev[m.meta["event"]] for m in corpus.moments], np.int64)
+        except KeyError as e:
+            raise ValueError(f"query without a known synthetic event ({e}): pass the oracle's own split") from None
+        keys, inverse = np.unique(self._q, axis=0, return_inverse=True)
+        rows, cs, vals = [], [], []
+        for k, key in enumerate(keys):  # queries with the same concepts share one row of values
+            rel = self.relevance_to_events(key, cols)
+            keep = np.flatnonzero(rel >= np.float32(min_relevance))
+            for i in np.flatnonzero(inverse.ravel() == k):
+                rows.append(np.full(len(keep), i))
+                cs.append(keep)
+                vals.append(rel[keep])
+        n = len(corpus.moments)
+        if not rows:
+            return sparse.csr_matrix((n, n), dtype=np.float32)
+        return sparse.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cs))), shape=(n, n))
 
     def relevance(self, query_id: str, event_id: str) -> float:
         qi = self.query_ids.index(query_id)
