@@ -21,6 +21,9 @@ class RelevanceTrainConfig:
       positives, S < T negatives, in the video-level triplet loss.
     * ``lambda_vcmr`` > 0 with any method adds the segment-level ranking loss (+SL) on R_vcmr (Eq. 14),
       the start/end logits floored so that their infimum is ``floor`` (``floor_mode``).
+    * ``segment_scale``: R_vcmr spans tens of units (log-logits down to log 1e-6 = -13.8 twice, plus
+      alpha s_vr with alpha 20) while the margin is 0.1; scaling it (e.g. by 1 / alpha) is not in the
+      paper and is off (1.0) by default.
     * ``pair_score``: ``raw`` is the paper's R (s_vr, a cosine in [-1, 1]; R_vcmr, a sum of logs, mostly
       negative). With signed R, Eqs. 11-12 reward a degenerate model: when every score equals some
       -x < 0, L_pos>=rel = 0 and L_rel>neg = 0 for x > Delta / (1 - C), leaving only L_pos>neg = 2 Delta
@@ -42,6 +45,7 @@ class RelevanceTrainConfig:
     floor: float = 1e-6
     floor_mode: str = "shift"  # shift | clamp
     pair_score: str = "raw"  # raw | unit: the score C multiplies in Eqs. 11-12 (see below)
+    segment_scale: float = 1.0  # R_vcmr is multiplied by this before the segment-level ranking terms
 
     def __post_init__(self) -> None:
         if self.method not in ("none", "pairs", "threshold"):
@@ -54,8 +58,8 @@ class RelevanceTrainConfig:
         if self.floor_mode not in ("shift", "clamp"):
             raise ValueError(f"relevance.floor_mode must be shift or clamp, got {self.floor_mode!r}")
         lambdas = [v for k, v in vars(self).items() if k.startswith("lambda_")]
-        if any(v < 0 for v in lambdas) or self.floor <= 0:
-            raise ValueError("relevance lambdas must be >= 0 and floor > 0")
+        if any(v < 0 for v in lambdas) or self.floor <= 0 or self.segment_scale <= 0:
+            raise ValueError("relevance lambdas must be >= 0, floor and segment_scale > 0")
 
     @property
     def uses_pairs(self) -> bool:

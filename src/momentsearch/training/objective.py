@@ -85,6 +85,7 @@ def batch_loss(model: XML, batch: Batch, cfg: XMLTrainConfig, pool: int | None,
     if rc.lambda_vcmr > 0:
         r_vcmr = segment_scores(o_st_all, o_ed_all, batch.clip_mask, batch.video_col, batch.st, batch.ed, s_vr,
                                 model.cfg.alpha, rc.floor, rc.floor_mode)  # type: ignore[arg-type]
+        r_vcmr = r_vcmr * rc.segment_scale
         l_vcmr, seg_parts = _ranking(r_vcmr, batch, cfg, pool, generator, rc.lambda_rel_neg_vcmr,
                                      rc.lambda_pos_rel_vcmr, torch.sigmoid)
         loss = loss + rc.lambda_vcmr * l_vcmr
