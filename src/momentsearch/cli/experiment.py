@@ -121,6 +121,18 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# options added after runs were recorded: at these values they leave a run's hash (and folder) as it was
+HASH_NEUTRAL = {("relevance", "segment_scale"): 1.0}
+
+
+def run_digest(d: dict[str, Any]) -> str:
+    h = copy.deepcopy(d)
+    for (group, key), neutral in HASH_NEUTRAL.items():
+        if h.get(group, {}).get(key, neutral) == neutral:
+            h.get(group, {}).pop(key, None)
+    return hashlib.sha1(json.dumps(h, sort_keys=True).encode()).hexdigest()[:8]
+
+
 def run_config(exp: ExperimentConfig, condition: str, seed: int, bench: Path, tables: dict[str, Path],
                runs: Path) -> dict[str, Any]:
     """The training config dict of one run (table names resolved to files). Its folder is named by
@@ -138,7 +150,7 @@ def run_config(exp: ExperimentConfig, condition: str, seed: int, bench: Path, ta
         rel["table"] = str(tables[rel["table"]])
     d = _merge(base, over)
     d.update(benchmark=str(bench), seed=seed, out_dir="")
-    digest = hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:8]
+    digest = run_digest(d)
     d["out_dir"] = str(runs / digest / f"seed{seed}")
     from_dict(XMLTrainConfig, d, f"{exp.name}/{condition}")  # fail early on a bad override
     return d
