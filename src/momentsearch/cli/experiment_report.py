@@ -57,18 +57,25 @@ def markdown(agg: dict[str, dict[str, Any]], seeds: list[int]) -> str:
 
 
 def plot(agg: dict[str, dict[str, Any]], path: Path, title: str) -> None:
+    """Top: mean ± std over seeds; bottom: the difference to the first condition, paired by seed."""
     conds = list(agg)
-    fig, ax = figure(figsize=(max(7, 1.3 * len(PLOT_COLUMNS) * max(1, len(conds)) / 3), 4))
-    width = 0.8 / len(conds)
+    ref = conds[0]
+    fig, axes = figure(2, 1, figsize=(11, 7.5))
     x = np.arange(len(PLOT_COLUMNS))
-    for i, c in enumerate(conds):
-        means = [agg[c][k]["mean"] for k in PLOT_COLUMNS]
-        stds = [agg[c][k]["std"] for k in PLOT_COLUMNS]
-        ax.bar(x + (i - (len(conds) - 1) / 2) * width, means, width, yerr=stds, capsize=2, label=c)
-    ax.set_xticks(x, PLOT_COLUMNS, rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel("%")
-    ax.set_title(title)
-    ax.legend(fontsize=7, ncol=2)
+    for ax, (key, err, shown) in zip(axes, (("mean", "std", conds), ("delta_mean", "delta_std", conds[1:])),
+                                      strict=True):
+        w = 0.8 / max(len(shown), 1)
+        for i, c in enumerate(shown):
+            vals = [agg[c][k][key] for k in PLOT_COLUMNS]
+            errs = [agg[c][k][err] for k in PLOT_COLUMNS]
+            ax.bar(x + (i - (len(shown) - 1) / 2) * w, vals, w, yerr=errs, capsize=2, label=c,
+                   color=f"C{conds.index(c) % 10}")
+        ax.set_xticks(x, PLOT_COLUMNS, fontsize=8)
+        ax.axhline(0, color="black", linewidth=0.6)
+    axes[0].set_ylabel("% (mean ± std over seeds)")
+    axes[0].set_title(title)
+    axes[0].legend(fontsize=7, ncol=3)
+    axes[1].set_ylabel(f"difference to {ref}\n(paired by seed)")
     save_png(fig, path)
 
 
