@@ -102,7 +102,7 @@ def prepare(exp: ExperimentConfig) -> tuple[Path, dict[str, Path]]:
                 run_pairs(bench, spec.detector, prefix, n_examples=0)
         elif spec.kind == "oracle":
             prefix = folder / "oracle_train"
-            if not prefix.with_suffix(".queries.json").exists() or not prefix.with_suffix(".psi.npz").exists():
+            if not prefix.with_suffix(".queries.json").exists() or not prefix.with_suffix(".qq.npz").exists():
                 typer.echo(f"table {name}: oracle relevance between training queries")
                 run_oracle_pairs(bench, prefix)
         else:

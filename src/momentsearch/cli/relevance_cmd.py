@@ -120,7 +120,7 @@ def run_oracle_pairs(benchmark: Path, out: Path, split: str = "train", min_relev
     bench = SyntheticBenchmark.load(benchmark)
     corpus = bench.corpus.split(split)
     m = bench.oracle(split).query_relevance(corpus, min_relevance)
-    for name in ("phi", "psi"):
+    for name in ("phi", "psi", "qq"):  # qq: the same truth as a graded table for threshold training
         with atomic_path(out.with_suffix(f".{name}.npz")) as tmp, open(tmp, "wb") as fh:
             sparse.save_npz(fh, m)
     write_json(out.with_suffix(".queries.json"), [q.query_id for q in corpus.moments])
