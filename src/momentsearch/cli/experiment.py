@@ -91,7 +91,11 @@ def prepare(exp: ExperimentConfig) -> tuple[Path, dict[str, Path]]:
     QueryFeatureCache(bench / "features" / "queries_minilm.h5").ensure([m.text for m in corpus.moments])
     paths: dict[str, Path] = {}
     for name, spec in exp.tables.items():
-        from momentsearch.cli.relevance_cmd import run_oracle_pairs, run_pairs, run_relevance
+        from momentsearch.cli.relevance_cmd import (
+            run_oracle_pairs,
+            run_pairs,
+            run_relevance,
+        )
 
         folder = bench / "relevance"
         folder.mkdir(parents=True, exist_ok=True)

@@ -48,7 +48,7 @@ class _MemoWordNet:
     def __init__(self, wordnet: Any):
         self._wn = wordnet
 
-    @functools.lru_cache(maxsize=None)  # noqa: B019  (one instance per process, lives forever)
+    @functools.cache  # noqa: B019  (one instance per process, lives forever)
     def synsets(self, word: str) -> list[_Synset]:
         return [_Synset(tuple(lemma.name() for lemma in s.lemmas())) for s in self._wn.synsets(word)]
 
@@ -60,7 +60,7 @@ def _tools() -> tuple[Any, Any]:
     from momentsearch.text.wordnet import wordnet
 
     class _MemoStemmer(PorterStemmer):
-        @functools.lru_cache(maxsize=None)  # noqa: B019
+        @functools.cache  # noqa: B019
         def stem(self, word: str, to_lowercase: bool = True) -> str:
             return PorterStemmer.stem(self, word, to_lowercase)
 
