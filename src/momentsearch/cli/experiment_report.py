@@ -56,6 +56,15 @@ def markdown(agg: dict[str, dict[str, Any]], seeds: list[int]) -> str:
     return head + body + f"\nMean ± standard deviation over seeds {seeds}.\n" + (dhead + dbody if dbody else "")
 
 
+def _color(i: int, n: int) -> Any:
+    """Matplotlib's 10-colour cycle, or tab20 for more conditions (no two share a colour)."""
+    if n <= 10:
+        return f"C{i}"
+    import matplotlib
+
+    return matplotlib.colormaps["tab20"](i % 20)
+
+
 def plot(agg: dict[str, dict[str, Any]], path: Path, title: str) -> None:
     """Top: mean ± std over seeds; bottom: the difference to the first condition, paired by seed."""
     conds = list(agg)
@@ -69,7 +78,7 @@ def plot(agg: dict[str, dict[str, Any]], path: Path, title: str) -> None:
             vals = [agg[c][k][key] for k in PLOT_COLUMNS]
             errs = [agg[c][k][err] for k in PLOT_COLUMNS]
             ax.bar(x + (i - (len(shown) - 1) / 2) * w, vals, w, yerr=errs, capsize=2, label=c,
-                   color=f"C{conds.index(c) % 10}")
+                   color=_color(conds.index(c), len(conds)))
         ax.set_xticks(x, PLOT_COLUMNS, fontsize=8)
         ax.axhline(0, color="black", linewidth=0.6)
     axes[0].set_ylabel("% (mean ± std over seeds)")
