@@ -29,6 +29,12 @@ from momentsearch.training.config import XMLTrainConfig
 from momentsearch.training.data import Batch
 
 
+def _confidence(batch: Batch, cfg: XMLTrainConfig) -> torch.Tensor:
+    """C of the batch's pairs: Psi from the table, or 1 for every pair (the C == 1 ablation)."""
+    assert batch.pairs is not None and batch.conf is not None
+    return batch.pairs.float() if cfg.relevance.confidence_one else batch.conf
+
+
 def _ranking(scores: torch.Tensor, batch: Batch, cfg: XMLTrainConfig, pool: int | None, gen: torch.Generator,
              lam_rel_neg: float, lam_pos_rel: float, to_unit: Callable[[torch.Tensor], torch.Tensor]
              ) -> tuple[torch.Tensor, dict[str, float]]:
@@ -46,8 +52,8 @@ def _ranking(scores: torch.Tensor, batch: Batch, cfg: XMLTrainConfig, pool: int 
     loss = hinge_ranking_loss(scores, neg_v, neg_q, cfg.margin)
     parts = {"pos>neg": loss.item()}
     if rc.method == "pairs":
-        assert pairs is not None and batch.conf is not None
-        conf = pairs.float() if rc.confidence_one else batch.conf
+        assert pairs is not None
+        conf = _confidence(batch, cfg)
         r = to_unit(scores) if rc.pair_score == "unit" else scores
         rn = rel_neg_loss(r, pairs, conf, neg_v, neg_q, cfg.margin)
         pr = pos_rel_loss(r, pairs, conf)
@@ -76,9 +82,9 @@ def batch_loss(model: XML, batch: Batch, cfg: XMLTrainConfig, pool: int | None,
     l_tl = start_end_nll(o_st, o_ed, batch.st, batch.ed)
     stats["nll1"] = l_tl.item()
     if with_pairs and rc.lambda_tl2 > 0:
-        assert batch.pairs is not None and batch.conf is not None
-        conf = batch.pairs.float() if rc.confidence_one else batch.conf
-        nll2 = pair_nll_loss(o_st_all, o_ed_all, batch.video_col, batch.st, batch.ed, batch.pairs, conf)
+        assert batch.pairs is not None
+        nll2 = pair_nll_loss(o_st_all, o_ed_all, batch.video_col, batch.st, batch.ed, batch.pairs,
+                             _confidence(batch, cfg))
         l_tl = l_tl + rc.lambda_tl2 * nll2
         stats["nll2"] = nll2.item()
     loss = l_vr + cfg.lambda_tl * l_tl
