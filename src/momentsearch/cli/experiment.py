@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import re
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -66,11 +65,6 @@ class ExperimentConfig:
                 raise ConfigError(f"experiment {self.name!r}: table kind must be pairs, proxy or oracle, got {t.kind!r}")
 
 
-def slug(name: str) -> str:
-    s = re.sub(r"[^A-Za-z0-9.=-]+", "_", name).strip("_")
-    return s or "condition"
-
-
 def _resolve(p: str) -> Path:
     path = Path(p)
     return path if path.is_absolute() else ROOT / path if not path.exists() else path
@@ -78,6 +72,11 @@ def _resolve(p: str) -> Path:
 
 def prepare(exp: ExperimentConfig) -> tuple[Path, dict[str, Path]]:
     """Generate the benchmark and compute the relevance tables where missing."""
+    from momentsearch.cli.relevance_cmd import (
+        run_oracle_pairs,
+        run_pairs,
+        run_relevance,
+    )
     from momentsearch.data.synthetic import SyntheticBenchmark, generate, load_preset
     from momentsearch.text.encoders import QueryFeatureCache
 
@@ -90,14 +89,8 @@ def prepare(exp: ExperimentConfig) -> tuple[Path, dict[str, Path]]:
     corpus = SyntheticBenchmark.load(bench).corpus
     QueryFeatureCache(bench / "features" / "queries_minilm.h5").ensure([m.text for m in corpus.moments])
     paths: dict[str, Path] = {}
+    folder = bench / "relevance"
     for name, spec in exp.tables.items():
-        from momentsearch.cli.relevance_cmd import (
-            run_oracle_pairs,
-            run_pairs,
-            run_relevance,
-        )
-
-        folder = bench / "relevance"
         folder.mkdir(parents=True, exist_ok=True)
         if spec.kind == "pairs":
             prefix = folder / f"pairs_{spec.detector}"

@@ -105,8 +105,8 @@ def evaluate_predictions(
 @app.command("relevance")
 def relevance_cmd(
     dataset: Annotated[Path, typer.Option("--dataset", "-d", help="Annotation file (any format) or benchmark folder.")],
-    proxy: Annotated[str, typer.Option(help="bow (word IoU, stop words removed), pos (verb/noun lemma IoU), synset (verb/noun WordNet synset IoU) or cosine ([cos]+ of MiniLM).")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output .npz (query x moment MomentRelevance).")],
+    proxy: Annotated[str, typer.Option(help="bow (word IoU, stop words removed), pos (verb/noun lemma IoU), synset (verb/noun WordNet synset IoU), meteor (NLTK METEOR; pairwise, small sets) or cosine ([cos]+ of MiniLM).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output .npz (query x moment MomentRelevance); also writes OUT.qq.npz (query x query) and OUT.queries.json for training.")],
     format: Annotated[Optional[str], typer.Option("--format", "-f", help=FORMAT_HELP)] = None,
     top_k: Annotated[int, typer.Option("--top-k", help="Pairs kept per query.")] = 100,
     threshold: Annotated[float, typer.Option(help="Pairs below this are dropped.")] = 0.0,
@@ -121,7 +121,7 @@ def relevance_cmd(
 def pairs_cmd(
     dataset: Annotated[Path, typer.Option("--dataset", "-d", help="Annotation file (any format) or benchmark folder.")],
     detector: Annotated[str, typer.Option(help="sent, vp or np-vp (pairs paper, Eq. 7).")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output prefix: writes OUT.phi.npz, OUT.psi.npz, OUT.stats.json.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output prefix: writes OUT.phi.npz, OUT.psi.npz, OUT.queries.json, OUT.stats.json.")],
     format: Annotated[Optional[str], typer.Option("--format", "-f", help=FORMAT_HELP)] = None,
     min_theta: Annotated[float, typer.Option("--min-theta", help="Lowest theta kept in the table.")] = 0.5,
 ) -> None:

@@ -19,6 +19,12 @@ PROXIES = ("bow", "pos", "synset", "meteor", "cosine")
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9)
 
 
+def save_sparse(path: Path, m: sparse.spmatrix) -> None:
+    """A scipy sparse matrix as .npz, written to a temp file and renamed into place."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        sparse.save_npz(fh, sparse.csr_matrix(m))
+
+
 def run_relevance(dataset: Path, proxy: str, out: Path, format: str | None = None, top_k: int = 100,
                   threshold: float = 0.0, cache: Path | None = None) -> dict[str, object]:
     if proxy not in PROXIES:
@@ -45,8 +51,7 @@ def run_relevance(dataset: Path, proxy: str, out: Path, format: str | None = Non
     qq = sparse_query_relevance(len(texts), block, top_k=top_k, threshold=threshold)
     rel = query_moment(corpus, qq)
     rel.save(out)
-    with atomic_path(out.with_suffix(".qq.npz")) as tmp, open(tmp, "wb") as fh:  # query x query, for training
-        sparse.save_npz(fh, qq.tocsr())
+    save_sparse(out.with_suffix(".qq.npz"), qq)  # query x query, for training
     write_json(out.with_suffix(".queries.json"), [m.query_id for m in corpus.moments])
     off = qq.copy()
     off.setdiag(0)
@@ -97,8 +102,7 @@ def run_pairs(dataset: Path, detector: str, out: Path, format: str | None = None
     examples = [{"query": texts[d.row[k]], "other": texts[d.col[k]], "phi_score": float(table.phi_score[d.row[k], d.col[k]]),
                  "psi": float(table.psi[d.row[k], d.col[k]])} for k in picks]
     for name, m in (("phi", table.phi_score), ("psi", table.psi)):  # rows/cols follow the corpus' query order
-        with atomic_path(out.with_suffix(f".{name}.npz")) as tmp, open(tmp, "wb") as fh:
-            sparse.save_npz(fh, m)
+        save_sparse(out.with_suffix(f".{name}.npz"), m)
     write_json(out.with_suffix(".queries.json"), [m.query_id for m in corpus.moments])
     stats = {"dataset": str(dataset), "detector": detector, "n_queries": len(texts), "min_theta": min_theta,
              "pairs_per_query": per_query, "examples_theta_0.7": examples}
@@ -121,8 +125,7 @@ def run_oracle_pairs(benchmark: Path, out: Path, split: str = "train", min_relev
     corpus = bench.corpus.split(split)
     m = bench.oracle(split).query_relevance(corpus, min_relevance)
     for name in ("phi", "psi", "qq"):  # qq: the same truth as a graded table for threshold training
-        with atomic_path(out.with_suffix(f".{name}.npz")) as tmp, open(tmp, "wb") as fh:
-            sparse.save_npz(fh, m)
+        save_sparse(out.with_suffix(f".{name}.npz"), m)
     write_json(out.with_suffix(".queries.json"), [q.query_id for q in corpus.moments])
     per_query = {str(t): float(((m >= t).sum() - (m.diagonal() >= t).sum()) / len(corpus)) for t in (0.5, 0.65, 1.0)}
     stats = {"benchmark": str(benchmark), "split": split, "n_queries": len(corpus), "pairs_per_query": per_query}
