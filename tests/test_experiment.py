@@ -14,7 +14,7 @@ from momentsearch.errors import ConfigError
 def test_experiment_runs_conditions_over_seeds_and_resumes(tiny_benchmark: Path, tmp_path: Path) -> None:
     train = tmp_path / "train.yaml"
     train.write_text("epochs: 1\nbatch_size: 32\nlr: 0.001\nval_split: test\nval_max_queries: 40\n"
-                     "num_threads: 1\nmodel: {hidden: 32}\n")
+                     "num_threads: 1\nmodel: {name: xml, hidden: 32}\n")
     cfg = tmp_path / "exp.yaml"
     cfg.write_text(f"""name: t
 preset: tiny
@@ -27,7 +27,7 @@ tables:
   sent: {{kind: pairs, detector: sent}}
 conditions:
   XML: {{}}
-  +PR: {{relevance: {{method: pairs, table: sent, theta: 0.6}}}}
+  +PR: {{model: {{relevance: {{method: pairs, table: sent, theta: 0.6}}}}}}
 """)
     agg = run_experiment(cfg, jobs=1)
     assert list(agg) == ["XML", "+PR"]

@@ -21,8 +21,9 @@ from momentsearch.losses.multilevel import (
     segment_scores,
     threshold_triplet_loss,
 )
-from momentsearch.training.config import RelevanceTrainConfig
-from momentsearch.training.pairs import training_pairs
+from momentsearch.errors import ConfigError
+from momentsearch.models.xml.config import RelevanceTrainConfig
+from momentsearch.relevance.training_pairs import training_pairs
 
 S = torch.tensor([[0.9, 0.5, 0.1], [0.4, 0.8, 0.2], [0.3, 0.6, 0.7]])
 PAIRS = torch.tensor([[False, True, False], [True, False, False], [False, False, False]])
@@ -155,7 +156,7 @@ def test_training_pairs_threshold_confidence_and_errors(tmp_path: Path) -> None:
     assert np.count_nonzero(m) == 4
     with pytest.raises(ValueError, match="not in the table"):
         training_pairs(cfg, ["a", "zz"])
-    with pytest.raises(FileNotFoundError, match="momentsearch pairs"):
+    with pytest.raises(ConfigError, match="momentsearch pairs"):
         training_pairs(RelevanceTrainConfig(method="pairs", table=str(tmp_path / "nope")), ["a"])
     with pytest.raises(ValueError, match="needs relevance.table"):
         RelevanceTrainConfig(method="threshold")
@@ -165,21 +166,22 @@ def test_training_with_pairs_and_threshold_runs(tiny_benchmark: Path, tmp_path: 
     import dataclasses
 
     from momentsearch.cli.relevance_cmd import run_pairs, run_relevance
+    from momentsearch.data.dataset import DatasetConfig
     from momentsearch.models.xml import XMLConfig
-    from momentsearch.training.config import XMLTrainConfig
+    from momentsearch.training.config import TrainConfig
     from momentsearch.training.trainer import Trainer
 
     run_pairs(tiny_benchmark, "sent", tmp_path / "sent", n_examples=0)
     run_relevance(tiny_benchmark, "bow", tmp_path / "bow.npz")
-    base = XMLTrainConfig(benchmark=str(tiny_benchmark), out_dir=str(tmp_path / "base"), epochs=1, batch_size=32,
-                          lr=1e-3, hard_negative_start_epoch=1, val_split="test", val_max_queries=50,
-                          model=XMLConfig(hidden=32))
+    base = TrainConfig(dataset=DatasetConfig(benchmark=str(tiny_benchmark)), out_dir=str(tmp_path / "base"), epochs=1,
+                       batch_size=32, lr=1e-3, val_split="test", val_max_queries=50,
+                       model=XMLConfig(hidden=32, hard_negative_start_epoch=1))
     runs = {
         "sl_pr": RelevanceTrainConfig(method="pairs", table=str(tmp_path / "sent"), theta=0.5, lambda_vcmr=1.0),
         "threshold": RelevanceTrainConfig(method="threshold", table=str(tmp_path / "bow.npz"), theta=0.3),
     }
     for name, rc in runs.items():
-        cfg = dataclasses.replace(base, out_dir=str(tmp_path / name), relevance=rc)
+        cfg = dataclasses.replace(base, out_dir=str(tmp_path / name), model=dataclasses.replace(base.model, relevance=rc))
         h = Trainer(cfg, progress=False).fit()[-1]
         assert math.isfinite(h["loss"]) and h["pairs_per_batch"] > 0, (name, h)
         if name == "sl_pr":

@@ -5,14 +5,23 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from momentsearch.data.synthetic import SyntheticBenchmark
-from momentsearch.models.xml import XML, XMLConfig
-from momentsearch.search.engine import SearchEngine, XMLLocalizer, XMLRetriever
 from momentsearch.data.batching import load_video_batch
-from momentsearch.search.index import VideoIndex, build_index
+from momentsearch.models.xml import XML, XMLConfig
+from momentsearch.models.xml.search import XMLLocalizer, XMLRetriever, encode_corpus
+from momentsearch.search.engine import SearchEngine
+from momentsearch.search.index import VideoIndex
 from momentsearch.search.nms import temporal_nms
+from momentsearch.search.stages import SearchStages
+
+CPU = torch.device("cpu")
+
+
+def build_index(model: XML, store, videos, clip_length: float) -> VideoIndex:  # type: ignore[no-untyped-def]
+    return encode_corpus(model, store, videos, {v.video_id: clip_length for v in videos}, CPU, progress=False)
 
 
 def test_temporal_nms_by_hand() -> None:
@@ -38,12 +47,13 @@ def test_index_round_trip_and_ragged_scores_match_the_model(tiny_benchmark: Path
     model = _model(bench)
     videos = list(bench.corpus.split("test").videos.values())
     with bench.features() as store:
-        index = build_index(model, store, videos, bench.config.clip_length, progress=False)
+        index = build_index(model, store, videos, bench.config.clip_length)
         streams, mask = load_video_batch(store, [v.video_id for v in videos], 128, True)
     assert index.offsets[-1] == int(mask.sum()) and len(index) == len(videos)
     index.save(tmp_path / "idx")
     back = VideoIndex.load(tmp_path / "idx")
-    assert back.video_ids == index.video_ids and np.array_equal(np.asarray(back.h2), index.h2)
+    assert back.video_ids == index.video_ids and np.array_equal(np.asarray(back.arrays["h2"]), index.arrays["h2"])
+    assert np.array_equal(back.clip_lengths, index.clip_lengths) and back.meta == index.meta
     tokens = torch.randn(3, 6, 384)
     tmask = torch.ones(3, 6, dtype=torch.bool)
     with torch.no_grad():
@@ -58,8 +68,9 @@ def test_engine_returns_sorted_moments_inside_their_videos(tiny_benchmark: Path)
     model = _model(bench)
     videos = list(bench.corpus.split("test").videos.values())
     with bench.features() as store:
-        index = build_index(model, store, videos, bench.config.clip_length, progress=False)
-    engine = SearchEngine(XMLRetriever(model, index), XMLLocalizer(model, index), index, k_videos=5, n_moments=20)
+        index = build_index(model, store, videos, bench.config.clip_length)
+    engine = SearchEngine(SearchStages(XMLRetriever(model, index), XMLLocalizer(model, index)), index, k_videos=5,
+                          n_moments=20)
     res = engine.search(["a", "b"], torch.randn(2, 5, 384), torch.ones(2, 5, dtype=torch.bool))
     for i in range(2):
         n = int((res.vcmr.video_idx[i] >= 0).sum())
@@ -69,5 +80,54 @@ def test_engine_returns_sorted_moments_inside_their_videos(tiny_benchmark: Path)
         dur = index.durations[res.vcmr.video_idx[i, :n]]
         assert np.all(res.vcmr.start[i, :n] < res.vcmr.end[i, :n]) and np.all(res.vcmr.end[i, :n] <= dur + 1e-9)
         assert set(res.vcmr.video_idx[i, :n]) <= set(res.vr.video_idx[i, :5])  # moments only from the top 5
-        lengths = (res.vcmr.end[i, :n] - res.vcmr.start[i, :n]) / index.clip_length
+        lengths = (res.vcmr.end[i, :n] - res.vcmr.start[i, :n]) / bench.config.clip_length
         assert np.all(lengths <= model.cfg.n_max + 1e-9)
+
+
+def test_localizer_through_the_fp16_index_equals_the_models_padded_computation(tiny_benchmark: Path) -> None:
+    """XMLLocalizer reads H2 from the fp16 index, one ragged video at a time; the model computes
+    s_vcmr from its own padded fp32 batch. They agree to fp16 precision."""
+    bench = SyntheticBenchmark.load(tiny_benchmark)
+    model = _model(bench)
+    videos = list(bench.corpus.split("test").videos.values())[:6]
+    with bench.features() as store:
+        index = build_index(model, store, videos, bench.config.clip_length)
+        streams, mask = load_video_batch(store, [v.video_id for v in videos], 128, True)
+    tokens, tmask = torch.randn(2, 7, 384), torch.ones(2, 7, dtype=torch.bool)
+    tmask[1, 5:] = False
+    s_vr = torch.tensor([[0.3, -0.1, 0.5, 0.2, 0.0, 0.4], [0.1, 0.2, -0.3, 0.6, 0.3, 0.0]])
+    order = np.array([[0, 1, 2, 3, 4, 5], [5, 3, 1, 0, 2, 4]])
+    got = XMLLocalizer(model, index).localize(tokens, tmask, order, s_vr)  # (2, 6, T, T)
+    with torch.no_grad():
+        q = model.encode_queries(tokens, tmask)
+        _, h2 = model.encode_videos(streams, mask)
+        for b in range(2):
+            o_st, o_ed = model.st_ed_logits(q[b:b + 1].expand(6, -1, -1), h2[order[b]], mask[order[b]])
+            want = model.vcmr_scores(model.moment_scores(o_st, o_ed), s_vr[b])
+            t = want.shape[-1]
+            np.testing.assert_allclose(got[b, :, :t, :t].numpy(), want.numpy(), rtol=2e-2, atol=1e-6)
+    # without retrieval scores: s_tl within each video (SVMR), a distribution over the allowed spans
+    s_tl = XMLLocalizer(model, index).localize(tokens, tmask, order, None)
+    n = index.n_clips[order[0]]
+    for j in range(6):
+        assert float(s_tl[0, j, : n[j], : n[j]].sum()) <= 1.0 + 1e-5
+
+
+def test_candidate_pools_restrict_the_videos_a_query_is_answered_from(tiny_benchmark: Path) -> None:
+    bench = SyntheticBenchmark.load(tiny_benchmark)
+    model = _model(bench)
+    videos = list(bench.corpus.split("test").videos.values())
+    with bench.features() as store:
+        index = build_index(model, store, videos, bench.config.clip_length)
+    engine = SearchEngine(SearchStages(XMLRetriever(model, index), XMLLocalizer(model, index)), index, k_videos=5)
+    pools = [[1, 3], [0, 2, 4, 6, 8, 7]]
+    res = engine.search(["a", "b"], torch.randn(2, 5, 384), torch.ones(2, 5, dtype=torch.bool), pools=pools)
+    for i, pool in enumerate(pools):
+        got = res.vcmr.video_idx[i][res.vcmr.video_idx[i] >= 0]
+        assert set(got) <= set(pool) and len(got) > 0
+        vr = res.vr.video_idx[i][res.vr.video_idx[i] >= 0]
+        assert set(vr) <= set(pool) and len(vr) == min(5, len(pool))
+    from momentsearch.errors import QueryError
+
+    with pytest.raises(QueryError, match="outside"):
+        engine.search(["a"], torch.randn(1, 5, 384), torch.ones(1, 5, dtype=torch.bool), pools=[[len(index)]])

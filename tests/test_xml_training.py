@@ -9,20 +9,24 @@ from pathlib import Path
 import pytest
 import torch
 
-from momentsearch.cli.model_cmds import evaluate_checkpoint, run_evaluate, run_search
+import momentsearch
+from momentsearch.api import evaluate
 from momentsearch.cli.relevance_cmd import run_relevance
+from momentsearch.data.dataset import DatasetConfig
 from momentsearch.data.synthetic import SyntheticBenchmark, generate, load_preset
+from momentsearch.errors import CheckpointError, QueryError
 from momentsearch.evaluation.recall import evaluate_ranked
 from momentsearch.search.baselines import random_ranker
 from momentsearch.models.xml import XMLConfig
-from momentsearch.training.config import XMLTrainConfig
-from momentsearch.training.trainer import Trainer, load_checkpoint
+from momentsearch.training.checkpoint import load_checkpoint
+from momentsearch.training.config import TrainConfig
+from momentsearch.training.trainer import Trainer
 
 
-def tiny_cfg(bench: Path, out: Path, epochs: int) -> XMLTrainConfig:
-    return XMLTrainConfig(benchmark=str(bench), out_dir=str(out), epochs=epochs, batch_size=32, lr=1e-3,
-                          hard_negative_start_epoch=4, queries_per_video=0, val_split="test", lambda_tl=0.1,
-                          model=XMLConfig(hidden=64, dropout=0.1))
+def tiny_cfg(bench: Path, out: Path, epochs: int) -> TrainConfig:
+    return TrainConfig(dataset=DatasetConfig(benchmark=str(bench)), out_dir=str(out), epochs=epochs, batch_size=32,
+                       lr=1e-3, val_split="test",
+                       model=XMLConfig(hidden=64, dropout=0.1, hard_negative_start_epoch=4, lambda_tl=0.1))
 
 
 def test_resume_gives_identical_weights(tiny_benchmark: Path, tmp_path: Path) -> None:
@@ -34,12 +38,13 @@ def test_resume_gives_identical_weights(tiny_benchmark: Path, tmp_path: Path) ->
     resumed.fit()
     for (k, a), (_, b) in zip(straight.model.state_dict().items(), resumed.model.state_dict().items(), strict=True):
         assert torch.equal(a, b), k
-    model, cfg, state = load_checkpoint(tmp_path / "b" / "checkpoints" / "last.pt")
-    assert state["epoch"] == 1 and len(state["history"]) == 2 and cfg.epochs == 2
+    ck = load_checkpoint(tmp_path / "b" / "checkpoints" / "last.pt")
+    assert ck.state["epoch"] == 1 and len(ck.state["history"]) == 2 and ck.train_config.epochs == 2
+    assert ck.family.name == "xml" and ck.state["versions"]["momentsearch"] == momentsearch.__version__
     other = Trainer(dataclasses.replace(tiny_cfg(tiny_benchmark, tmp_path / "b", 2), lr=0.5), progress=False)
-    with pytest.raises(ValueError, match=r"another config \(differs in \['lr'\]\)"):
+    with pytest.raises(CheckpointError, match=r"another config \(differs in \['lr'\]\).*--out-dir"):
         other.resume()
-    for (k, a), (_, b) in zip(model.state_dict().items(), resumed.model.state_dict().items(), strict=True):
+    for (k, a), (_, b) in zip(ck.model.state_dict().items(), resumed.model.state_dict().items(), strict=True):
         assert torch.equal(a, b), k
 
 
@@ -53,12 +58,12 @@ def small_benchmark(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.slow
 def test_trained_xml_beats_random(small_benchmark: Path, tmp_path: Path) -> None:
-    cfg = XMLTrainConfig(benchmark=str(small_benchmark), out_dir=str(tmp_path / "run"), epochs=5, batch_size=64,
-                         lr=5e-4, hard_negative_start_epoch=3, queries_per_video=4, val_max_queries=200,
-                         model=XMLConfig(hidden=64))
+    cfg = TrainConfig(dataset=DatasetConfig(benchmark=str(small_benchmark)), out_dir=str(tmp_path / "run"), epochs=5,
+                      batch_size=64, lr=5e-4, val_max_queries=200,
+                      model=XMLConfig(hidden=64, hard_negative_start_epoch=3, queries_per_video=4))
     Trainer(cfg, progress=False).fit()
     ckpt = tmp_path / "run" / "checkpoints" / "best.pt"
-    row = run_evaluate(ckpt, "test", tmp_path / "eval", progress=False)
+    row = evaluate(ckpt, "test", tmp_path / "eval", progress=False).row
     test = SyntheticBenchmark.load(small_benchmark).corpus.split("test")
     rnd = random_ranker(test, seed=0)
     rnd_m = evaluate_ranked(rnd["VCMR"], test, ("VCMR",)) | evaluate_ranked(rnd["VR"], test, ("VR",))
@@ -72,7 +77,7 @@ def test_trained_xml_beats_random(small_benchmark: Path, tmp_path: Path) -> None
     assert row["upper VCMR 0.5-gmean"] > row["VCMR 0.5-gmean"]
     # the same against a text proxy (BoW IoU over the benchmark's captions)
     run_relevance(small_benchmark, "bow", tmp_path / "bow.npz")
-    evaluate_checkpoint(ckpt, "test", tmp_path / "eval_bow", progress=False, relevance=tmp_path / "bow.npz", equivalent=0.8)
+    evaluate(ckpt, "test", tmp_path / "eval_bow", progress=False, relevance=tmp_path / "bow.npz", equivalent=0.8)
     proxy = json.loads((tmp_path / "eval_bow" / "metrics.json").read_text())["metrics"]["proxy"]
     assert proxy["bounds"]["n_equivalent"] >= 1.0  # the annotated moment (BoW IoU 1 with itself) at least
     for task, key in (("VCMR@0.5", "VCMR 0.5-r10"), ("VR", "VR r10")):
@@ -81,9 +86,21 @@ def test_trained_xml_beats_random(small_benchmark: Path, tmp_path: Path) -> None
     assert 0 < proxy["ndcg"]["nDCG VR"] <= 100 and 0 < proxy["ndcg_linear"]["nDCG VR"] <= 100
     assert "Against the text proxy" in (tmp_path / "eval_bow" / "metrics.md").read_text()
     assert (tmp_path / "eval" / "predictions.json").exists() and (tmp_path / "run" / "training_curves.png").exists()
-    results = run_search(ckpt, "a person opens the fridge", k=5, split="test", progress=False)
-    assert len(results) == 5
-    assert all(0 <= st < ed for _, st, ed, _ in results)
-    assert [r[3] for r in results] == sorted((r[3] for r in results), reverse=True)
-    with pytest.raises(Exception, match="query is empty"):
-        run_search(ckpt, "   ", k=5, split="test", progress=False)
+    # the Python API: the five lines of the README
+    searcher = momentsearch.load(ckpt)
+    hits = searcher.search("a person opens the fridge", k=5)
+    assert len(hits) == 5 and all(0 <= h.start < h.end for h in hits)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert all(h.video_id in SyntheticBenchmark.load(small_benchmark).corpus.split("test").videos for h in hits)
+    with pytest.raises(QueryError, match="query is empty"):
+        searcher.search("   ")
+    # a query through the API (in memory) ranks exactly as the evaluation (HDF5 cache) ranks it
+    test = SyntheticBenchmark.load(small_benchmark).corpus.split("test")
+    m = test.moments[0]
+    ev = evaluate(ckpt, "test", progress=False)
+    r = ev.ranked["VCMR"].row_of()[m.query_id]
+    got = searcher.search(m.text, k=10)
+    want = [(ev.ranked["VCMR"].video_ids[int(v)], float(a), float(b))
+            for v, a, b in zip(ev.ranked["VCMR"].video_idx[r, :10], ev.ranked["VCMR"].start[r, :10],
+                               ev.ranked["VCMR"].end[r, :10], strict=True)]
+    assert [(h.video_id, h.start, h.end) for h in got] == want

@@ -13,7 +13,23 @@ import yaml
 from momentsearch.errors import ConfigError
 
 T = TypeVar("T")
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"  # shipped inside the package
+
+
+def resolve_config(path: str | Path) -> Path:
+    """A YAML path as given, else the packaged config of that name: ``configs/xml/demo.yaml``,
+    ``xml/demo.yaml`` and ``xml/demo`` all name ``momentsearch/configs/xml/demo.yaml``, so a
+    non-editable install finds its configs from any directory."""
+    p = Path(path)
+    if p.is_file():
+        return p
+    parts = p.parts[1:] if p.parts[:1] == ("configs",) else p.parts
+    if parts:
+        cand = CONFIG_DIR.joinpath(*parts)
+        for c in (cand, cand.with_suffix(".yaml")):
+            if c.is_file():
+                return c
+    return p
 
 
 def _coerce(value: Any, tp: Any, where: str) -> Any:
@@ -85,17 +101,22 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "config") -> T:
     return obj
 
 
-def load_yaml_config(cls: type[T], path: str | Path) -> T:
-    p = Path(path)
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """A YAML mapping from ``path`` (or the packaged config of that name, see :func:`resolve_config`)."""
+    p = resolve_config(path)
     if not p.is_file():
-        raise ConfigError(f"{p}: config file not found")
+        raise ConfigError(f"{p}: config file not found (packaged configs: {sorted(str(c.relative_to(CONFIG_DIR)) for c in CONFIG_DIR.rglob('*.yaml'))[:12]})")
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as e:
         raise ConfigError(f"{p}: invalid YAML: {e}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: expected a mapping at the top level")
-    return from_dict(cls, data, str(p))
+    return data
+
+
+def load_yaml_config(cls: type[T], path: str | Path) -> T:
+    return from_dict(cls, read_yaml(path), str(resolve_config(path)))
 
 
 def to_dict(obj: Any) -> dict[str, Any]:

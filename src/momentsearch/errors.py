@@ -41,3 +41,19 @@ class PredictionError(MomentSearchError, ValueError):
 
 class ConfigError(MomentSearchError, ValueError):
     """A configuration file with unknown keys or values of the wrong type."""
+
+
+class DatasetError(MomentSearchError, ValueError):
+    """A dataset section that names missing files, or files that do not fit together."""
+
+
+class CheckpointError(MomentSearchError, ValueError):
+    """A checkpoint that is missing, unreadable, of an unknown family or of another format version."""
+
+
+class SearchIndexError(MomentSearchError, ValueError):
+    """A search index that is missing, of another version, or built by another model."""
+
+
+class QueryError(MomentSearchError, ValueError):
+    """A query that cannot be searched: empty, or free text for a model trained on precomputed features."""

@@ -9,6 +9,7 @@ import contextlib
 import gc
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -39,6 +40,29 @@ def atomic_open(target: str | Path, mode: str = "w", encoding: str | None = "utf
         encoding = None
     with atomic_path(target) as tmp, open(tmp, mode, encoding=encoding) as fh:
         yield fh
+
+
+@contextlib.contextmanager
+def atomic_dir(target: str | Path) -> Iterator[Path]:
+    """Yield a temporary folder beside ``target``; on success it replaces ``target`` as a whole
+    (the old folder is renamed aside, the new one renamed in, the old one deleted), so a set of
+    files is never a mix of old and new. On failure the old folder is untouched."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    try:
+        yield tmp
+        old = None
+        if target.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
+            os.rmdir(old)
+            os.replace(target, old)
+        os.replace(tmp, target)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def write_json(target: str | Path, obj: Any, indent: int | None = 2) -> None:

@@ -26,7 +26,7 @@ from momentsearch.evaluation import Submission, evaluate_submission, multi_posit
 from momentsearch.evaluation.predictions import RankedMoments
 from momentsearch.evaluation.recall import GroundTruth, align, task_first_hits
 from momentsearch.evaluation.ndcg import ranked_ndcg
-from momentsearch.evaluation.report import flatten, markdown_table, plot_recall_curves, print_table
+from momentsearch.evaluation.report import flatten, markdown_table, mmss, plot_recall_curves, print_table
 from momentsearch.fileio import atomic_open, write_json
 from momentsearch.search.baselines import annotation_oracle, random_ranker, relevance_oracle
 
@@ -100,15 +100,18 @@ def run_demo(out: Path, preset: str = "default", train: bool = True) -> dict[str
     timings: dict[str, float] = {"reference rankers": time.time() - t0}
     examples = ""
     if train:
-        from momentsearch.cli.model_cmds import evaluate_checkpoint, run_train
+        from momentsearch.api import EVAL_COLUMNS, evaluate
+        from momentsearch.api import train as train_model
 
         t1 = time.time()
-        trainer = run_train(CONFIG_DIR / "xml" / "demo.yaml",
-                            {"benchmark": str(out / "benchmark"), "out_dir": str(out / "xml")})
+        trainer = train_model(CONFIG_DIR / "xml" / "demo.yaml",
+                              {"dataset": {"benchmark": str(out / "benchmark")}, "out_dir": str(out / "xml")})
         timings["XML training"] = time.time() - t1
         t1 = time.time()
         ckpt = trainer.ckpt_dir / "best.pt"
-        xml_row, ranked = evaluate_checkpoint(ckpt, "test", out / "xml" / "eval_test")
+        ev = evaluate(ckpt, "test", out / "xml" / "eval_test")
+        xml_row, ranked = ev.row, ev.ranked
+        print_table({"XML": xml_row}, EVAL_COLUMNS, title="XML, split test")
         timings["XML evaluation"] = time.time() - t1
         rows = {"XML (trained here)": xml_row, **rows}
         _curves(curves, "XML (trained here)", ranked, GroundTruth.from_corpus(test, ranked["VCMR"].video_ids))
@@ -134,8 +137,6 @@ def run_demo(out: Path, preset: str = "default", train: bool = True) -> dict[str
 
 def example_searches(bench: SyntheticBenchmark, test: Corpus, vcmr: RankedMoments, n: int = 5) -> str:
     """A few test queries with XML's top 3 moments, the ground truth and the oracle's grade of each."""
-    from momentsearch.cli.model_cmds import mmss
-
     oracle = bench.oracle("test")
     rows = vcmr.row_of()
     rng = np.random.default_rng(0)

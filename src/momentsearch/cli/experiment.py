@@ -23,11 +23,10 @@ from typing import Any
 
 import typer
 
-from momentsearch.config import CONFIG_DIR, from_dict, load_yaml_config, to_dict
+from momentsearch.config import from_dict, load_yaml_config, read_yaml, resolve_config, to_dict
 from momentsearch.errors import ConfigError
 from momentsearch.fileio import write_json
 
-ROOT = CONFIG_DIR.parent
 
 
 @dataclass(frozen=True)
@@ -66,8 +65,8 @@ class ExperimentConfig:
 
 
 def _resolve(p: str) -> Path:
-    path = Path(p)
-    return path if path.is_absolute() else ROOT / path if not path.exists() else path
+    """A path as given when it exists, else a packaged config of that name (configs/xml/experiment.yaml)."""
+    return resolve_config(p)
 
 
 def prepare(exp: ExperimentConfig) -> tuple[Path, dict[str, Path]]:
@@ -119,14 +118,20 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 # options added after runs were recorded: at these values they leave a run's hash (and folder) as it was
-HASH_NEUTRAL = {("relevance", "segment_scale"): 1.0}
+HASH_NEUTRAL = {("model", "relevance", "segment_scale"): 1.0}
+HASH_IGNORED = ("device", "amp", "num_workers")  # where a run trains does not make it another run
 
 
 def run_digest(d: dict[str, Any]) -> str:
     h = copy.deepcopy(d)
-    for (group, key), neutral in HASH_NEUTRAL.items():
-        if h.get(group, {}).get(key, neutral) == neutral:
-            h.get(group, {}).pop(key, None)
+    for k in HASH_IGNORED:
+        h.pop(k, None)
+    for path, neutral in HASH_NEUTRAL.items():
+        group = h
+        for key in path[:-1]:
+            group = group.get(key, {})
+        if group.get(path[-1], neutral) == neutral:
+            group.pop(path[-1], None)
     return hashlib.sha1(json.dumps(h, sort_keys=True).encode()).hexdigest()[:8]
 
 
@@ -135,31 +140,33 @@ def run_config(exp: ExperimentConfig, condition: str, seed: int, bench: Path, ta
     """The training config dict of one run (table names resolved to files). Its folder is named by
     a hash of the resolved config (seed included), so equal conditions of different experiments share one run
     (``train_config.json`` inside says what it is)."""
-    from momentsearch.training.config import XMLTrainConfig
+    from momentsearch.training.config import TrainConfig
 
-    base = to_dict(load_yaml_config(XMLTrainConfig, _resolve(exp.train)))
+    base = read_yaml(_resolve(exp.train))
+    base.setdefault("dataset", {"benchmark": str(bench)})
+    base = to_dict(from_dict(TrainConfig, base, exp.train))
     over = copy.deepcopy(exp.conditions[condition] or {})
-    rel = over.get("relevance", {})
+    rel = over.get("model", {}).get("relevance", {})
     if "table" in rel:
         if rel["table"] not in tables:
             raise ConfigError(f"experiment {exp.name!r}, condition {condition!r}: unknown table {rel['table']!r}; "
                               f"the experiment defines {sorted(tables)}")
         rel["table"] = str(tables[rel["table"]])
     d = _merge(base, over)
-    d.update(benchmark=str(bench), seed=seed, out_dir="")
+    d.update(dataset={"benchmark": str(Path(bench).resolve())}, seed=seed, out_dir="")
     digest = run_digest(d)
     d["out_dir"] = str(runs / digest / f"seed{seed}")
-    from_dict(XMLTrainConfig, d, f"{exp.name}/{condition}")  # fail early on a bad override
+    from_dict(TrainConfig, d, f"{exp.name}/{condition}")  # fail early on a bad override
     return d
 
 
 def run_one(cfg_dict: dict[str, Any], split: str) -> dict[str, Any]:
     """Train (resuming) and evaluate one run; returns and stores its result row."""
-    from momentsearch.cli.model_cmds import evaluate_checkpoint
-    from momentsearch.training.config import XMLTrainConfig
+    from momentsearch.api import evaluate
+    from momentsearch.training.config import TrainConfig
     from momentsearch.training.trainer import Trainer
 
-    cfg = from_dict(XMLTrainConfig, cfg_dict)
+    cfg = from_dict(TrainConfig, cfg_dict)
     out = Path(cfg.out_dir)
     done = out / "result.json"
     if done.exists():
@@ -169,7 +176,7 @@ def run_one(cfg_dict: dict[str, Any], split: str) -> dict[str, Any]:
     trainer.resume()
     history = trainer.fit()
     train_s = time.time() - t0
-    row, _ = evaluate_checkpoint(trainer.ckpt_dir / "best.pt", split, out / f"eval_{split}", progress=False)
+    row = evaluate(trainer.ckpt_dir / "best.pt", split, out / f"eval_{split}", progress=False).row
     epoch_s = [h["train_seconds"] for h in history]
     pairs = [h.get("pairs_per_batch", 0.0) for h in history]
     result = {"metrics": row, "seconds_per_epoch": sum(epoch_s) / len(epoch_s), "train_seconds": train_s,

@@ -133,15 +133,22 @@ def pairs_cmd(
 
 @app.command("train")
 def train_cmd(
-    config: Annotated[Path, typer.Argument(help="YAML training config, e.g. configs/xml/default.yaml.")],
+    config: Annotated[Path, typer.Argument(help="YAML training config: a file, or a packaged one such as "
+                                                "configs/xml/default.yaml (also written xml/default).")],
     epochs: Annotated[Optional[int], typer.Option(help="Override the number of epochs.")] = None,
     out_dir: Annotated[Optional[str], typer.Option("--out-dir", help="Override the run folder.")] = None,
     resume: Annotated[bool, typer.Option(help="Continue from the run folder's last checkpoint.")] = True,
+    device: Annotated[Optional[str], typer.Option(help="auto, cpu, cuda or cuda:N (default: the config's).")] = None,
+    threads: Annotated[Optional[int], typer.Option(
+        help="Torch CPU threads while training (0: one per core). Fewer can be faster on a busy machine.")] = None,
+    workers: Annotated[Optional[int], typer.Option(help="DataLoader worker processes for batches.")] = None,
 ) -> None:
-    """Train XML; a checkpoint every epoch (last.pt, best.pt), validation recall per epoch."""
+    """Train a model family (model.name in the YAML); a checkpoint every epoch (last.pt, best.pt),
+    validation recall per epoch."""
     from momentsearch.cli.model_cmds import run_train
 
-    overrides = {k: v for k, v in {"epochs": epochs, "out_dir": out_dir}.items() if v is not None}
+    overrides = {k: v for k, v in {"epochs": epochs, "out_dir": out_dir, "device": device, "num_threads": threads,
+                                   "num_workers": workers}.items() if v is not None}
     run_train(config, overrides, resume)
 
 
@@ -149,30 +156,44 @@ def train_cmd(
 def evaluate_cmd(
     checkpoint: Annotated[Path, typer.Argument(help="A checkpoint (.pt) written by `momentsearch train`.")],
     split: Annotated[str, typer.Option(help="Split to evaluate.")] = "test",
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output folder.")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output folder (default: RUN/eval_SPLIT).")] = None,
     relevance: Annotated[Optional[Path], typer.Option(
         help="A relevance table from `momentsearch relevance` over the benchmark: also report nDCG and "
              "instance-based bounds against that text proxy.")] = None,
     equivalent: Annotated[float, typer.Option(
         help="With --relevance: moments at or above this relevance count as equivalent for the bounds.")] = 0.8,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
 ) -> None:
     """Rank a split with a trained model; write TVR-format predictions and the metrics (JSON, markdown)."""
     from momentsearch.cli.model_cmds import run_evaluate
 
-    run_evaluate(checkpoint, split, out, relevance=relevance, equivalent=equivalent)
+    run_evaluate(checkpoint, split, out, relevance=relevance, equivalent=equivalent, device=device)
 
 
 @app.command("search")
 def search_cmd(
     checkpoint: Annotated[Path, typer.Argument(help="A checkpoint (.pt) written by `momentsearch train`.")],
-    query: Annotated[str, typer.Argument(help="What to look for, e.g. \"a person opens the fridge\".")],
-    k: Annotated[int, typer.Option("-k", help="How many moments to print.")] = 10,
+    query: Annotated[Optional[str], typer.Argument(help="What to look for, e.g. \"a person opens the fridge\".")] = None,
+    queries_file: Annotated[Optional[Path], typer.Option(
+        "--queries-file", "-f", help="A text file with one query per line (all searched in one process).")] = None,
+    k: Annotated[int, typer.Option("-k", min=1, max=1000, help="How many moments to print per query.")] = 10,
     split: Annotated[str, typer.Option(help="Which split's videos to search.")] = "test",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON: [{query, moments: [{video_id, start, end, score}]}].")] = False,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
 ) -> None:
-    """Search the corpus for moments matching a text query (the index is built once and cached)."""
-    from momentsearch.cli.model_cmds import print_results, run_search
+    """Search the corpus for moments matching text queries (the index is built once and cached)."""
+    from momentsearch.cli.model_cmds import run_search
+    from momentsearch.errors import QueryError
 
-    print_results(query, run_search(checkpoint, query, k, split))
+    texts = [query] if query is not None else []
+    if queries_file is not None:
+        try:
+            texts += [ln.strip() for ln in queries_file.read_text(encoding="utf-8").splitlines() if ln.strip()]
+        except (OSError, UnicodeDecodeError) as e:
+            raise QueryError(f"{queries_file}: cannot read the queries ({e})") from None
+    if not texts:
+        raise QueryError("give a query, or --queries-file with one query per line")
+    run_search(checkpoint, texts, k, split, as_json, device, progress=not as_json)
 
 
 @app.command("experiment")
@@ -201,13 +222,28 @@ def demo_cmd(
     run_demo(out, preset, train)
 
 
+def _version(value: bool) -> None:
+    if value:
+        from momentsearch import __version__
+
+        typer.echo(f"momentsearch {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """momentsearch: video corpus moment retrieval with many-to-many graded relevance."""
+
+
 def main() -> None:
+    """Errors the project raises on purpose (bad files, configs, queries) print one line and exit 2;
+    anything else is a bug and shows its traceback."""
     try:
         app()
     except MomentSearchError as e:
-        typer.echo(f"error: {e}", err=True)
-        sys.exit(2)
-    except (FileNotFoundError, KeyError, ValueError) as e:
         typer.echo(f"error: {e}", err=True)
         sys.exit(2)
 

@@ -133,6 +133,10 @@ class HDF5Features:
             self._file.close()
             self._file = None
 
+    def reopen(self) -> None:
+        """Forget the open handle without closing it (a forked worker's copy of its parent's)."""
+        self._file = None
+
 
 class NpyDirFeatures:
     """A folder of ``<video_id>.npy`` files, each (clips, dim)."""
@@ -183,6 +187,9 @@ class NpyDirFeatures:
     def close(self) -> None:
         pass
 
+    def reopen(self) -> None:
+        pass
+
 
 def open_features(path: str | Path, dim: int | None = None) -> HDF5Features | NpyDirFeatures:
     """A folder opens as per-video .npy files, a file as HDF5."""
@@ -230,6 +237,12 @@ class FeatureStore:
         self.visual.close()
         if self.subtitle is not None:
             self.subtitle.close()
+
+    def reopen(self) -> None:
+        """In a DataLoader worker: open the files anew rather than share the parent's handles."""
+        for s in (self.visual, self.subtitle):
+            if s is not None and hasattr(s, "reopen"):
+                s.reopen()
 
     def __enter__(self) -> FeatureStore:
         return self

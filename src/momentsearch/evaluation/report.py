@@ -96,3 +96,9 @@ def save_png(fig: Any, path: str | Path) -> Path:
         fig.savefig(tmp, format="png", dpi=110)
     plt.close(fig)
     return p
+
+
+def mmss(seconds: float) -> str:
+    """Seconds as mm:ss."""
+    s = int(round(seconds))
+    return f"{s // 60:02d}:{s % 60:02d}"

@@ -36,7 +36,8 @@ def _draw(s: torch.Tensor, pool: int | None, generator: torch.Generator | None) 
         weights = torch.zeros_like(s).scatter_(1, top, 1.0) * valid.float()
     empty = weights.sum(1) == 0
     weights[empty, 0] = 1.0
-    idx = torch.multinomial(weights, 1, generator=generator).squeeze(1)
+    # drawn on the CPU with the CPU generator, wherever the scores are: the same draws on every device
+    idx = torch.multinomial(weights.cpu(), 1, generator=generator).squeeze(1).to(s.device)
     return torch.where(empty, torch.arange(n, device=s.device), idx)
 
 

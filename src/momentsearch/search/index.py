@@ -1,38 +1,55 @@
-"""A corpus encoded once: per-clip hidden states of every video, on disk next to a manifest.
+"""A corpus encoded once: named per-clip (and per-video) arrays of every video, on disk beside a manifest.
 
-Clips of all videos are concatenated (no padding): ``h1[offsets[v]:offsets[v+1]]`` are video v's
-(clips, S, d) retrieval states and ``h2`` the localization states, fp16. ``save`` writes
-``h1.npy``, ``h2.npy``, ``offsets.npy``, ``durations.npy`` and ``manifest.json``, each atomically;
-``load`` memory-maps the arrays.
+A model family chooses what it stores: XML stores ``h1`` (retrieval) and ``h2`` (localization)
+states, a two-network model its retriever's vectors and the raw clip features its localizer
+reads, a proposal-map model its maps. Per-clip arrays concatenate all videos' clips without
+padding: video v's rows are ``offsets[v]:offsets[v+1]``. Per-video arrays have one row per video.
+
+Each video keeps its own time grid (clip count and seconds per clip), and
+:func:`clips_to_seconds` is the one place where clip indices become seconds.
+
+``save`` writes the folder as a set (a temporary folder renamed over the old one), so a killed
+save leaves the old index or the new one, never a mix; ``load`` memory-maps the arrays and checks
+that the index was built by the model that reads it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
-from momentsearch.data.corpus import Video
-from momentsearch.data.batching import load_video_batch
-from momentsearch.data.features import FeatureStore
-from momentsearch.fileio import atomic_path, write_json
+from momentsearch.errors import SearchIndexError
+from momentsearch.fileio import atomic_dir, write_json
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 
 
 @dataclass
 class VideoIndex:
     video_ids: list[str]
     durations: np.ndarray  # (V,) seconds
-    clip_length: float
-    offsets: np.ndarray  # (V+1,) int64
-    h1: np.ndarray  # (N_clips, S, d) float16
-    h2: np.ndarray  # (N_clips, S, d) float16
+    clip_lengths: np.ndarray  # (V,) seconds per clip, each video's own grid
+    offsets: np.ndarray  # (V+1,) int64 into the per-clip arrays
+    arrays: dict[str, np.ndarray]  # name -> (N_clips, ...) per-clip rows, e.g. fp16 states
+    video_arrays: dict[str, np.ndarray] = field(default_factory=dict)  # name -> (V, ...)
+    meta: dict[str, Any] = field(default_factory=dict)  # family, family_version, model fingerprint
+
+    def __post_init__(self) -> None:
+        v = len(self.video_ids)
+        if len(self.durations) != v or len(self.clip_lengths) != v or len(self.offsets) != v + 1:
+            raise SearchIndexError(f"index: {v} videos but {len(self.durations)} durations, "
+                                   f"{len(self.clip_lengths)} clip lengths, {len(self.offsets)} offsets")
+        for name, a in self.arrays.items():
+            if len(a) != int(self.offsets[-1]):
+                raise SearchIndexError(f"index array {name!r}: {len(a)} rows for {int(self.offsets[-1])} clips")
+        for name, a in self.video_arrays.items():
+            if len(a) != v:
+                raise SearchIndexError(f"index video array {name!r}: {len(a)} rows for {v} videos")
 
     def __len__(self) -> int:
         return len(self.video_ids)
@@ -43,68 +60,81 @@ class VideoIndex:
 
     @property
     def nbytes(self) -> int:
-        return int(self.h1.nbytes + self.h2.nbytes + self.offsets.nbytes + self.durations.nbytes)
+        arrays = [*self.arrays.values(), *self.video_arrays.values(), self.offsets, self.durations, self.clip_lengths]
+        return int(sum(a.nbytes for a in arrays))
 
-    def padded(self, which: str, videos: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        """States of ``videos`` padded to their longest: ((K, S, T, d) float32, mask (K, T))."""
-        src = self.h1 if which == "h1" else self.h2
+    def array(self, name: str) -> np.ndarray:
+        if name not in self.arrays:
+            raise SearchIndexError(f"the index holds no per-clip array {name!r}; it has {sorted(self.arrays)} "
+                                   f"(built by {self.meta.get('family', 'an unknown family')})")
+        return self.arrays[name]
+
+    def padded(self, name: str, videos: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rows of ``videos`` padded to the longest: ((K, T, ...) float32, mask (K, T) bool)."""
+        src = self.array(name)
         n = self.n_clips[videos]
         t = int(n.max()) if len(n) else 1
-        s, d = src.shape[1], src.shape[2]
-        out = np.zeros((len(videos), t, s, d), np.float32)
+        out = np.zeros((len(videos), t, *src.shape[1:]), np.float32)
         for i, v in enumerate(videos):
             out[i, : n[i]] = src[self.offsets[v]: self.offsets[v + 1]]
         mask = np.arange(t)[None, :] < n[:, None]
-        return torch.from_numpy(out).permute(0, 2, 1, 3), torch.from_numpy(mask)
+        return torch.from_numpy(out), torch.from_numpy(mask)
+
+    def check_built_by(self, family: str, fingerprint: str | None = None) -> None:
+        """Raise unless this index was encoded by ``family`` (and by the model ``fingerprint``)."""
+        got = self.meta.get("family")
+        if got != family:
+            raise SearchIndexError(f"this index was built by model family {got!r}, not {family!r}; rebuild it")
+        if fingerprint is not None and self.meta.get("fingerprint") not in (None, fingerprint):
+            raise SearchIndexError("this index was built by another checkpoint of the same family; rebuild it")
 
     def save(self, folder: str | Path) -> Path:
         f = Path(folder)
-        f.mkdir(parents=True, exist_ok=True)
-        for name in ("h1", "h2", "offsets", "durations"):
-            with atomic_path(f / f"{name}.npy") as tmp, open(tmp, "wb") as fh:
-                np.save(fh, getattr(self, name))
-        write_json(f / "manifest.json", {
-            "version": INDEX_VERSION, "video_ids": self.video_ids, "clip_length": self.clip_length,
-            "n_videos": len(self), "n_clips": int(self.offsets[-1]), "streams": int(self.h1.shape[1]),
-            "hidden": int(self.h1.shape[2]),
-        }, indent=None)
+        with atomic_dir(f) as tmp:
+            for kind, group in (("clip", self.arrays), ("video", self.video_arrays)):
+                for name, a in group.items():
+                    np.save(tmp / f"{kind}.{name}.npy", np.ascontiguousarray(a))
+            for name in ("offsets", "durations", "clip_lengths"):
+                np.save(tmp / f"{name}.npy", getattr(self, name))
+            write_json(tmp / "manifest.json", {
+                "version": INDEX_VERSION, "video_ids": self.video_ids, "n_videos": len(self),
+                "n_clips": int(self.offsets[-1]), "arrays": {k: list(a.shape[1:]) for k, a in self.arrays.items()},
+                "video_arrays": {k: list(a.shape[1:]) for k, a in self.video_arrays.items()}, "meta": self.meta,
+            }, indent=None)
         return f
 
     @classmethod
     def load(cls, folder: str | Path, mmap: bool = True) -> VideoIndex:
         f = Path(folder)
         if not (f / "manifest.json").is_file():
-            raise FileNotFoundError(f"{f}: no index here (manifest.json missing)")
-        man = json.loads((f / "manifest.json").read_text())
+            raise SearchIndexError(f"{f}: no index here (manifest.json missing)")
+        try:
+            man = json.loads((f / "manifest.json").read_text())
+        except (OSError, ValueError) as e:
+            raise SearchIndexError(f"{f / 'manifest.json'}: unreadable ({e}); delete the folder to rebuild") from None
         if man.get("version") != INDEX_VERSION:
-            raise ValueError(f"{f}: index version {man.get('version')}, expected {INDEX_VERSION}")
+            raise SearchIndexError(f"{f}: index version {man.get('version')}, this momentsearch reads "
+                                   f"{INDEX_VERSION}; delete the folder to rebuild it")
         mode = "r" if mmap else None
-        return cls(man["video_ids"], np.load(f / "durations.npy"), float(man["clip_length"]),
-                   np.load(f / "offsets.npy"), np.load(f / "h1.npy", mmap_mode=mode),
-                   np.load(f / "h2.npy", mmap_mode=mode))
+        try:
+            arrays = {k: np.load(f / f"clip.{k}.npy", mmap_mode=mode) for k in man["arrays"]}
+            video_arrays = {k: np.load(f / f"video.{k}.npy", mmap_mode=mode) for k in man["video_arrays"]}
+            base = [np.load(f / f"{k}.npy") for k in ("durations", "clip_lengths", "offsets")]
+        except (OSError, ValueError) as e:
+            raise SearchIndexError(f"{f}: a file of the index is missing or corrupt ({e}); delete the folder "
+                                   "to rebuild it") from None
+        return cls(man["video_ids"], *base, arrays, video_arrays, man.get("meta", {}))
 
 
-@torch.no_grad()
-def build_index(
-    model: torch.nn.Module, store: FeatureStore, videos: Sequence[Video], clip_length: float,
-    batch_size: int = 64, progress: bool = True,
-) -> VideoIndex:
-    """Encode every video once with ``model.encode_videos`` (an eval-mode XML-style model)."""
-    was_training = model.training
-    model.eval()
-    cfg = model.cfg
-    h1s, h2s, counts = [], [], []
-    for s in tqdm(range(0, len(videos), batch_size), desc="indexing videos", unit="batch", disable=not progress):
-        chunk = videos[s: s + batch_size]
-        streams, mask = load_video_batch(store, [v.video_id for v in chunk], cfg.max_clips, cfg.n_streams == 2)
-        h1, h2 = model.encode_videos(streams, mask)
-        for i in range(len(chunk)):
-            n = int(mask[i].sum())
-            h1s.append(h1[i, :, :n].permute(1, 0, 2).half().numpy())
-            h2s.append(h2[i, :, :n].permute(1, 0, 2).half().numpy())
-            counts.append(n)
-    model.train(was_training)
-    offsets = np.zeros(len(counts) + 1, np.int64)
-    offsets[1:] = np.cumsum(counts)
-    return VideoIndex([v.video_id for v in videos], np.array([v.duration for v in videos]), clip_length, offsets,
-                      np.concatenate(h1s), np.concatenate(h2s))
+def clips_to_seconds(index: VideoIndex, videos: np.ndarray, st_clip: np.ndarray, ed_clip: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """Clip indices (inclusive) on each video's own grid -> [start, end) seconds, end cut at the duration."""
+    dt = index.clip_lengths[videos]
+    return st_clip * dt, np.minimum((ed_clip + 1) * dt, index.durations[videos])
+
+
+def concat_ragged(parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Per-video (n_i, ...) arrays -> (their concatenation, offsets (V+1,))."""
+    offsets = np.zeros(len(parts) + 1, np.int64)
+    offsets[1:] = np.cumsum([len(p) for p in parts])
+    return np.concatenate(parts), offsets

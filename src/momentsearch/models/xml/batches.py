@@ -1,9 +1,9 @@
-"""Training batches for XML: query token features, the positive video's clips, target clips."""
+"""XML's training batches: query token features, the positive video's clips, target clips."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 import torch
@@ -12,8 +12,9 @@ from scipy import sparse
 from momentsearch.data.batching import load_video_batch, pad_tokens
 from momentsearch.data.corpus import Corpus, Moment
 from momentsearch.data.features import FeatureStore
+from momentsearch.errors import ConfigError, DatasetError
 from momentsearch.losses.localization import span_to_clip_indices
-from momentsearch.text.encoders import QueryFeatureCache
+from momentsearch.text.queries import QueryFeatures
 
 
 @dataclass
@@ -31,20 +32,38 @@ class Batch:
     pairs: torch.Tensor | None = None  # (B, B) bool: item j potentially relevant to query i (other video)
     conf: torch.Tensor | None = None  # (B, B) float: its confidence C (or relevance S), 0 off the pairs
 
+    def _map(self, fn: object) -> Batch:
+        def conv(v: object) -> object:
+            if isinstance(v, torch.Tensor):
+                return fn(v)  # type: ignore[operator]
+            if isinstance(v, list) and v and isinstance(v[0], torch.Tensor):
+                return [fn(x) for x in v]  # type: ignore[operator]
+            return v
+
+        return replace(self, **{f.name: conv(getattr(self, f.name)) for f in fields(self)})
+
+    def to(self, device: torch.device, non_blocking: bool = False) -> Batch:
+        return self if device.type == "cpu" else self._map(lambda t: t.to(device, non_blocking=non_blocking))
+
+    def pin_memory(self) -> Batch:  # called by a DataLoader with pin_memory=True
+        return self._map(lambda t: t.pin_memory())
+
 
 class MomentBatches:
     """All annotated moments of a split, batched in a seeded order per epoch."""
 
-    def __init__(self, corpus: Corpus, store: FeatureStore, queries: QueryFeatureCache, clip_length: float,
-                 max_clips: int, max_tokens: int, use_subtitle: bool):
+    def __init__(self, corpus: Corpus, store: FeatureStore, queries: QueryFeatures,
+                 clip_lengths: Mapping[str, float], max_clips: int, max_tokens: int, use_subtitle: bool,
+                 queries_per_video: int = 0):
         self.moments: list[Moment] = [m for m in corpus.moments if m.has_ground_truth]
         self.pair_matrix: sparse.csr_matrix | None = None  # (Q, Q) over self.moments, see attach_pairs
         if not self.moments:
-            raise ValueError(f"{corpus.name}: no annotated moments to train on")
-        self.store, self.clip_length = store, clip_length
+            raise DatasetError(f"{corpus.name}: no annotated moments to train on")
+        self.store, self.clip_lengths = store, clip_lengths
         self.max_clips, self.max_tokens, self.use_subtitle = max_clips, max_tokens, use_subtitle
-        queries.ensure([m.text for m in self.moments])
-        self.tokens = [queries.get(m.text).astype(np.float16) for m in self.moments]
+        self.queries_per_video = queries_per_video
+        queries.ensure(self.moments)
+        self.tokens = [queries.get(m.query_id, m.text).astype(np.float16) for m in self.moments]
         self._n_clips = {v: len(store[v]) for v in {m.video_id for m in self.moments}}  # type: ignore[misc]
 
     def __len__(self) -> int:
@@ -57,13 +76,20 @@ class MomentBatches:
     def attach_pairs(self, matrix: sparse.csr_matrix) -> None:
         """Potentially relevant pairs over ``self.query_ids`` (from :func:`training.pairs.training_pairs`)."""
         if matrix.shape != (len(self), len(self)):
-            raise ValueError(f"pair matrix {matrix.shape} does not match {len(self)} training queries")
+            raise ConfigError(f"pair matrix {matrix.shape} does not match {len(self)} training queries")
         self.pair_matrix = matrix.tocsr()
 
-    def epoch(self, batch_size: int, generator: torch.Generator, queries_per_video: int = 0) -> Iterator[Batch]:
+    def reopen(self) -> None:
+        self.store.reopen()
+
+    def epoch(self, batch_size: int, generator: torch.Generator) -> Iterator[Batch]:
+        return (self.collate(idx) for idx in self.sampler(batch_size, generator))
+
+    def sampler(self, batch_size: int, generator: torch.Generator) -> Iterator[list[int]]:
         """Random batches of queries (XML's practice); with ``queries_per_video`` > 0, batches are
         filled with groups of up to that many queries of one video, so a batch holds fewer distinct
         videos to encode (every query is still visited once per epoch)."""
+        queries_per_video = self.queries_per_video
         if queries_per_video <= 0:
             order = torch.randperm(len(self.moments), generator=generator).tolist()
         else:
@@ -79,16 +105,17 @@ class MomentBatches:
         for s in range(0, len(order) - 1, batch_size):
             idx = order[s: s + batch_size]
             if len(idx) >= 2:
-                yield self.batch(idx)
+                yield idx
 
-    def batch(self, idx: Sequence[int]) -> Batch:
+    def collate(self, idx: Sequence[int]) -> Batch:
         ms = [self.moments[i] for i in idx]
         vids = [m.video_id for m in ms]
         unique = list(dict.fromkeys(vids))
         col = {v: j for j, v in enumerate(unique)}
         tokens, tmask = pad_tokens([self.tokens[i] for i in idx], self.max_tokens)
         streams, cmask = load_video_batch(self.store, unique, self.max_clips, self.use_subtitle)  # type: ignore[arg-type]
-        st, ed = zip(*(span_to_clip_indices(*m.span, self.clip_length, self._n_clips[m.video_id]) for m in ms),
+        st, ed = zip(*(span_to_clip_indices(*m.span, self.clip_lengths[m.video_id], self._n_clips[m.video_id])  # type: ignore[index]
+                       for m in ms),
                      strict=True)  # type: ignore[index]
         v = np.array(vids)
         same = v[:, None] == v[None, :]

@@ -24,18 +24,18 @@ from momentsearch.losses.multilevel import (
     segment_scores,
     threshold_triplet_loss,
 )
-from momentsearch.models.xml import XML
-from momentsearch.training.config import XMLTrainConfig
-from momentsearch.training.data import Batch
+from momentsearch.models.xml.batches import Batch
+from momentsearch.models.xml.config import XMLConfig
+from momentsearch.models.xml.network import XML
 
 
-def _confidence(batch: Batch, cfg: XMLTrainConfig) -> torch.Tensor:
+def _confidence(batch: Batch, cfg: XMLConfig) -> torch.Tensor:
     """C of the batch's pairs: Psi from the table, or 1 for every pair (the C == 1 ablation)."""
     assert batch.pairs is not None and batch.conf is not None
     return batch.pairs.float() if cfg.relevance.confidence_one else batch.conf
 
 
-def _ranking(scores: torch.Tensor, batch: Batch, cfg: XMLTrainConfig, pool: int | None, gen: torch.Generator,
+def _ranking(scores: torch.Tensor, batch: Batch, cfg: XMLConfig, pool: int | None, gen: torch.Generator,
              lam_rel_neg: float, lam_pos_rel: float, to_unit: Callable[[torch.Tensor], torch.Tensor]
              ) -> tuple[torch.Tensor, dict[str, float]]:
     """L_pos>neg (+ the pair terms): Eq. 13 on s_vr or Eq. 15 on R_vcmr. ``to_unit`` maps the
@@ -46,7 +46,7 @@ def _ranking(scores: torch.Tensor, batch: Batch, cfg: XMLTrainConfig, pool: int 
     neg_v, neg_q = sample_negatives(scores, exclude, pool, gen)
     if rc.method == "threshold":
         assert pairs is not None
-        positive = torch.eye(len(scores), dtype=torch.bool) | pairs
+        positive = torch.eye(len(scores), dtype=torch.bool, device=scores.device) | pairs
         loss = threshold_triplet_loss(scores, positive, neg_v, neg_q, cfg.margin)
         return loss, {"pos>neg": loss.item()}
     loss = hinge_ranking_loss(scores, neg_v, neg_q, cfg.margin)
@@ -62,8 +62,10 @@ def _ranking(scores: torch.Tensor, batch: Batch, cfg: XMLTrainConfig, pool: int 
     return loss, parts
 
 
-def batch_loss(model: XML, batch: Batch, cfg: XMLTrainConfig, pool: int | None,
+def batch_loss(model: XML, batch: Batch, cfg: XMLConfig, pool: int | None,
                generator: torch.Generator) -> tuple[torch.Tensor, dict[str, float]]:
+    """The loss of one batch and its named terms; ``pool`` None draws random in-batch negatives,
+    k draws from the k highest-scoring ones (XML's hard negatives)."""
     rc = cfg.relevance
     q = model.encode_queries(batch.tokens, batch.token_mask)
     h1, h2 = model.encode_videos(batch.streams, batch.clip_mask)  # the U distinct videos
@@ -75,7 +77,7 @@ def batch_loss(model: XML, batch: Batch, cfg: XMLTrainConfig, pool: int | None,
     every_pair = rc.lambda_vcmr > 0 or (with_pairs and rc.lambda_tl2 > 0)
     if every_pair:  # logits of every query on every distinct video of the batch
         o_st_all, o_ed_all = model.st_ed_logits_all(q, h2, batch.clip_mask)
-        ar = torch.arange(len(batch.video_col))
+        ar = torch.arange(len(batch.video_col), device=batch.video_col.device)
         o_st, o_ed = o_st_all[ar, batch.video_col], o_ed_all[ar, batch.video_col]
     else:
         o_st, o_ed = model.st_ed_logits(q, h2[batch.video_col], batch.clip_mask[batch.video_col])
@@ -90,7 +92,7 @@ def batch_loss(model: XML, batch: Batch, cfg: XMLTrainConfig, pool: int | None,
     loss = l_vr + cfg.lambda_tl * l_tl
     if rc.lambda_vcmr > 0:
         r_vcmr = segment_scores(o_st_all, o_ed_all, batch.clip_mask, batch.video_col, batch.st, batch.ed, s_vr,
-                                model.cfg.alpha, rc.floor, rc.floor_mode)  # type: ignore[arg-type]
+                                cfg.alpha, rc.floor, rc.floor_mode)  # type: ignore[arg-type]
         r_vcmr = r_vcmr * rc.segment_scale
         l_vcmr, seg_parts = _ranking(r_vcmr, batch, cfg, pool, generator, rc.lambda_rel_neg_vcmr,
                                      rc.lambda_pos_rel_vcmr, torch.sigmoid)

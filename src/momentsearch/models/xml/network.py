@@ -22,39 +22,13 @@ Shapes: B queries, L tokens, V videos, S streams, T clips, d hidden.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from momentsearch.models.xml.config import XMLConfig
+
 NEG_INF = -1e10
-
-
-@dataclass(frozen=True)
-class XMLConfig:
-    """The paper's values by default. The input dims are filled from the data (see ``with_inputs``)."""
-
-    visual_dim: int = 0
-    subtitle_dim: int = 0  # 0: no subtitle stream
-    query_dim: int = 384
-    hidden: int = 256
-    n_heads: int = 4
-    dropout: float = 0.1
-    max_clips: int = 128
-    max_tokens: int = 32
-    conv_kernel: int = 5
-    init_std: float = 0.02
-    alpha: float = 20.0
-    n_min: int = 1
-    n_max: int = 20
-
-    @property
-    def n_streams(self) -> int:
-        return 2 if self.subtitle_dim > 0 else 1
-
-    def with_inputs(self, visual_dim: int, subtitle_dim: int, query_dim: int) -> XMLConfig:
-        return replace(self, visual_dim=visual_dim, subtitle_dim=subtitle_dim, query_dim=query_dim)
 
 
 class LinearLayer(nn.Sequential):

@@ -13,18 +13,27 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 from scipy import sparse
 
-from momentsearch.training.config import RelevanceTrainConfig
+from momentsearch.errors import ConfigError
+
+
+class PairTableSpec(Protocol):
+    """What a training config says about its table (e.g. XML's ``relevance`` section)."""
+
+    method: str  # pairs | threshold
+    table: str  # the table's prefix or file
+    theta: float
 
 PRESENT = np.float32(1e-6)  # a detected pair whose confidence is 0 is still a pair
 
 
 def _read(path: Path) -> sparse.csr_matrix:
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: relevance table not found (write it with `momentsearch pairs` or "
+        raise ConfigError(f"{path}: relevance table not found (write it with `momentsearch pairs` or "
                                 "`momentsearch relevance`)")
     return sparse.load_npz(path).tocsr()
 
@@ -32,12 +41,12 @@ def _read(path: Path) -> sparse.csr_matrix:
 def table_query_ids(prefix: Path) -> list[str]:
     path = prefix.with_suffix(".queries.json")
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: not found; write the table with `momentsearch pairs --out {prefix}` or "
+        raise ConfigError(f"{path}: not found; write the table with `momentsearch pairs --out {prefix}` or "
                                 f"`momentsearch relevance --out {prefix}`")
     return list(json.loads(path.read_text()))
 
 
-def training_pairs(cfg: RelevanceTrainConfig, query_ids: Sequence[str]) -> sparse.csr_matrix:
+def training_pairs(cfg: PairTableSpec, query_ids: Sequence[str]) -> sparse.csr_matrix:
     """(Q, Q) CSR over ``query_ids``: entry (i, j) present iff j is potentially relevant to i."""
     prefix = Path(cfg.table)
     ids = table_query_ids(prefix)
@@ -47,13 +56,13 @@ def training_pairs(cfg: RelevanceTrainConfig, query_ids: Sequence[str]) -> spars
         phi = _read(prefix.with_suffix(".qq.npz"))
         psi = phi
     else:
-        raise ValueError(f"relevance.method {cfg.method!r} reads no table")
+        raise ConfigError(f"relevance.method {cfg.method!r} reads no table")
     if phi.shape != (len(ids), len(ids)) or psi.shape != phi.shape:
-        raise ValueError(f"{prefix}: tables of shape {phi.shape} / {psi.shape} but {len(ids)} query ids")
+        raise ConfigError(f"{prefix}: tables of shape {phi.shape} / {psi.shape} but {len(ids)} query ids")
     row_of = {q: i for i, q in enumerate(ids)}
     missing = [q for q in query_ids if q not in row_of]
     if missing:
-        raise ValueError(f"{prefix}: {len(missing)} training queries are not in the table, e.g. {missing[:3]}; "
+        raise ConfigError(f"{prefix}: {len(missing)} training queries are not in the table, e.g. {missing[:3]}; "
                          "compute it over the benchmark the model trains on")
     rows = np.array([row_of[q] for q in query_ids], np.int64)
     detected = phi[rows][:, rows].tocoo()

@@ -1,0 +1,12 @@
+"""The Python API: what the CLI, the demo, the experiment runner and a server stand on.
+
+* :func:`load` -> :class:`Searcher` (``.search(text, k)`` -> list of :class:`Hit`);
+* :func:`evaluate` -> :class:`Evaluation` on any split;
+* :func:`train` -> a finished :class:`~momentsearch.training.trainer.Trainer` from a YAML file or config.
+"""
+
+from momentsearch.api.evaluator import EVAL_COLUMNS, Evaluation, evaluate
+from momentsearch.api.searcher import Hit, Searcher, load
+from momentsearch.api.training import load_train_config, train
+
+__all__ = ["EVAL_COLUMNS", "Evaluation", "Hit", "Searcher", "evaluate", "load", "load_train_config", "train"]

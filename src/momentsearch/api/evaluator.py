@@ -1,0 +1,114 @@
+"""Evaluate a checkpoint on any split of its dataset: rank every annotated query (VCMR, SVMR, VR),
+score it with TVR's conventions, and, where the dataset grades relevance, add multi-positive
+recall, nDCG and instance-based bounds. Writes predictions.json (TVR's submission format),
+metrics.json and metrics.md when given a folder."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from momentsearch.data.dataset import open_dataset
+from momentsearch.data.relevance import MomentRelevance
+from momentsearch.evaluation import Submission, evaluate_submission, instance_bounds, multi_positive_recall
+from momentsearch.evaluation.bounds import GEOMETRIC_MEAN_KS, geometric_mean
+from momentsearch.evaluation.ndcg import ranked_ndcg
+from momentsearch.evaluation.predictions import RankedMoments
+from momentsearch.evaluation.report import flatten, markdown_table
+from momentsearch.fileio import atomic_open, write_json
+from momentsearch.search.run import rank_split
+from momentsearch.text.queries import dataset_query_features
+from momentsearch.training.checkpoint import load_checkpoint
+from momentsearch.training.device import resolve_device, torch_settings
+
+EVAL_COLUMNS = ["VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.5-r100", "VCMR 0.7-r1", "VCMR 0.7-r10", "VCMR 0.7-r100",
+                "SVMR 0.5-r1", "SVMR 0.5-r5", "SVMR 0.7-r1", "VR r1", "VR r10", "VR r100", "MP-VCMR 0.5-r1",
+                "MP-VCMR 0.5-r10", "MP-VR r1", "nDCG VR", "nDCG VCMR 0.5", "lower VCMR 0.5-gmean",
+                "VCMR 0.5-gmean", "upper VCMR 0.5-gmean"]
+
+
+@dataclass
+class Evaluation:
+    row: dict[str, float]  # flat metrics, e.g. row["VCMR 0.5-r1"]
+    metrics: dict[str, Any]  # nested, as metrics.json holds them
+    ranked: dict[str, RankedMoments]  # "VCMR", "SVMR", "VR"
+    markdown: str
+    proxy_row: dict[str, float] | None = None
+
+
+def bounds_gmean(vcmr: dict[str, float], iou: str = "0.5") -> float:
+    """The standard VCMR geometric mean of R@{1,5,10} at one tIoU (the bounds' reference point)."""
+    return geometric_mean([vcmr[f"{iou}-r{k}"] for k in GEOMETRIC_MEAN_KS])
+
+
+def graded_metrics(ranked: dict[str, RankedMoments], rel: MomentRelevance, equivalent: float) -> dict[str, Any]:
+    """nDCG (paper gain and authors' linear gain) and instance-based bounds against one graded table."""
+    return {
+        "ndcg": ranked_ndcg(ranked["VR"], ranked["VCMR"], rel),
+        "ndcg_linear": ranked_ndcg(ranked["VR"], ranked["VCMR"], rel, gain="linear", cutoff="n_relevant"),
+        "bounds": instance_bounds(ranked["VCMR"], rel, min_relevance=equivalent, ks=(1, 5, 10, 100),
+                                  video_pred=ranked["VR"]),
+    }
+
+
+def evaluate(checkpoint: str | Path, split: str = "test", out: str | Path | None = None, progress: bool = True,
+             relevance: str | Path | None = None, equivalent: float = 0.8, device: str = "auto",
+             num_threads: int | None = None) -> Evaluation:
+    """Rank ``split`` with the checkpoint's model and score it.
+
+    Against the synthetic oracle (when the dataset is a synthetic benchmark): multi-positive recall,
+    nDCG and the instance-based bounds of Wray et al. Fig. 5 (moments as relevant as the annotated
+    one are equivalent). With ``relevance`` (a table of ``momentsearch relevance`` over the same
+    corpus): nDCG and bounds against that text proxy, moments >= ``equivalent`` being equivalent.
+    Torch runs with the training config's thread count and deterministic mode unless ``num_threads``
+    says otherwise.
+    """
+    ckpt = load_checkpoint(checkpoint)
+    cfg = ckpt.train_config
+    dev = resolve_device(device)
+    dataset = open_dataset(cfg.dataset)
+    corpus = dataset.split(split)
+    threads = cfg.num_threads if num_threads is None else num_threads
+    with torch_settings(threads, cfg.deterministic, dev), dataset.features() as store:
+        queries = dataset_query_features(dataset.config.query_features, dataset.config.query_cache)
+        ranked, _ = rank_split(ckpt.family, ckpt.model.to(dev), corpus, store, queries, dataset.clip_lengths(corpus),
+                               cfg.k_videos, cfg.nms_threshold, progress=progress, device=dev)
+    sub = Submission.from_ranked(ranked)
+    metrics: dict[str, Any] = evaluate_submission(sub, corpus)
+    row = flatten({t: metrics[t] for t in ("VCMR", "SVMR", "VR")})
+    row["VCMR 0.5-gmean"] = bounds_gmean(metrics["VCMR"])
+    if dataset.benchmark is not None:
+        graded = dataset.benchmark.oracle(split).moment_relevance(min_relevance=0.5)
+        exact = graded.threshold(1.0)
+        mp = multi_positive_recall(ranked["VCMR"], exact)
+        mp_vr = multi_positive_recall(ranked["VR"], exact)
+        metrics["multi_positive"] = {"VCMR": mp["VCMR"], "VR": mp_vr["VR"], "min_relevance": 1.0}
+        metrics["ndcg"] = ranked_ndcg(ranked["VR"], ranked["VCMR"], graded)
+        metrics["bounds_oracle"] = b = instance_bounds(ranked["VCMR"], exact, min_relevance=1.0, ks=(1, 5, 10, 100),
+                                                       video_pred=ranked["VR"])
+        row |= {**flatten({"MP-VCMR": mp["VCMR"], "MP-VR": mp_vr["VR"]}), **metrics["ndcg"],
+                "upper VCMR 0.5-gmean": b["VCMR@0.5"]["upper-gmean"],
+                "lower VCMR 0.5-gmean": b["VCMR@0.5"]["lower-gmean"]}
+    name = ckpt.family.name.upper()
+    md = (f"# {name} on {dataset.name}, split {split}\n\n{len(corpus)} queries, {len(corpus.videos)} videos; "
+          f"checkpoint `{checkpoint}`.\n\n" + markdown_table({name: row}, [c for c in EVAL_COLUMNS if c in row]) + "\n")
+    proxy_row = None
+    if relevance is not None:
+        proxy = MomentRelevance.load(relevance).select([m.query_id for m in corpus.moments], list(corpus.videos))
+        metrics["proxy"] = p = {"file": str(relevance), "equivalent": equivalent,
+                                **graded_metrics(ranked, proxy, equivalent)}
+        proxy_row = {**p["ndcg"], **{f"{k} (linear)": v for k, v in p["ndcg_linear"].items()},
+                     **{f"VCMR 0.5 {k}": v for k, v in p["bounds"]["VCMR@0.5"].items() if "gmean" in k},
+                     **{f"VR {k}": v for k, v in p["bounds"]["VR"].items() if "gmean" in k},
+                     "equivalent moments / query": p["bounds"]["n_equivalent"]}
+        md += (f"\nAgainst the text proxy `{relevance}` (equivalent at >= {equivalent}):\n\n"
+               + markdown_table({name: proxy_row}, list(proxy_row)) + "\n")
+    if out is not None:
+        o = Path(out)
+        sub.write(o / "predictions.json")
+        write_json(o / "metrics.json", {"checkpoint": str(checkpoint), "family": ckpt.family.name, "split": split,
+                                        "n_queries": len(corpus), "n_videos": len(corpus.videos), "metrics": metrics})
+        with atomic_open(o / "metrics.md") as fh:
+            fh.write(md)
+    return Evaluation(row, metrics, ranked, md, proxy_row)

@@ -1,0 +1,123 @@
+"""``momentsearch.load(checkpoint)``: a searcher over a dataset split's videos.
+
+    import momentsearch
+    searcher = momentsearch.load("runs/demo/xml/checkpoints/best.pt")
+    for hit in searcher.search("a person opens the fridge", k=5):
+        print(hit.video_id, hit.start, hit.end, hit.score)
+
+The videos are encoded once into an index cached beside the checkpoint (rebuilt when the
+checkpoint changes). Queries are encoded in memory (an LRU cache), so nothing is written per
+query and several threads may search at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from momentsearch.data.batching import pad_tokens
+from momentsearch.data.dataset import Dataset, open_dataset
+from momentsearch.errors import QueryError, SearchIndexError
+from momentsearch.search.engine import SearchEngine
+from momentsearch.search.index import VideoIndex
+from momentsearch.text.queries import InMemoryTextFeatures, PrecomputedQueryFeatures, QueryFeatures
+from momentsearch.training.checkpoint import Checkpoint, load_checkpoint
+from momentsearch.training.device import resolve_device
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One ranked moment: ``start`` and ``end`` in seconds; a higher ``score`` is better (its scale
+    is the model's own: compare scores within one query only)."""
+
+    video_id: str
+    start: float
+    end: float
+    score: float
+
+
+def index_folder(checkpoint: Path, split: str) -> Path:
+    return checkpoint.parent.parent / f"index_{split}_{checkpoint.stem}"
+
+
+def load_or_build_index(ckpt: Checkpoint, dataset: Dataset, split: str, device: torch.device,
+                        progress: bool = False) -> VideoIndex:
+    """The split's index, cached beside the checkpoint; rebuilt when missing, stale or built by other weights."""
+    folder = index_folder(ckpt.path, split)
+    if (folder / "manifest.json").exists():
+        try:
+            index = VideoIndex.load(folder)
+            index.check_built_by(ckpt.family.name, ckpt.fingerprint)
+            if index.meta.get("fingerprint") == ckpt.fingerprint:
+                return index
+        except SearchIndexError:
+            pass  # stale or damaged: rebuilt below
+    corpus = dataset.split(split)
+    with dataset.features() as store:
+        index = ckpt.family.encode_corpus(ckpt.model, store, list(corpus.videos.values()),
+                                          dataset.clip_lengths(corpus), device, progress)
+    index.meta["fingerprint"] = ckpt.fingerprint
+    index.save(folder)
+    return index
+
+
+class Searcher:
+    """Text in, ranked moments out, over one split's videos."""
+
+    def __init__(self, ckpt: Checkpoint, dataset: Dataset, index: VideoIndex, queries: QueryFeatures,
+                 device: torch.device, k_videos: int = 100, nms_threshold: float = 0.7):
+        self.checkpoint, self.dataset, self.index, self.queries = ckpt, dataset, index, queries
+        self.family, self.model = ckpt.family, ckpt.model.to(device).eval()
+        self.device = device
+        self.engine = SearchEngine(self.family.stages(self.model, index, device), index, k_videos=k_videos,
+                                   nms_threshold=nms_threshold)
+        self._lock = threading.Lock()  # the stages' lazily built caches are filled once
+
+    @property
+    def video_ids(self) -> list[str]:
+        return self.index.video_ids
+
+    def search(self, text: str, k: int = 10) -> list[Hit]:
+        return self.search_many([text], k)[0]
+
+    def search_many(self, texts: Sequence[str], k: int = 10, batch_size: int = 64) -> list[list[Hit]]:
+        """Ranked moments for each text, best first (at most ``k`` each, after temporal NMS)."""
+        if isinstance(texts, str):
+            raise QueryError("search_many takes a list of texts; use search() for one")
+        if not 1 <= k <= 1000:
+            raise QueryError(f"k must be between 1 and 1000, got {k}")
+        out: list[list[Hit]] = []
+        for s in range(0, len(texts), batch_size):
+            chunk = list(texts[s: s + batch_size])
+            feats = [self.queries.get(f"q{s + i}", t) for i, t in enumerate(chunk)]
+            tokens, mask = pad_tokens(feats, self.family.max_tokens)
+            with self._lock:
+                self.engine.n_moments = k
+                res = self.engine.search([f"q{s + i}" for i in range(len(chunk))], tokens, mask).vcmr
+            for i in range(len(chunk)):
+                hits = []
+                for j in range(res.k):
+                    v = int(res.video_idx[i, j])
+                    if v < 0:
+                        break
+                    hits.append(Hit(self.index.video_ids[v], float(res.start[i, j]), float(res.end[i, j]),
+                                    float(res.score[i, j])))
+                out.append(hits)
+        return out
+
+
+def load(checkpoint: str | Path, split: str = "test", device: str = "auto", progress: bool = False,
+         k_videos: int | None = None, cache_size: int = 4096) -> Searcher:
+    """A :class:`Searcher` over ``split``'s videos of the dataset the checkpoint was trained on."""
+    dev = resolve_device(device)
+    ckpt = load_checkpoint(checkpoint)
+    cfg = ckpt.train_config
+    dataset = open_dataset(cfg.dataset)
+    index = load_or_build_index(ckpt, dataset, split, dev, progress)
+    queries: QueryFeatures = (PrecomputedQueryFeatures(dataset.config.query_features)
+                              if dataset.config.query_features else InMemoryTextFeatures(cache_size))
+    return Searcher(ckpt, dataset, index, queries, dev, k_videos or cfg.k_videos, cfg.nms_threshold)

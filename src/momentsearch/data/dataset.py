@@ -1,0 +1,178 @@
+"""A dataset named by its files: annotations per split, video feature store(s), query features.
+
+The ``dataset:`` section of a training YAML is a :class:`DatasetConfig`. Either it names a
+synthetic benchmark folder (``benchmark: runs/demo/benchmark``), which fills in everything, or it
+names the files, e.g. TVR's released layout::
+
+    dataset:
+      annotations:
+        train: data/tvr_train_release.jsonl
+        val: data/tvr_val_release.jsonl
+      video_features: features/tvr_resnet152_rgb_max_i3d_rgb_max_cl-1.5.h5   # 3,072-d, one dataset per video
+      subtitle_features: features/tvr_sub_pretrained_w_sub_query_max_cl-1.5.h5  # 768-d
+      query_features: features/tvr_query_pretrained_w_query.h5                 # by desc_id; or empty: MiniLM
+      clip_length: 1.5
+
+Relative paths are resolved against the working directory when a run starts; checkpoints store
+them absolute and relative to themselves, so a run folder that moves keeps finding its data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from momentsearch.data.corpus import Corpus
+from momentsearch.data.features import FeatureStore
+from momentsearch.errors import DatasetError
+
+PATH_FIELDS = ("benchmark", "video2dur", "subtitles", "video_features", "subtitle_features", "query_features",
+               "query_cache")
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    benchmark: str = ""  # a synthetic benchmark folder: fills in everything below
+    annotations: dict[str, str] = field(default_factory=dict)  # split name -> annotation file (any format)
+    format: str = ""  # annotation format; "" = detected from each file
+    video2dur: str = ""  # TVR: tvr_video2dur_idx.json (default: the one beside the annotation file)
+    subtitles: str = ""  # TVR: the subtitle text jsonl (optional)
+    video_features: str = ""  # HDF5 file (one dataset per video id) or a folder of <video_id>.npy
+    subtitle_features: str = ""  # the same, for a second (subtitle) stream; "" = none
+    query_features: str = ""  # HDF5 keyed by query id (TVR's RoBERTa release); "" = MiniLM from the text
+    query_cache: str = ""  # where MiniLM token features are cached; "" = queries_minilm.h5 beside the video features
+    clip_length: float = 0.0  # seconds per feature clip; 0 = the feature file's clip_length attribute
+
+    def __post_init__(self) -> None:
+        if not self.benchmark and not (self.annotations and self.video_features):
+            raise ValueError("dataset: name a synthetic `benchmark` folder, or `annotations` (split -> file) "
+                             "and `video_features`")
+        if self.clip_length < 0:
+            raise ValueError(f"dataset.clip_length must be > 0 seconds, got {self.clip_length}")
+
+    def paths(self) -> dict[str, str]:
+        out = {k: getattr(self, k) for k in PATH_FIELDS if getattr(self, k)}
+        out |= {f"annotations.{k}": v for k, v in self.annotations.items()}
+        return out
+
+    def _with_paths(self, paths: dict[str, str]) -> DatasetConfig:
+        ann = {k.split(".", 1)[1]: v for k, v in paths.items() if k.startswith("annotations.")}
+        return dataclasses.replace(self, annotations=ann or self.annotations,
+                                   **{k: v for k, v in paths.items() if k in PATH_FIELDS})
+
+    def resolved(self, base: str | Path | None = None) -> DatasetConfig:
+        """Every path absolute (relative ones taken from ``base``, default the working directory)."""
+        b = Path(base) if base is not None else Path.cwd()
+        return self._with_paths({k: str((b / v).resolve()) for k, v in self.paths().items()})
+
+    def relative_to(self, folder: str | Path) -> dict[str, str]:
+        return {k: os.path.relpath(v, folder) for k, v in self.paths().items()}
+
+    def relocated(self, relative: dict[str, str], folder: str | Path) -> DatasetConfig:
+        """Where an absolute path is gone, the one stored relative to ``folder`` (a moved run folder)."""
+        fixed = {}
+        for k, v in self.paths().items():
+            alt = Path(folder) / relative.get(k, "")
+            fixed[k] = str(alt.resolve()) if not Path(v).exists() and k in relative and alt.exists() else v
+        return self._with_paths(fixed)
+
+
+@dataclass
+class Dataset:
+    """An opened dataset: the corpus (all splits), how to open its features, and its time grid."""
+
+    config: DatasetConfig
+    corpus: Corpus
+    clip_length: float  # seconds per clip, unless a video says otherwise
+    benchmark: Any = None  # the SyntheticBenchmark when the dataset is one (its oracle grades moments)
+
+    @property
+    def name(self) -> str:
+        return self.corpus.name
+
+    def features(self) -> FeatureStore:
+        c = self.config
+        return FeatureStore(_existing(c.video_features, "video_features"),
+                            _existing(c.subtitle_features, "subtitle_features") if c.subtitle_features else None)
+
+    def clip_lengths(self, corpus: Corpus | None = None) -> dict[str, float]:
+        """Seconds per clip of every video: the video's own when it has one, else the dataset's."""
+        return {v.video_id: v.clip_length or self.clip_length for v in (corpus or self.corpus).videos.values()}
+
+    def split(self, name: str) -> Corpus:
+        try:
+            return self.corpus.split(name)
+        except KeyError:
+            raise DatasetError(f"dataset {self.name}: no split {name!r}; it has {self.corpus.splits}") from None
+
+
+def _existing(path: str, what: str) -> Path:
+    p = Path(path)
+    if not p.exists():
+        raise DatasetError(f"dataset.{what}: {p} not found")
+    return p
+
+
+def open_dataset(cfg: DatasetConfig) -> Dataset:
+    """Load the annotations and check the feature files; a synthetic benchmark fills in the rest."""
+    if cfg.benchmark:
+        from momentsearch.data.synthetic import SyntheticBenchmark
+
+        root = Path(cfg.benchmark)
+        if not (root / "benchmark.yaml").is_file():
+            raise DatasetError(f"dataset.benchmark: {root} is not a synthetic benchmark folder (no benchmark.yaml); "
+                               f"make one with `momentsearch generate --preset default --out {root}`")
+        bench = SyntheticBenchmark.load(root)
+        sub = root / "features" / "subtitle.h5"
+        full = dataclasses.replace(
+            cfg, video_features=cfg.video_features or str(root / "features" / "visual.h5"),
+            subtitle_features=cfg.subtitle_features or (str(sub) if sub.exists() else ""),
+            query_cache=cfg.query_cache or str(root / "features" / "queries_minilm.h5"))
+        return Dataset(full, bench.corpus, cfg.clip_length or bench.config.clip_length, bench)
+    corpus = _load_annotations(cfg)
+    clip = cfg.clip_length
+    if clip <= 0:
+        clip = _feature_clip_length(Path(_existing(cfg.video_features, "video_features")))
+    full = cfg if cfg.query_cache else dataclasses.replace(
+        cfg, query_cache=str(Path(cfg.video_features).parent / "queries_minilm.h5"))
+    return Dataset(full, corpus, clip)
+
+
+def _feature_clip_length(path: Path) -> float:
+    if path.is_file():
+        from momentsearch.data.features import HDF5Features
+
+        src = HDF5Features(path)
+        try:
+            if "clip_length" in src.attrs:
+                return float(src.attrs["clip_length"])
+        finally:
+            src.close()
+    raise DatasetError(f"dataset.video_features: {path} records no clip_length; say `clip_length:` (seconds "
+                       "per feature clip, 1.5 for TVR's released features) in the dataset section")
+
+
+def _load_annotations(cfg: DatasetConfig) -> Corpus:
+    from momentsearch.data.loaders import detect_format, load_corpus
+
+    videos, moments = [], []
+    for split, path in cfg.annotations.items():
+        p = Path(path)
+        if not p.exists():
+            raise DatasetError(f"dataset.annotations.{split}: {p} not found")
+        fmt = cfg.format or detect_format(p)
+        kwargs: dict[str, Any] = {}
+        if fmt == "tvr":
+            kwargs = {k: v for k, v in (("video2dur", cfg.video2dur), ("subtitles", cfg.subtitles)) if v}
+        part = load_corpus(p, fmt, **kwargs)
+        # the split is the one the dataset section names, whatever the file calls it
+        videos += [dataclasses.replace(v, split=split) for v in part.videos.values()]
+        moments += [dataclasses.replace(m, split=split) for m in part.moments]
+    name = "+".join(Path(p).stem for p in cfg.annotations.values())
+    try:
+        return Corpus.from_parts(videos, moments, name=name)
+    except ValueError as e:
+        raise DatasetError(f"dataset.annotations: the files do not fit together: {e}") from None

@@ -1,0 +1,119 @@
+"""The contract every model family fulfils, so that one trainer, one search engine, one checkpoint
+format and one API serve them all.
+
+A family is one folder under ``momentsearch/models/`` that reads like its paper. It subclasses
+:class:`ModelFamily` and registers itself by name (``@register``); YAML selects it with
+``model: {name: ...}``. It supplies:
+
+* ``config_class``: its typed config (a frozen dataclass with a ``name`` field), filled from YAML;
+* :meth:`ModelFamily.build`: the network(s), as one ``nn.Module``, for the data's input dims;
+* :meth:`ModelFamily.batches`: a :class:`BatchSource` (a sampler of index lists and a collate);
+* :meth:`ModelFamily.loss`: the loss of one batch, with its named terms (the model owns its loss);
+* :meth:`ModelFamily.encode_corpus`: a :class:`~momentsearch.search.index.VideoIndex` holding the
+  named per-clip (or per-video) arrays of its choosing;
+* :meth:`ModelFamily.stages`: its search stages (a retriever, an optional reranker, a localizer).
+
+Shapes: B queries, L tokens, D_q query feature dim.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+import torch
+from torch import nn
+
+from momentsearch.data.corpus import Corpus, Video
+from momentsearch.data.features import FeatureStore
+
+if TYPE_CHECKING:
+    from momentsearch.search.index import VideoIndex
+    from momentsearch.search.stages import SearchStages
+    from momentsearch.text.queries import QueryFeatures
+
+
+@dataclass(frozen=True)
+class InputDims:
+    """Feature dims of the data a model is built for. ``subtitle`` is 0 when the store has no subtitle stream."""
+
+    visual: int
+    subtitle: int
+    query: int
+
+
+@dataclass
+class TrainingData:
+    """What a family's batches are made from: one split's annotated moments and their features."""
+
+    corpus: Corpus
+    store: FeatureStore
+    queries: QueryFeatures
+    clip_lengths: Mapping[str, float]  # video id -> seconds per feature clip
+
+
+@dataclass
+class Step:
+    """Where training is: the epoch (0-based) and the generator every random draw of a batch uses."""
+
+    epoch: int
+    generator: torch.Generator
+
+
+class BatchSource(Protocol):
+    """Training batches in two parts, so that a DataLoader's workers can run the collate."""
+
+    def __len__(self) -> int: ...
+    def sampler(self, batch_size: int, generator: torch.Generator) -> Iterator[list[int]]: ...
+    def collate(self, idx: Sequence[int]) -> Any: ...
+    def reopen(self) -> None: ...  # drop file handles inherited by a worker process
+
+
+class ModelFamily(ABC):
+    """One model family. Instances hold the family's config (with input dims once built)."""
+
+    name: ClassVar[str]
+    version: ClassVar[int] = 1  # bump when a checkpoint of the old version cannot be loaded
+    config_class: ClassVar[type]
+
+    def __init__(self, cfg: Any):
+        if not isinstance(cfg, self.config_class):
+            raise TypeError(f"family {self.name!r} takes a {self.config_class.__name__}, got {type(cfg).__name__}")
+        self.cfg = cfg
+
+    # ---- the network -------------------------------------------------------------------------
+    @abstractmethod
+    def build(self, dims: InputDims) -> nn.Module:
+        """The network for these input dims; ``self.cfg`` becomes the config with the dims filled."""
+
+    @abstractmethod
+    def restore(self) -> nn.Module:
+        """The network of ``self.cfg`` (dims already filled, as stored in a checkpoint)."""
+
+    @property
+    def max_tokens(self) -> int:
+        """Query token features are cut to this many tokens."""
+        return int(getattr(self.cfg, "max_tokens", 32))
+
+    def optimizer(self, model: nn.Module, lr: float) -> torch.optim.Optimizer:
+        return torch.optim.Adam(model.parameters(), lr=lr)
+
+    # ---- training ----------------------------------------------------------------------------
+    @abstractmethod
+    def batches(self, data: TrainingData) -> BatchSource: ...
+
+    @abstractmethod
+    def loss(self, model: nn.Module, batch: Any, step: Step) -> tuple[torch.Tensor, dict[str, float]]:
+        """The scalar loss and its named terms (``loss`` among them) as floats."""
+
+    # ---- search ------------------------------------------------------------------------------
+    @abstractmethod
+    def encode_corpus(self, model: nn.Module, store: FeatureStore, videos: Sequence[Video],
+                      clip_lengths: Mapping[str, float], device: torch.device, progress: bool = True) -> VideoIndex:
+        """Encode every video once into an index of named arrays."""
+
+    @abstractmethod
+    def stages(self, model: nn.Module, index: VideoIndex, device: torch.device) -> SearchStages:
+        """The search stages over ``index``."""

@@ -1,0 +1,73 @@
+"""Model families by name: ``model: {name: xml}`` in YAML, ``create_family(...)`` in code.
+
+Built-in families register when their package is imported; families from other packages register
+through the ``momentsearch.families`` entry-point group (``name = "pkg.module:FamilyClass"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from momentsearch.errors import ConfigError
+from momentsearch.models.family import ModelFamily
+
+FAMILIES: dict[str, type[ModelFamily]] = {}
+BUILTIN = ("momentsearch.models.xml",)
+_loaded = False
+
+
+def register(cls: type[ModelFamily]) -> type[ModelFamily]:
+    """Class decorator: make a family available under ``cls.name``."""
+    name = getattr(cls, "name", "")
+    if not name:
+        raise TypeError(f"{cls.__name__} has no name")
+    if name in FAMILIES and FAMILIES[name] is not cls:
+        raise ValueError(f"model family {name!r} is registered twice ({FAMILIES[name].__name__}, {cls.__name__})")
+    FAMILIES[name] = cls
+    return cls
+
+
+def _load() -> None:
+    global _loaded
+    if _loaded:
+        return
+    import importlib
+    from importlib.metadata import entry_points
+
+    for mod in BUILTIN:
+        importlib.import_module(mod)
+    for ep in entry_points(group="momentsearch.families"):
+        register(ep.load())
+    _loaded = True
+
+
+def family_names() -> list[str]:
+    _load()
+    return sorted(FAMILIES)
+
+
+def get_family(name: str) -> type[ModelFamily]:
+    _load()
+    if name not in FAMILIES:
+        raise ConfigError(f"unknown model family {name!r}; known families: {sorted(FAMILIES)}")
+    return FAMILIES[name]
+
+
+def family_config(data: Mapping[str, Any] | Any, where: str = "model") -> Any:
+    """The typed config of the family that ``data['name']`` names (a config object passes through)."""
+    from momentsearch.config import from_dict
+
+    if not isinstance(data, Mapping):
+        get_family(getattr(data, "name", ""))  # a typed config: check that its family exists
+        return data
+    if "name" not in data:
+        raise ConfigError(f"{where}: say which model family with `name:` (one of {family_names()})")
+    fam = get_family(str(data["name"]))
+    return from_dict(fam.config_class, dict(data), where)
+
+
+def create_family(cfg: Mapping[str, Any] | Any) -> ModelFamily:
+    """A family instance from its config (typed, or a mapping with ``name``), like timm's ``create_model``."""
+    typed = family_config(cfg)
+    return get_family(typed.name)(typed)

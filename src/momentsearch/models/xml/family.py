@@ -1,0 +1,58 @@
+"""XML as a model family: its config, network, batches, loss and search stages behind one name."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import torch
+from torch import nn
+
+from momentsearch.data.corpus import Video
+from momentsearch.data.features import FeatureStore
+from momentsearch.models.family import BatchSource, InputDims, ModelFamily, Step, TrainingData
+from momentsearch.models.registry import register
+from momentsearch.models.xml.batches import Batch, MomentBatches
+from momentsearch.models.xml.config import XMLConfig
+from momentsearch.models.xml.loss import batch_loss
+from momentsearch.models.xml.network import XML
+from momentsearch.models.xml.search import XMLLocalizer, XMLRetriever, encode_corpus
+from momentsearch.search.index import VideoIndex
+from momentsearch.search.stages import SearchStages
+
+
+@register
+class XMLFamily(ModelFamily):
+    name = "xml"
+    version = 1
+    config_class = XMLConfig
+    cfg: XMLConfig
+
+    def build(self, dims: InputDims) -> nn.Module:
+        self.cfg = self.cfg.with_inputs(dims.visual, dims.subtitle if self.cfg.use_subtitle else 0, dims.query)
+        return XML(self.cfg)
+
+    def restore(self) -> nn.Module:
+        return XML(self.cfg)
+
+    def batches(self, data: TrainingData) -> BatchSource:
+        c = self.cfg
+        source = MomentBatches(data.corpus, data.store, data.queries, data.clip_lengths, c.max_clips, c.max_tokens,
+                               c.n_streams == 2, c.queries_per_video)
+        if c.relevance.uses_pairs:
+            from momentsearch.relevance.training_pairs import training_pairs
+
+            source.attach_pairs(training_pairs(c.relevance, source.query_ids))
+        return source
+
+    def loss(self, model: nn.Module, batch: Batch, step: Step) -> tuple[torch.Tensor, dict[str, float]]:
+        pool = None if step.epoch < self.cfg.hard_negative_start_epoch else self.cfg.hard_pool_size
+        return batch_loss(model, batch, self.cfg, pool, step.generator)  # type: ignore[arg-type]
+
+    def encode_corpus(self, model: nn.Module, store: FeatureStore, videos: Sequence[Video],
+                      clip_lengths: Mapping[str, float], device: torch.device, progress: bool = True) -> VideoIndex:
+        index = encode_corpus(model, store, videos, clip_lengths, device, progress=progress)  # type: ignore[arg-type]
+        index.meta.update(family=self.name, family_version=self.version)
+        return index
+
+    def stages(self, model: nn.Module, index: VideoIndex, device: torch.device) -> SearchStages:
+        return SearchStages(XMLRetriever(model, index, device), XMLLocalizer(model, index, device))  # type: ignore[arg-type]

@@ -1,0 +1,48 @@
+"""The roles a model family fills in search: retrieve -> (rerank) -> localize.
+
+* ``Retriever.score_videos(tokens, token_mask) -> (B, V)``: a score for every video of the index
+  (exact now; an approximate first stage implements the same call);
+* ``Reranker.rerank(tokens, token_mask, videos (B, K), scores (B, K)) -> (B, K)``: optional, e.g.
+  a cross-encoder that reads each (query, video) pair;
+* ``Localizer.localize(tokens, token_mask, videos (B, K), video_scores (B, K) | None) -> (B, K, T, T)``:
+  moment scores for every (start clip, end clip) of each candidate video, padded to the longest,
+  <= 0 where a span is not allowed. With ``video_scores`` the scores are comparable across videos
+  (the final VCMR score); with None they need only rank moments within one video (SVMR).
+
+``video_ranking`` says where the video ranking (VR) comes from: ``retrieval`` — the last stage that
+scored videos (the reranker when there is one) — or ``moment`` — each video's best moment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import torch
+
+
+class Retriever(Protocol):
+    def score_videos(self, tokens: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor: ...
+
+
+class Reranker(Protocol):
+    def rerank(self, tokens: torch.Tensor, token_mask: torch.Tensor, videos: np.ndarray,
+               scores: torch.Tensor) -> torch.Tensor: ...
+
+
+class Localizer(Protocol):
+    def localize(self, tokens: torch.Tensor, token_mask: torch.Tensor, videos: np.ndarray,
+                 video_scores: torch.Tensor | None) -> torch.Tensor: ...
+
+
+@dataclass
+class SearchStages:
+    retriever: Retriever
+    localizer: Localizer
+    reranker: Reranker | None = None
+    video_ranking: str = "retrieval"  # retrieval | moment
+
+    def __post_init__(self) -> None:
+        if self.video_ranking not in ("retrieval", "moment"):
+            raise ValueError(f"video_ranking must be 'retrieval' or 'moment', got {self.video_ranking!r}")

@@ -1,0 +1,120 @@
+"""Where a model's query token features come from: one interface, three sources.
+
+* :class:`CachedTextFeatures`: all-MiniLM-L6-v2 token states, computed once per text and cached in
+  an HDF5 file (training and evaluation over a dataset's captions);
+* :class:`PrecomputedQueryFeatures`: an HDF5 file keyed by query id, as TVR's released RoBERTa
+  query features are (``tvr_query_pretrained_w_query.h5``); free text cannot be encoded;
+* :class:`InMemoryTextFeatures`: MiniLM in memory with an LRU cache and a lock, for the Python API
+  and servers: nothing is written per query, so concurrent callers are safe. Features are rounded
+  through fp16 as the HDF5 cache stores them, so a query scores the same by either path.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from momentsearch.data.corpus import Moment
+from momentsearch.data.features import HDF5Features
+from momentsearch.errors import MissingFeatureError, QueryError
+from momentsearch.text.encoders import MINILM_DIM, MiniLMTokenEncoder, QueryFeatureCache
+
+
+class QueryFeatures(Protocol):
+    dim: int
+
+    def ensure(self, moments: Sequence[Moment], progress: bool = True) -> None: ...
+    def get(self, query_id: str, text: str) -> np.ndarray: ...
+
+
+def _check_text(text: str) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise QueryError("the query is empty: type a few words, e.g. \"a person opens the fridge\"")
+    return text
+
+
+class CachedTextFeatures:
+    """MiniLM token features by text, cached on disk."""
+
+    dim = MINILM_DIM
+
+    def __init__(self, path: str | Path):
+        self.cache = QueryFeatureCache(path)
+
+    def ensure(self, moments: Sequence[Moment], progress: bool = True) -> None:
+        self.cache.ensure([m.text for m in moments], progress=progress)
+
+    def get(self, query_id: str, text: str) -> np.ndarray:
+        return self.cache.get(_check_text(text))
+
+    def close(self) -> None:
+        self.cache.close()
+
+
+class PrecomputedQueryFeatures:
+    """Token features stored per query id (one HDF5 dataset per id, e.g. TVR's RoBERTa release)."""
+
+    def __init__(self, path: str | Path):
+        self.src = HDF5Features(path)
+        self.dim = self.src.dim
+
+    def ensure(self, moments: Sequence[Moment], progress: bool = True) -> None:
+        missing = [m.query_id for m in moments if m.query_id not in self.src]
+        if missing:
+            raise MissingFeatureError(f"{self.src.path}: no features for {len(missing)} query id(s), "
+                                      f"e.g. {missing[:5]}")
+
+    def get(self, query_id: str, text: str) -> np.ndarray:
+        if query_id not in self.src:
+            raise QueryError(f"{self.src.path}: the model reads precomputed query features by query id, and "
+                             f"there are none for {query_id!r}: free-text search needs a model trained on "
+                             "MiniLM features (leave dataset.query_features empty)")
+        return self.src[query_id]
+
+    def close(self) -> None:
+        self.src.close()
+
+
+class InMemoryTextFeatures:
+    """MiniLM in memory; the last ``maxsize`` texts are kept (LRU). Thread-safe."""
+
+    dim = MINILM_DIM
+
+    def __init__(self, maxsize: int = 4096, encoder: MiniLMTokenEncoder | None = None):
+        self.encoder = encoder or MiniLMTokenEncoder()
+        self.maxsize = maxsize
+        self._lru: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def ensure(self, moments: Sequence[Moment], progress: bool = True) -> None:
+        self.encode_many([m.text for m in moments], progress)
+
+    def encode_many(self, texts: Sequence[str], progress: bool = False) -> list[np.ndarray]:
+        keys = [_check_text(t).strip() for t in texts]
+        with self._lock:
+            missing = sorted({k for k in keys if k not in self._lru})
+            if missing:  # rounded through fp16, exactly as the HDF5 cache stores them
+                for k, f in zip(missing, self.encoder.encode(missing, progress=progress), strict=True):
+                    self._lru[k] = f.astype(np.float16).astype(np.float32)
+            out = []
+            for k in keys:
+                self._lru.move_to_end(k)
+                out.append(self._lru[k])
+            while len(self._lru) > self.maxsize:
+                self._lru.popitem(last=False)
+        return out
+
+    def get(self, query_id: str, text: str) -> np.ndarray:
+        return self.encode_many([text])[0]
+
+
+def dataset_query_features(query_features: str, query_cache: str) -> QueryFeatures:
+    """The source a dataset section names: precomputed by query id, else the MiniLM cache."""
+    if query_features:
+        return PrecomputedQueryFeatures(query_features)
+    return CachedTextFeatures(query_cache)
