@@ -44,7 +44,7 @@ class DatasetConfig:
     subtitle_features: str = ""  # the same, for a second (subtitle) stream; "" = none
     query_features: str = ""  # HDF5 keyed by query id (TVR's RoBERTa release); "" = MiniLM from the text
     query_cache: str = ""  # where MiniLM token features are cached; "" = queries_minilm.h5 beside the video features
-    clip_length: float = 0.0  # seconds per feature clip; 0 = the feature file's clip_length attribute
+    clip_length: float = 0.0  # seconds per feature clip, for every video; 0 = the loader's (TVR: 1.5), else the feature file's
 
     def __post_init__(self) -> None:
         if not self.benchmark and not (self.annotations and self.video_features):
@@ -86,7 +86,7 @@ class Dataset:
 
     config: DatasetConfig
     corpus: Corpus
-    clip_length: float  # seconds per clip, unless a video says otherwise
+    clip_length: float | None  # seconds per clip: the dataset section's, else the feature file's (if it says)
     benchmark: Any = None  # the SyntheticBenchmark when the dataset is one (its oracle grades moments)
 
     @property
@@ -99,8 +99,16 @@ class Dataset:
                             _existing(c.subtitle_features, "subtitle_features") if c.subtitle_features else None)
 
     def clip_lengths(self, corpus: Corpus | None = None) -> dict[str, float]:
-        """Seconds per clip of every video: the video's own when it has one, else the dataset's."""
-        return {v.video_id: v.clip_length or self.clip_length for v in (corpus or self.corpus).videos.values()}
+        """Seconds per clip of every video: the dataset section's ``clip_length`` when it gives one,
+        else the video's own (a loader's default, e.g. TVR's 1.5 s), else the feature file's."""
+        out = {}
+        for v in (corpus or self.corpus).videos.values():
+            c = self.config.clip_length or v.clip_length or self.clip_length
+            if not c:
+                raise DatasetError(f"dataset {self.name}: no clip length for video {v.video_id!r}; say `clip_length:` "
+                                   "(seconds per feature clip) in the dataset section")
+            out[v.video_id] = c
+        return out
 
     def split(self, name: str) -> Corpus:
         try:
@@ -133,15 +141,14 @@ def open_dataset(cfg: DatasetConfig) -> Dataset:
             query_cache=cfg.query_cache or str(root / "features" / "queries_minilm.h5"))
         return Dataset(full, bench.corpus, cfg.clip_length or bench.config.clip_length, bench)
     corpus = _load_annotations(cfg)
-    clip = cfg.clip_length
-    if clip <= 0:
-        clip = _feature_clip_length(Path(_existing(cfg.video_features, "video_features")))
+    clip = cfg.clip_length or _feature_clip_length(_existing(cfg.video_features, "video_features"))
     full = cfg if cfg.query_cache else dataclasses.replace(
         cfg, query_cache=str(Path(cfg.video_features).parent / "queries_minilm.h5"))
     return Dataset(full, corpus, clip)
 
 
-def _feature_clip_length(path: Path) -> float:
+def _feature_clip_length(path: Path) -> float | None:
+    """The ``clip_length`` attribute momentsearch writes into its feature files (TVR's have none)."""
     if path.is_file():
         from momentsearch.data.features import HDF5Features
 
@@ -151,8 +158,7 @@ def _feature_clip_length(path: Path) -> float:
                 return float(src.attrs["clip_length"])
         finally:
             src.close()
-    raise DatasetError(f"dataset.video_features: {path} records no clip_length; say `clip_length:` (seconds "
-                       "per feature clip, 1.5 for TVR's released features) in the dataset section")
+    return None
 
 
 def _load_annotations(cfg: DatasetConfig) -> Corpus:

@@ -1,0 +1,136 @@
+"""The model-family contract: a second, test-only family trains, indexes, searches and evaluates
+through the same trainer, engine, checkpoint and API as XML; XML trains and evaluates on files in
+TVR's released layout named in a YAML; checkpoints of unknown families and versions are refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+import momentsearch
+from momentsearch.api import evaluate, train
+from momentsearch.data.dataset import DatasetConfig
+from momentsearch.data.synthetic import SyntheticBenchmark
+from momentsearch.errors import CheckpointError, ConfigError
+from momentsearch.evaluation.recall import evaluate_ranked
+from momentsearch.models import registry
+from momentsearch.search.baselines import random_ranker
+from momentsearch.text.encoders import QueryFeatureCache
+from momentsearch.training.checkpoint import load_checkpoint
+from momentsearch.training.config import TrainConfig
+from tests.family_toy import ToyConfig, ToyFamily
+
+
+@pytest.fixture()
+def toy_registered():
+    registry.register(ToyFamily)
+    yield
+    registry.FAMILIES.pop("toy", None)
+
+
+def test_a_second_family_runs_end_to_end_on_the_shared_trainer_and_engine(
+        toy_registered: None, tiny_benchmark: Path, tmp_path: Path) -> None:
+    cfg = TrainConfig(dataset=DatasetConfig(benchmark=str(tiny_benchmark)), model={"name": "toy", "hidden": 64},
+                      out_dir=str(tmp_path / "run"), epochs=6, batch_size=32, lr=1e-2, val_split="test")
+    assert isinstance(cfg.model, ToyConfig)
+    trainer = train(cfg, progress=False)
+    losses = [h["loss"] for h in trainer.history]
+    assert losses[-1] < 0.8 * losses[0] and {"loss_nce", "loss_span"} <= set(trainer.history[0])
+    ckpt = trainer.ckpt_dir / "best.pt"
+    loaded = load_checkpoint(ckpt)
+    assert loaded.family.name == "toy" and loaded.state["model_config"]["visual_dim"] == 32  # filled from the data
+    ev = evaluate(ckpt, "test", tmp_path / "eval", progress=False)
+    test = SyntheticBenchmark.load(tiny_benchmark).corpus.split("test")
+    rnd = random_ranker(test, seed=0)
+    chance = evaluate_ranked(rnd["VR"], test, ("VR",)) | evaluate_ranked(rnd["VCMR"], test, ("VCMR",))
+    # 9 test videos, 85 queries. Measured when written: toy VR r1 25.9 vs random 12.9, VCMR 0.5-r10 16.5 vs 9.4
+    assert ev.row["VR r1"] >= chance["VR"]["r1"] + 8, (ev.row["VR r1"], chance["VR"])
+    assert ev.row["VCMR 0.5-r10"] >= chance["VCMR"]["0.5-r10"] + 4, (ev.row, chance["VCMR"])
+    assert ev.row["SVMR 0.5-r5"] > 0 and "nDCG VR" in ev.row  # the oracle's graded metrics, as for XML
+    metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
+    assert metrics["family"] == "toy"
+    # the video ranking comes from each video's best moment (video_ranking="moment"), reranked videos only
+    vr, vcmr = ev.ranked["VR"], ev.ranked["VCMR"]
+    first = int(vcmr.video_idx[0, 0])
+    assert int(vr.video_idx[0, 0]) == first
+    hits = momentsearch.load(ckpt).search("a person opens the fridge", k=3)
+    assert 1 <= len(hits) <= 3 and hits[0].video_id in test.videos
+    index = momentsearch.load(ckpt).index
+    assert set(index.video_arrays) == {"mean"} and index.meta["family"] == "toy"
+    registry.FAMILIES.pop("toy")
+    with pytest.raises(CheckpointError, match="model family 'toy', which this installation does not have"):
+        load_checkpoint(ckpt)
+
+
+def test_checkpoints_of_other_versions_and_families_are_refused(tiny_benchmark: Path, tmp_path: Path) -> None:
+    old = tmp_path / "old.pt"
+    torch.save({"model": {}, "model_config": {"hidden": 8}, "train_config": {}}, old)  # momentsearch 0.1
+    with pytest.raises(CheckpointError, match="format 1, no model family"):
+        load_checkpoint(old)
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointError, match="not a readable momentsearch checkpoint"):
+        load_checkpoint(tmp_path / "junk.pt")
+    with pytest.raises(ConfigError, match="unknown model family 'mmn'"):
+        TrainConfig(dataset=DatasetConfig(benchmark=str(tiny_benchmark)), model={"name": "mmn"})
+    with pytest.raises(ConfigError, match=r"model\.hiden|unknown key"):
+        TrainConfig(dataset=DatasetConfig(benchmark=str(tiny_benchmark)), model={"name": "xml", "hiden": 3})
+
+
+def write_tvr_layout(bench_dir: Path, out: Path) -> dict[str, Path]:
+    """The tiny benchmark as TVR releases its data: query jsonl per split + video2dur, one HDF5
+    dataset per video (fp32, no attributes) for video and subtitle features, and query token
+    features keyed by desc_id (TVR: RoBERTa, 768-d; here MiniLM, 384-d)."""
+    bench = SyntheticBenchmark.load(bench_dir)
+    out.mkdir(parents=True)
+    files = {}
+    for split in ("train", "val", "test"):
+        src = bench_dir / "tvr" / f"tvr_{split}_release.jsonl"
+        files[split] = out / src.name
+        files[split].write_bytes(src.read_bytes())
+    (out / "tvr_video2dur_idx.json").write_bytes((bench_dir / "tvr" / "tvr_video2dur_idx.json").read_bytes())
+    with bench.features() as store, h5py.File(out / "video_feats.h5", "w") as fv, \
+            h5py.File(out / "sub_feats.h5", "w") as fs:
+        for vid in bench.corpus.videos:
+            v, s = store.get(vid)
+            fv.create_dataset(vid, data=v.astype(np.float32))
+            fs.create_dataset(vid, data=s.astype(np.float32))  # type: ignore[union-attr]
+    cache = QueryFeatureCache(bench_dir / "features" / "queries_minilm.h5")
+    cache.ensure([m.text for m in bench.corpus.moments], progress=False)
+    with h5py.File(out / "query_feats.h5", "w") as fq:
+        for m in bench.corpus.moments:
+            fq.create_dataset(m.query_id, data=cache.get(m.text).astype(np.float32))
+    return files
+
+
+def test_xml_trains_and_evaluates_on_tvr_layout_files_named_in_yaml(tiny_benchmark: Path, tmp_path: Path) -> None:
+    files = write_tvr_layout(tiny_benchmark, tmp_path / "tvr")
+    d = tmp_path / "tvr"
+    yaml = tmp_path / "tvr_xml.yaml"
+    yaml.write_text(f"""dataset:
+  annotations: {{train: {files['train']}, val: {files['val']}, test: {files['test']}}}
+  video_features: {d / 'video_feats.h5'}
+  subtitle_features: {d / 'sub_feats.h5'}
+  query_features: {d / 'query_feats.h5'}
+  clip_length: {SyntheticBenchmark.load(tiny_benchmark).config.clip_length}
+out_dir: {tmp_path / 'run'}
+epochs: 2
+batch_size: 32
+lr: 0.001
+model: {{name: xml, hidden: 32, lambda_tl: 0.1}}
+""")
+    trainer = train(yaml, progress=False)
+    assert trainer.dataset.benchmark is None and trainer.model.cfg.query_dim == 384
+    ckpt = trainer.ckpt_dir / "best.pt"
+    ev = evaluate(ckpt, "test", tmp_path / "eval", progress=False)
+    assert {"VCMR 0.5-r1", "SVMR 0.5-r5", "VR r10"} <= set(ev.row) and "nDCG VR" not in ev.row  # no oracle here
+    assert (tmp_path / "eval" / "predictions.json").exists()
+    test_ids = {m.query_id for m in SyntheticBenchmark.load(tiny_benchmark).corpus.split("test").moments}
+    assert set(ev.ranked["VCMR"].query_ids) == test_ids  # queries are TVR's desc_ids
+    searcher = momentsearch.load(ckpt)
+    with pytest.raises(momentsearch.api.searcher.QueryError, match="free-text search needs"):
+        searcher.search("a person opens the fridge")
