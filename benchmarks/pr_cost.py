@@ -21,8 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import peak_rss_mib, report  # noqa: E402
 
-from momentsearch.config import CONFIG_DIR, load_yaml_config  # noqa: E402
-from momentsearch.training.config import RelevanceTrainConfig, XMLTrainConfig  # noqa: E402
+from momentsearch.api import load_train_config  # noqa: E402
+from momentsearch.models.xml import RelevanceTrainConfig  # noqa: E402
+from momentsearch.training.device import torch_settings  # noqa: E402
 from momentsearch.training.trainer import Trainer  # noqa: E402
 
 
@@ -41,15 +42,16 @@ def main() -> None:
         "threshold T=0.3 (BoW)": RelevanceTrainConfig(method="threshold", table=str(rel / "proxy_bow_top100.npz"),
                                                       theta=0.3),
     }
-    base = load_yaml_config(XMLTrainConfig, CONFIG_DIR / "xml" / "experiment.yaml")
+    base = load_train_config("configs/xml/experiment.yaml", {"dataset": {"benchmark": str(args.benchmark)}})
     rows = []
     for name, rc in conditions.items():
         with tempfile.TemporaryDirectory() as tmp:
-            cfg = dataclasses.replace(base, benchmark=str(args.benchmark), out_dir=tmp, relevance=rc)
+            cfg = dataclasses.replace(base, out_dir=tmp, model=dataclasses.replace(base.model, relevance=rc))
             t = time.perf_counter()
             trainer = Trainer(cfg, progress=False)
             setup = time.perf_counter() - t
-            stats = [trainer.train_epoch(e) for e in range(args.epochs)]
+            with torch_settings(cfg.num_threads, cfg.deterministic):
+                stats = [trainer.train_epoch(e) for e in range(args.epochs)]
             sec = sum(s["train_seconds"] for s in stats) / len(stats)
             rows.append({"condition": name, "seconds/epoch": sec, "queries/s": stats[-1]["queries_per_second"],
                          "pairs/batch": stats[-1].get("pairs_per_batch", 0.0), "setup_s": setup})

@@ -25,19 +25,25 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import peak_rss_mib, report  # noqa: E402
 
-from momentsearch.data.synthetic import SyntheticBenchmark  # noqa: E402
-from momentsearch.models.xml import XML  # noqa: E402
-from momentsearch.search.engine import SearchEngine, XMLLocalizer, XMLRetriever  # noqa: E402
-from momentsearch.search.index import build_index  # noqa: E402
-from momentsearch.text.encoders import MINILM_DIM, QueryFeatureCache  # noqa: E402
-from momentsearch.models.xml import XMLConfig
-from momentsearch.training.config import XMLTrainConfig  # noqa: E402
 from momentsearch.data.batching import pad_tokens  # noqa: E402
-from momentsearch.training.data import MomentBatches  # noqa: E402
-from momentsearch.training.objective import batch_loss  # noqa: E402
+from momentsearch.data.synthetic import SyntheticBenchmark  # noqa: E402
+from momentsearch.models.family import InputDims, ModelFamily, Step, TrainingData  # noqa: E402
+from momentsearch.models.registry import create_family  # noqa: E402
+from momentsearch.models.xml import XMLConfig  # noqa: E402
+from momentsearch.search.engine import SearchEngine  # noqa: E402
+from momentsearch.text.queries import CachedTextFeatures  # noqa: E402
+
+CPU = torch.device("cpu")
 
 
-def train_throughput(bench: SyntheticBenchmark, settings: XMLConfig, qpv: int, n_batches: int = 8) -> float:
+def built(bench: SyntheticBenchmark, settings: object) -> tuple[ModelFamily, torch.nn.Module]:
+    store = bench.features()
+    family = create_family(settings)
+    dims = InputDims(store.visual.dim, store.subtitle.dim if store.subtitle else 0, CachedTextFeatures.dim)
+    return family, family.build(dims)
+
+
+def train_throughput(bench: SyntheticBenchmark, settings: object, n_batches: int = 8) -> float:
     store = bench.features()
     rng = np.random.default_rng(0)
     train = bench.corpus.split("train")
@@ -48,22 +54,21 @@ def train_throughput(bench: SyntheticBenchmark, settings: XMLConfig, qpv: int, n
         if len(sample) >= 2048:
             break
     sub = train.with_moments(sample)
-    queries = QueryFeatureCache(bench.root / "features" / "queries_minilm.h5")
-    cfg = XMLTrainConfig(benchmark=str(bench.root), model=settings, queries_per_video=qpv)
-    mcfg = settings.with_inputs(store.visual.dim, store.subtitle.dim if store.subtitle else 0, MINILM_DIM)
-    model = XML(mcfg).train()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
-    data = MomentBatches(sub, store, queries, bench.config.clip_length, mcfg.max_clips, mcfg.max_tokens,
-                         mcfg.n_streams == 2)
+    queries = CachedTextFeatures(bench.root / "features" / "queries_minilm.h5")
+    family, model = built(bench, settings)
+    model.train()
+    opt = family.optimizer(model, 1e-4)
+    data = family.batches(TrainingData(sub, store, queries, {v: bench.config.clip_length for v in sub.videos}))
     gen = torch.Generator().manual_seed(0)
-    batches = data.epoch(128, gen, qpv)
+    step = Step(0, gen)  # epoch 0: random in-batch negatives
+    batches = (data.collate(idx) for idx in data.sampler(128, gen))
     b = next(batches)  # warm-up
-    loss, _ = batch_loss(model, b, cfg, None, gen)
+    loss, _ = family.loss(model, b, step)
     loss.backward()
     n, t = 0, time.perf_counter()
     for _ in range(n_batches):
         b = next(batches)
-        loss, _ = batch_loss(model, b, cfg, None, gen)
+        loss, _ = family.loss(model, b, step)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -71,27 +76,29 @@ def train_throughput(bench: SyntheticBenchmark, settings: XMLConfig, qpv: int, n
     return n / (time.perf_counter() - t)
 
 
-def search_latency(bench: SyntheticBenchmark, settings: XMLConfig) -> dict[str, float]:
+def search_latency(bench: SyntheticBenchmark, settings: object) -> dict[str, float]:
     store = bench.features()
     test = bench.corpus.split("test")
-    mcfg = settings.with_inputs(store.visual.dim, store.subtitle.dim if store.subtitle else 0, MINILM_DIM)
-    model = XML(mcfg).eval()
+    family, model = built(bench, settings)
+    model.eval()
     t = time.perf_counter()
-    index = build_index(model, store, list(test.videos.values()), bench.config.clip_length, progress=False)
+    index = family.encode_corpus(model, store, list(test.videos.values()),
+                                 {v: bench.config.clip_length for v in test.videos}, CPU, progress=False)
     build_s = time.perf_counter() - t
-    queries = QueryFeatureCache(bench.root / "features" / "queries_minilm.h5")
+    queries = CachedTextFeatures(bench.root / "features" / "queries_minilm.h5")
     ms = test.moments[:64 * 4]
-    queries.ensure([m.text for m in ms], progress=False)
-    engine = SearchEngine(XMLRetriever(model, index), XMLLocalizer(model, index), index)
-    feats = [queries.get(m.text) for m in ms]
+    queries.ensure(ms, progress=False)
+    engine = SearchEngine(family.stages(model, index, CPU), index)
+    feats = [queries.get(m.query_id, m.text) for m in ms]
+    max_tokens = family.max_tokens
     out = {"videos": len(index), "index_build_s": build_s, "index_KiB_per_video": index.nbytes / len(index) / 1024}
     for bs in (1, 64):
         per_query = []
         n_batches = 40 if bs == 1 else 4
-        engine.search(["w"], *pad_tokens(feats[:1], mcfg.max_tokens))  # warm-up (normalises H1 once)
+        engine.search(["w"], *pad_tokens(feats[:1], max_tokens))  # warm-up (normalises H1 once)
         for i in range(n_batches):
             chunk = feats[i * bs: (i + 1) * bs]
-            tokens, mask = pad_tokens(chunk, mcfg.max_tokens)
+            tokens, mask = pad_tokens(chunk, max_tokens)
             t = time.perf_counter()
             engine.search([str(j) for j in range(len(chunk))], tokens, mask)
             per_query.append((time.perf_counter() - t) * 1000 / len(chunk))
@@ -108,10 +115,10 @@ def main() -> None:
     rows = []
     for root in args.benchmark:
         bench = SyntheticBenchmark.load(root)
-        demo, paper = XMLConfig(hidden=128), XMLConfig()
+        demo, paper = XMLConfig(hidden=128, queries_per_video=4), XMLConfig()
         row = {"preset": bench.config.name, "train_videos": len(bench.corpus.split("train").videos),
-               "train_q/s demo (d128, grouped)": train_throughput(bench, demo, 4),
-               "train_q/s paper (d256, random)": train_throughput(bench, paper, 0)}
+               "train_q/s demo (d128, grouped)": train_throughput(bench, demo),
+               "train_q/s paper (d256, random)": train_throughput(bench, paper)}
         lat = search_latency(bench, demo)
         row.update({f"search {k}": v for k, v in lat.items()})
         row["peak_rss_MiB"] = peak_rss_mib()

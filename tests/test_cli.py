@@ -65,3 +65,47 @@ def test_errors_exit_2_with_file_and_line(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "momentsearch.cli", "evaluate-predictions", str(tmp_path / "none.json"),
                            "--ground-truth", str(bad)], capture_output=True, text=True)
     assert proc.returncode == 2 and "error:" in proc.stderr
+
+
+def test_version_and_estimated_durations_are_reported(tmp_path: Path) -> None:
+    import momentsearch
+
+    res = runner.invoke(app, ["--version"])
+    assert res.exit_code == 0 and res.output.strip() == f"momentsearch {momentsearch.__version__}"
+    lone = tmp_path / "charades_sta_test.txt"  # no Charades_v1_test.csv beside it
+    lone.write_text("AO8RW 0.0 6.9##a person is putting a book on a shelf.\nAO8RW 2.0 9.5##person opens the door.\n")
+    res = runner.invoke(app, ["data", "info", str(lone), "--json"])
+    assert res.exit_code == 0 and json.loads(res.output)["videos_with_estimated_duration"] == 1
+    res = runner.invoke(app, ["data", "info", str(lone)])
+    assert "estimated durations" in res.output and "lower bound" in res.output
+
+
+def test_only_the_projects_errors_are_caught_a_bug_shows_its_traceback(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import pytest
+
+    from momentsearch.cli import main as cli_main
+    from momentsearch.errors import ConfigError
+
+    def project_error() -> None:
+        raise ConfigError("x.yaml: unknown key(s) ['hiden']")
+
+    monkeypatch.setattr(cli_main, "app", project_error)
+    with pytest.raises(SystemExit) as e:
+        cli_main.main()
+    assert e.value.code == 2
+
+    def bug() -> None:
+        raise KeyError("a programming error")
+
+    monkeypatch.setattr(cli_main, "app", bug)
+    with pytest.raises(KeyError):
+        cli_main.main()
+
+
+def test_the_library_never_imports_the_cli() -> None:
+    import re
+
+    src = Path(__file__).resolve().parents[1] / "src" / "momentsearch"
+    offenders = [str(p.relative_to(src)) for p in src.rglob("*.py") if p.relative_to(src).parts[0] not in ("cli", "__main__.py")
+                 and re.search(r"^\s*(from|import) momentsearch\.cli", p.read_text(), re.M)]
+    assert offenders == []

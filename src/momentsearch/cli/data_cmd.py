@@ -14,6 +14,9 @@ def run_info(path: Path, format: str | None, as_json: bool) -> None:
     fmt = format or detect_format(path)
     corpus = load_corpus(path, fmt)
     stats = {"path": str(path), "format": fmt, **corpus.stats()}
+    estimated = sum(1 for v in corpus.videos.values() if v.meta.get("duration_estimated_from_annotations"))
+    if estimated:
+        stats["videos_with_estimated_duration"] = estimated
     if as_json:
         typer.echo(json.dumps(stats, indent=2))
         return
@@ -36,4 +39,7 @@ def run_info(path: Path, format: str | None, as_json: bool) -> None:
         t.add_row("query_types", ", ".join(f"{k}: {v:,}" for k, v in stats["query_types"].items()))
     if stats["quirks"]:
         t.add_row("corrected quirks", ", ".join(f"{k}: {v:,}" for k, v in stats["quirks"].items()))
+    if estimated:
+        t.add_row("estimated durations", f"{estimated:,} videos: no Charades_v1_<split>.csv beside the file, so each "
+                  "duration is the video's largest annotated end (a lower bound)")
     Console().print(t)
