@@ -22,6 +22,16 @@ app.add_typer(data_app, name="data")
 FORMAT_HELP = "Annotation format: tvr, charades-sta, didemo, activitynet, tacos or jsonl (default: detected)."
 
 
+def _require_models() -> None:
+    """Model commands need the ``models`` extra; say so instead of a ModuleNotFoundError."""
+    import importlib.util
+
+    missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise MomentSearchError(f"this command needs {', '.join(missing)}: pip install torch (the CPU wheel, or CUDA's "
+                                "for a GPU) first, then pip install 'momentsearch[models]'")
+
+
 def _floats(text: str) -> tuple[float, ...]:
     try:
         return tuple(float(x) for x in text.split(",") if x.strip())
@@ -145,6 +155,7 @@ def train_cmd(
 ) -> None:
     """Train a model family (model.name in the YAML); a checkpoint every epoch (last.pt, best.pt),
     validation recall per epoch."""
+    _require_models()
     from momentsearch.cli.model_cmds import run_train
 
     overrides = {k: v for k, v in {"epochs": epochs, "out_dir": out_dir, "device": device, "num_threads": threads,
@@ -165,6 +176,7 @@ def evaluate_cmd(
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
 ) -> None:
     """Rank a split with a trained model; write TVR-format predictions and the metrics (JSON, markdown)."""
+    _require_models()
     from momentsearch.cli.model_cmds import run_evaluate
 
     run_evaluate(checkpoint, split, out, relevance=relevance, equivalent=equivalent, device=device)
@@ -182,6 +194,7 @@ def search_cmd(
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
 ) -> None:
     """Search the corpus for moments matching text queries (the index is built once and cached)."""
+    _require_models()
     from momentsearch.cli.model_cmds import run_search
     from momentsearch.errors import QueryError
 
@@ -204,6 +217,7 @@ def experiment_cmd(
 ) -> None:
     """Train every condition of an experiment over its seeds; one table (mean ± std) and a PNG.
     Finished runs are kept, so rerunning resumes an interrupted experiment."""
+    _require_models()
     from momentsearch.cli.experiment import run_experiment
 
     run_experiment(config, jobs, only)
@@ -217,6 +231,8 @@ def demo_cmd(
 ) -> None:
     """The main job: generate the default synthetic corpus, train and evaluate XML next to reference
     rankers, run example searches, write a report with tables and plots."""
+    if train:
+        _require_models()
     from momentsearch.cli.demo import run_demo
 
     run_demo(out, preset, train)

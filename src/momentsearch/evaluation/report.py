@@ -48,7 +48,10 @@ def print_table(rows: Mapping[str, Mapping[str, float]], columns: Sequence[str],
         table.add_column(c, justify="right")
     for name, vals in rows.items():
         table.add_row(name, *[_fmt(vals.get(c)) for c in columns])
-    Console(width=max(120, 14 * (len(columns) + 2))).print(table)
+    console = Console()  # in a terminal: its width; in a pipe or a file: wide enough for every column
+    if not console.is_terminal:
+        console = Console(width=max(120, 14 * (len(columns) + 2)))
+    console.print(table)
 
 
 def plot_recall_curves(
