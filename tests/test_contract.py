@@ -33,6 +33,7 @@ def toy_registered():
     registry.FAMILIES.pop("toy", None)
 
 
+@pytest.mark.slow
 def test_a_second_family_runs_end_to_end_on_the_shared_trainer_and_engine(
         toy_registered: None, tiny_benchmark: Path, tmp_path: Path) -> None:
     cfg = TrainConfig(dataset=DatasetConfig(benchmark=str(tiny_benchmark)), model={"name": "toy", "hidden": 64},
@@ -107,6 +108,7 @@ def write_tvr_layout(bench_dir: Path, out: Path) -> dict[str, Path]:
     return files
 
 
+@pytest.mark.slow
 def test_xml_trains_and_evaluates_on_tvr_layout_files_named_in_yaml(tiny_benchmark: Path, tmp_path: Path) -> None:
     files = write_tvr_layout(tiny_benchmark, tmp_path / "tvr")
     d = tmp_path / "tvr"
@@ -134,3 +136,18 @@ model: {{name: xml, hidden: 32, lambda_tl: 0.1}}
     searcher = momentsearch.load(ckpt)
     with pytest.raises(momentsearch.api.searcher.QueryError, match="free-text search needs"):
         searcher.search("a person opens the fridge")
+
+
+def test_dataset_paths_follow_a_moved_run_folder(tmp_path: Path) -> None:
+    import shutil
+
+    (tmp_path / "a" / "bench").mkdir(parents=True)
+    (tmp_path / "a" / "run").mkdir()
+    cfg = DatasetConfig(benchmark="a/bench").resolved(tmp_path)
+    assert Path(cfg.benchmark).is_absolute()
+    rel = cfg.relative_to(tmp_path / "a" / "run")
+    assert rel == {"benchmark": "../bench"}
+    shutil.move(tmp_path / "a", tmp_path / "b")
+    moved = cfg.relocated(rel, tmp_path / "b" / "run")
+    assert moved.benchmark == str((tmp_path / "b" / "bench").resolve())
+    assert cfg.relocated(rel, tmp_path / "nowhere").benchmark == cfg.benchmark  # nothing there: unchanged

@@ -54,6 +54,11 @@ def test_index_round_trip_and_ragged_scores_match_the_model(tiny_benchmark: Path
     back = VideoIndex.load(tmp_path / "idx")
     assert back.video_ids == index.video_ids and np.array_equal(np.asarray(back.arrays["h2"]), index.arrays["h2"])
     assert np.array_equal(back.clip_lengths, index.clip_lengths) and back.meta == index.meta
+    back.meta["family"] = "xml"
+    from momentsearch.errors import SearchIndexError
+
+    with pytest.raises(SearchIndexError, match="built by model family 'xml', not 'toy'"):
+        back.check_built_by("toy")
     tokens = torch.randn(3, 6, 384)
     tmask = torch.ones(3, 6, dtype=torch.bool)
     with torch.no_grad():
