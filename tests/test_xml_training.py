@@ -104,3 +104,18 @@ def test_trained_xml_beats_random(small_benchmark: Path, tmp_path: Path) -> None
             for v, a, b in zip(ev.ranked["VCMR"].video_idx[r, :10], ev.ranked["VCMR"].start[r, :10],
                                ev.ranked["VCMR"].end[r, :10], strict=True)]
     assert [(h.video_id, h.start, h.end) for h in got] == want
+
+
+@pytest.mark.slow
+def test_dataloader_workers_give_the_same_training(tiny_benchmark: Path, tmp_path: Path) -> None:
+    """Batches collated in two worker processes (the path CUDA training takes) train exactly as the
+    in-process path does, and fit() leaves torch's thread count and deterministic mode as it found them."""
+    threads, det = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    a = Trainer(dataclasses.replace(tiny_cfg(tiny_benchmark, tmp_path / "a", 1), num_threads=1), progress=False)
+    a.fit()
+    b = Trainer(dataclasses.replace(tiny_cfg(tiny_benchmark, tmp_path / "b", 1), num_threads=1, num_workers=2),
+                progress=False)
+    b.fit()
+    for (k, x), (_, y) in zip(a.model.state_dict().items(), b.model.state_dict().items(), strict=True):
+        assert torch.equal(x, y), k
+    assert (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()) == (threads, det)

@@ -123,7 +123,8 @@ class Trainer:
         loader = torch.utils.data.DataLoader(
             _Collate(self.train_data), sampler=idx_lists, batch_size=None, collate_fn=_identity,
             num_workers=self.cfg.num_workers, pin_memory=self.device.type == "cuda",
-            worker_init_fn=_worker_init if self.cfg.num_workers else None)
+            worker_init_fn=_worker_init if self.cfg.num_workers else None,
+            generator=torch.Generator().manual_seed(0))  # its seed draw must not advance the global RNG (dropout)
         return iter(loader)
 
     def train_epoch(self, epoch: int) -> dict[str, float]:
