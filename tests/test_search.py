@@ -68,14 +68,19 @@ def test_index_round_trip_and_ragged_scores_match_the_model(tiny_benchmark: Path
     np.testing.assert_allclose(got.numpy(), expected.numpy(), atol=2e-3)  # fp16 index vs fp32
 
 
-def test_engine_returns_sorted_moments_inside_their_videos(tiny_benchmark: Path) -> None:
+def _xml_engine(tiny_benchmark: Path, **kwargs: int) -> tuple[SyntheticBenchmark, XML, VideoIndex, SearchEngine]:
+    """A random XML over the tiny benchmark's test videos, indexed, in an engine."""
     bench = SyntheticBenchmark.load(tiny_benchmark)
     model = _model(bench)
     videos = list(bench.corpus.split("test").videos.values())
     with bench.features() as store:
         index = build_index(model, store, videos, bench.config.clip_length)
-    engine = SearchEngine(SearchStages(XMLRetriever(model, index), XMLLocalizer(model, index)), index, k_videos=5,
-                          n_moments=20)
+    return bench, model, index, SearchEngine(SearchStages(XMLRetriever(model, index), XMLLocalizer(model, index)),
+                                             index, **kwargs)
+
+
+def test_engine_returns_sorted_moments_inside_their_videos(tiny_benchmark: Path) -> None:
+    bench, model, index, engine = _xml_engine(tiny_benchmark, k_videos=5, n_moments=20)
     res = engine.search(["a", "b"], torch.randn(2, 5, 384), torch.ones(2, 5, dtype=torch.bool))
     for i in range(2):
         n = int((res.vcmr.video_idx[i] >= 0).sum())
@@ -119,12 +124,7 @@ def test_localizer_through_the_fp16_index_equals_the_models_padded_computation(t
 
 
 def test_candidate_pools_restrict_the_videos_a_query_is_answered_from(tiny_benchmark: Path) -> None:
-    bench = SyntheticBenchmark.load(tiny_benchmark)
-    model = _model(bench)
-    videos = list(bench.corpus.split("test").videos.values())
-    with bench.features() as store:
-        index = build_index(model, store, videos, bench.config.clip_length)
-    engine = SearchEngine(SearchStages(XMLRetriever(model, index), XMLLocalizer(model, index)), index, k_videos=5)
+    _, _, index, engine = _xml_engine(tiny_benchmark, k_videos=5)
     pools = [[1, 3], [0, 2, 4, 6, 8, 7]]
     res = engine.search(["a", "b"], torch.randn(2, 5, 384), torch.ones(2, 5, dtype=torch.bool), pools=pools)
     for i, pool in enumerate(pools):

@@ -24,7 +24,7 @@ from momentsearch.data.dataset import Dataset, open_dataset
 from momentsearch.errors import QueryError, SearchIndexError
 from momentsearch.search.engine import SearchEngine
 from momentsearch.search.index import VideoIndex
-from momentsearch.text.queries import InMemoryTextFeatures, PrecomputedQueryFeatures, QueryFeatures
+from momentsearch.text.queries import InMemoryTextFeatures, PrecomputedQueryFeatures
 from momentsearch.training.checkpoint import Checkpoint, load_checkpoint
 from momentsearch.training.device import resolve_device
 
@@ -52,8 +52,7 @@ def load_or_build_index(ckpt: Checkpoint, dataset: Dataset, split: str, device: 
         try:
             index = VideoIndex.load(folder)
             index.check_built_by(ckpt.family.name, ckpt.fingerprint)
-            if index.meta.get("fingerprint") == ckpt.fingerprint:
-                return index
+            return index
         except SearchIndexError:
             pass  # stale or damaged: rebuilt below
     corpus = dataset.split(split)
@@ -68,7 +67,8 @@ def load_or_build_index(ckpt: Checkpoint, dataset: Dataset, split: str, device: 
 class Searcher:
     """Text in, ranked moments out, over one split's videos."""
 
-    def __init__(self, ckpt: Checkpoint, dataset: Dataset, index: VideoIndex, queries: QueryFeatures,
+    def __init__(self, ckpt: Checkpoint, dataset: Dataset, index: VideoIndex,
+                 queries: InMemoryTextFeatures | PrecomputedQueryFeatures,
                  device: torch.device, k_videos: int = 100, nms_threshold: float = 0.7):
         self.checkpoint, self.dataset, self.index, self.queries = ckpt, dataset, index, queries
         self.family, self.model = ckpt.family, ckpt.model.to(device).eval()
@@ -93,7 +93,7 @@ class Searcher:
         out: list[list[Hit]] = []
         for s in range(0, len(texts), batch_size):
             chunk = list(texts[s: s + batch_size])
-            feats = [self.queries.get(f"q{s + i}", t) for i, t in enumerate(chunk)]
+            feats = self.queries.encode_many(chunk)  # one encoder batch per chunk
             tokens, mask = pad_tokens(feats, self.family.max_tokens)
             with self._lock:
                 self.engine.n_moments = k
@@ -118,6 +118,6 @@ def load(checkpoint: str | Path, split: str = "test", device: str = "auto", prog
     cfg = ckpt.train_config
     dataset = open_dataset(cfg.dataset)
     index = load_or_build_index(ckpt, dataset, split, dev, progress)
-    queries: QueryFeatures = (PrecomputedQueryFeatures(dataset.config.query_features)
+    queries = (PrecomputedQueryFeatures(dataset.config.query_features)
                               if dataset.config.query_features else InMemoryTextFeatures(cache_size))
     return Searcher(ckpt, dataset, index, queries, dev, k_videos or cfg.k_videos, cfg.nms_threshold)

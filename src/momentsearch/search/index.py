@@ -85,8 +85,8 @@ class VideoIndex:
         got = self.meta.get("family")
         if got != family:
             raise SearchIndexError(f"this index was built by model family {got!r}, not {family!r}; rebuild it")
-        if fingerprint is not None and self.meta.get("fingerprint") not in (None, fingerprint):
-            raise SearchIndexError("this index was built by another checkpoint of the same family; rebuild it")
+        if fingerprint is not None and self.meta.get("fingerprint") != fingerprint:
+            raise SearchIndexError("this index was built by other weights (another or a newer checkpoint); rebuild it")
 
     def save(self, folder: str | Path) -> Path:
         f = Path(folder)

@@ -71,10 +71,17 @@ class PrecomputedQueryFeatures:
 
     def get(self, query_id: str, text: str) -> np.ndarray:
         if query_id not in self.src:
-            raise QueryError(f"{self.src.path}: the model reads precomputed query features by query id, and "
-                             f"there are none for {query_id!r}: free-text search needs a model trained on "
-                             "MiniLM features (leave dataset.query_features empty)")
+            raise self._no_free_text(repr(query_id))
         return self.src[query_id]
+
+    def encode_many(self, texts: Sequence[str], progress: bool = False) -> list[np.ndarray]:
+        """Free text has no query id: always an error that says why."""
+        raise self._no_free_text(f"the free text {texts[0][:60]!r}" if texts else "free text")
+
+    def _no_free_text(self, what: str) -> QueryError:
+        return QueryError(f"{self.src.path}: the model reads precomputed query features by query id, and "
+                          f"there are none for {what}: free-text search needs a model trained on "
+                          "MiniLM features (leave dataset.query_features empty)")
 
     def close(self) -> None:
         self.src.close()

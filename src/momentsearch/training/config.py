@@ -54,11 +54,4 @@ class TrainConfig:
             raise ValueError("num_workers and num_threads must be >= 0, k_videos >= 1")
 
 
-def with_overrides(cfg: TrainConfig, overrides: dict[str, Any]) -> TrainConfig:
-    """A copy with top-level keys replaced (checked as the YAML is)."""
-    from momentsearch.config import from_dict, to_dict
-
-    return from_dict(TrainConfig, {**to_dict(cfg), **overrides}, "overrides")
-
-
-__all__ = ["TrainConfig", "with_overrides"]
+__all__ = ["TrainConfig"]
