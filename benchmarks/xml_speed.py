@@ -43,7 +43,9 @@ def built(bench: SyntheticBenchmark, settings: object) -> tuple[ModelFamily, tor
     return family, family.build(dims)
 
 
-def train_throughput(bench: SyntheticBenchmark, settings: object, n_batches: int = 8) -> float:
+def train_throughput(bench: SyntheticBenchmark, settings: object, n_batches: int = 8, epoch: int = 0,
+                     batch_size: int = 128) -> float:
+    """Queries per second of training steps at ``epoch`` (the family's ``prepare_epoch`` runs first)."""
     store = bench.features()
     rng = np.random.default_rng(0)
     train = bench.corpus.split("train")
@@ -60,8 +62,9 @@ def train_throughput(bench: SyntheticBenchmark, settings: object, n_batches: int
     opt = family.optimizer(model, 1e-4)
     data = family.batches(TrainingData(sub, store, queries, {v: bench.config.clip_length for v in sub.videos}))
     gen = torch.Generator().manual_seed(0)
-    step = Step(0, gen)  # epoch 0: random in-batch negatives
-    batches = (data.collate(idx) for idx in data.sampler(128, gen))
+    step = Step(epoch, gen)  # XML at epoch 0: random in-batch negatives
+    family.prepare_epoch(model, data, step, CPU)
+    batches = (data.collate(idx) for idx in data.sampler(batch_size, gen))
     b = next(batches)  # warm-up
     loss, _ = family.loss(model, b, step)
     loss.backward()
@@ -76,7 +79,7 @@ def train_throughput(bench: SyntheticBenchmark, settings: object, n_batches: int
     return n / (time.perf_counter() - t)
 
 
-def search_latency(bench: SyntheticBenchmark, settings: object) -> dict[str, float]:
+def search_latency(bench: SyntheticBenchmark, settings: object, k_videos: int = 100) -> dict[str, float]:
     store = bench.features()
     test = bench.corpus.split("test")
     family, model = built(bench, settings)
@@ -88,7 +91,7 @@ def search_latency(bench: SyntheticBenchmark, settings: object) -> dict[str, flo
     queries = CachedTextFeatures(bench.root / "features" / "queries_minilm.h5")
     ms = test.moments[:64 * 4]
     queries.ensure(ms, progress=False)
-    engine = SearchEngine(family.stages(model, index, CPU), index)
+    engine = SearchEngine(family.stages(model, index, CPU), index, k_videos=k_videos)
     feats = [queries.get(m.query_id, m.text) for m in ms]
     max_tokens = family.max_tokens
     out = {"videos": len(index), "index_build_s": build_s, "index_KiB_per_video": index.nbytes / len(index) / 1024}

@@ -4,7 +4,8 @@
 2. on its test split, rank with the annotation oracle, the relevance oracle and a random ranker,
    write each as a TVR submission, evaluate it, and add multi-positive recall (the oracle's
    graded relevance);
-3. train XML with ``configs/xml/demo.yaml`` into ``OUT/xml`` (resumes if interrupted), evaluate
+3. train XML with ``configs/xml/demo.yaml`` into ``OUT/xml`` (``--model minute``: MINUTE with
+   ``configs/minute/demo.yaml`` into ``OUT/minute``; resumes if interrupted), evaluate
    its best checkpoint on the test split, and run example searches next to their ground truth;
 4. print the table and write ``OUT/report/{metrics.json, metrics.md, recall_curves.png,
    examples.md}`` (the training curves are in ``OUT/xml/training_curves.png``).
@@ -27,6 +28,7 @@ from momentsearch.evaluation.predictions import RankedMoments
 from momentsearch.evaluation.recall import GroundTruth, align, task_first_hits
 from momentsearch.evaluation.ndcg import ranked_ndcg
 from momentsearch.evaluation.report import flatten, markdown_table, mmss, plot_recall_curves, print_table
+from momentsearch.errors import ConfigError
 from momentsearch.fileio import atomic_open, write_json
 from momentsearch.search.baselines import annotation_oracle, random_ranker, relevance_oracle
 
@@ -36,6 +38,7 @@ COLUMNS = [
     "MP-VCMR 0.5-r1", "MP-VCMR 0.5-r10", "MP-VR r1", "MP-VR r10", "nDCG VR", "nDCG VCMR 0.5",
 ]
 KS = list(range(1, 101))
+MODELS = {"xml": "XML", "minute": "MINUTE"}  # families with a configs/<name>/demo.yaml
 
 
 def _benchmark(out: Path, preset: str) -> SyntheticBenchmark:
@@ -89,7 +92,9 @@ def reference_rows(bench: SyntheticBenchmark, test: Corpus, report: Path,
     return rows
 
 
-def run_demo(out: Path, preset: str = "default", train: bool = True) -> dict[str, dict[str, float]]:
+def run_demo(out: Path, preset: str = "default", train: bool = True, model: str = "xml") -> dict[str, dict[str, float]]:
+    if model not in MODELS:
+        raise ConfigError(f"demo --model must be one of {sorted(MODELS)}, got {model!r}")
     t0 = time.time()
     bench = _benchmark(out, preset)
     test = bench.corpus.split("test")
@@ -103,19 +108,20 @@ def run_demo(out: Path, preset: str = "default", train: bool = True) -> dict[str
         from momentsearch.api import EVAL_COLUMNS, evaluate
         from momentsearch.api import train as train_model
 
+        label = MODELS[model]
         t1 = time.time()
-        trainer = train_model(CONFIG_DIR / "xml" / "demo.yaml",
-                              {"dataset": {"benchmark": str(out / "benchmark")}, "out_dir": str(out / "xml")})
-        timings["XML training"] = time.time() - t1
+        trainer = train_model(CONFIG_DIR / model / "demo.yaml",
+                              {"dataset": {"benchmark": str(out / "benchmark")}, "out_dir": str(out / model)})
+        timings[f"{label} training"] = time.time() - t1
         t1 = time.time()
         ckpt = trainer.ckpt_dir / "best.pt"
-        ev = evaluate(ckpt, "test", out / "xml" / "eval_test")
-        xml_row, ranked = ev.row, ev.ranked
-        print_table({"XML": xml_row}, EVAL_COLUMNS, title="XML, split test")
-        timings["XML evaluation"] = time.time() - t1
-        rows = {"XML (trained here)": xml_row, **rows}
-        _curves(curves, "XML (trained here)", ranked, GroundTruth.from_corpus(test, ranked["VCMR"].video_ids))
-        examples = example_searches(bench, test, ranked["VCMR"])
+        ev = evaluate(ckpt, "test", out / model / "eval_test")
+        row, ranked = ev.row, ev.ranked
+        print_table({label: row}, EVAL_COLUMNS, title=f"{label}, split test")
+        timings[f"{label} evaluation"] = time.time() - t1
+        rows = {f"{label} (trained here)": row, **rows}
+        _curves(curves, f"{label} (trained here)", ranked, GroundTruth.from_corpus(test, ranked["VCMR"].video_ids))
+        examples = example_searches(bench, test, ranked["VCMR"], label=label)
     print_table(rows, COLUMNS, title=f"synthetic '{preset}' test split: standard metrics and multi-positive (MP)")
     write_json(report / "metrics.json", {"preset": preset, "n_queries": len(test), "n_videos": len(test.videos),
                                          "rows": rows, "seconds": timings})
@@ -135,13 +141,14 @@ def run_demo(out: Path, preset: str = "default", train: bool = True) -> dict[str
     return rows
 
 
-def example_searches(bench: SyntheticBenchmark, test: Corpus, vcmr: RankedMoments, n: int = 5) -> str:
-    """A few test queries with XML's top 3 moments, the ground truth and the oracle's grade of each."""
+def example_searches(bench: SyntheticBenchmark, test: Corpus, vcmr: RankedMoments, n: int = 5,
+                     label: str = "XML") -> str:
+    """A few test queries with the model's top 3 moments, the ground truth and the oracle's grade of each."""
     oracle = bench.oracle("test")
     rows = vcmr.row_of()
     rng = np.random.default_rng(0)
     picks = rng.choice(len(test.moments), size=min(n, len(test.moments)), replace=False)
-    lines = ["# Example searches (XML, test split)\n"]
+    lines = [f"# Example searches ({label}, test split)\n"]
     for i in picks:
         m = test.moments[int(i)]
         st, ed = m.span

@@ -2,7 +2,8 @@
 
 An experiment YAML (``configs/experiments/``) names a synthetic preset, a base training config,
 the relevance tables the conditions need (computed once per benchmark), the seeds, and the
-conditions — each a set of overrides of the base config. Every (condition, seed) run trains,
+conditions — each a set of overrides of the base config (or, with ``train:``, of another base
+config: another model family). Every (condition, seed) run trains,
 evaluates its best checkpoint on the test split and writes ``result.json``; a run whose result
 exists is not redone, so an interrupted experiment resumes where it stopped (and a run stopped
 mid-training resumes from its ``last.pt``). The results are aggregated into ``results.json``,
@@ -44,7 +45,7 @@ class TableSpec:
 class ExperimentConfig:
     name: str
     preset: str  # a synthetic preset name or YAML path
-    train: str  # a base XMLTrainConfig YAML (relative to the repository root)
+    train: str  # the base training config YAML; a condition may name its own with `train:`
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     tables: dict[str, TableSpec] = field(default_factory=dict)
     conditions: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -142,10 +143,11 @@ def run_config(exp: ExperimentConfig, condition: str, seed: int, bench: Path, ta
     (``train_config.json`` inside says what it is)."""
     from momentsearch.training.config import TrainConfig
 
-    base = read_yaml(_resolve(exp.train))
-    base.setdefault("dataset", {"benchmark": str(bench)})
-    base = to_dict(from_dict(TrainConfig, base, exp.train))
     over = copy.deepcopy(exp.conditions[condition] or {})
+    train_yaml = over.pop("train", exp.train)  # a condition may start from another family's base config
+    base = read_yaml(_resolve(train_yaml))
+    base.setdefault("dataset", {"benchmark": str(bench)})
+    base = to_dict(from_dict(TrainConfig, base, train_yaml))
     rel = over.get("model", {}).get("relevance", {})
     if "table" in rel:
         if rel["table"] not in tables:

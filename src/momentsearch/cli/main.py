@@ -227,7 +227,8 @@ def experiment_cmd(
 def demo_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Run folder (benchmark, model, report).")] = Path("runs/demo"),
     preset: Annotated[str, typer.Option("--preset", "-p", help="Synthetic preset.")] = "default",
-    train: Annotated[bool, typer.Option(help="Train and evaluate XML (--no-train: reference rankers only).")] = True,
+    train: Annotated[bool, typer.Option(help="Train and evaluate a model (--no-train: reference rankers only).")] = True,
+    model: Annotated[str, typer.Option("--model", "-m", help="Model family to train: xml or minute.")] = "xml",
 ) -> None:
     """The main job: generate the default synthetic corpus, train and evaluate XML next to reference
     rankers, run example searches, write a report with tables and plots."""
@@ -235,7 +236,7 @@ def demo_cmd(
         _require_models()
     from momentsearch.cli.demo import run_demo
 
-    run_demo(out, preset, train)
+    run_demo(out, preset, train, model)
 
 
 def _version(value: bool) -> None:

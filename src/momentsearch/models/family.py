@@ -9,6 +9,7 @@ A family is one folder under ``momentsearch/models/`` that reads like its paper.
 * :meth:`ModelFamily.build`: the network(s), as one ``nn.Module``, for the data's input dims;
 * :meth:`ModelFamily.batches`: a :class:`BatchSource` (a sampler of index lists and a collate);
 * :meth:`ModelFamily.loss`: the loss of one batch, with its named terms (the model owns its loss);
+* :meth:`ModelFamily.prepare_epoch` (optional): a per-epoch schedule (phases, mined negatives);
 * :meth:`ModelFamily.encode_corpus`: a :class:`~momentsearch.search.index.VideoIndex` holding the
   named per-clip (or per-video) arrays of its choosing;
 * :meth:`ModelFamily.stages`: its search stages (a retriever, an optional reranker, a localizer).
@@ -103,6 +104,13 @@ class ModelFamily(ABC):
     # ---- training ----------------------------------------------------------------------------
     @abstractmethod
     def batches(self, data: TrainingData) -> BatchSource: ...
+
+    def prepare_epoch(self, model: nn.Module, batches: Any, step: Step, device: torch.device) -> dict[str, float]:
+        """Called by the trainer before each epoch's batches are drawn (so also at the first epoch
+        after a resume). A family with a schedule sets its batch source up here, e.g. MINUTE's
+        switch from retriever to localizer training and its hard negatives mined with the trained
+        retriever. Random draws use ``step.generator``. Returns named stats for the epoch's log."""
+        return {}
 
     @abstractmethod
     def loss(self, model: nn.Module, batch: Any, step: Step) -> tuple[torch.Tensor, dict[str, float]]:

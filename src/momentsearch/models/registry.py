@@ -13,7 +13,7 @@ from momentsearch.errors import ConfigError
 from momentsearch.models.family import ModelFamily
 
 FAMILIES: dict[str, type[ModelFamily]] = {}
-BUILTIN = ("momentsearch.models.xml",)
+BUILTIN = ("momentsearch.models.xml", "momentsearch.models.minute")
 _loaded = False
 
 

@@ -23,7 +23,7 @@ def rank_split(
     family: ModelFamily, model: nn.Module, corpus: Corpus, store: FeatureStore, queries: QueryFeatures,
     clip_lengths: Mapping[str, float], k_videos: int = 100, nms_threshold: float = 0.7, batch_size: int = 64,
     query_ids: Sequence[str] | None = None, index: VideoIndex | None = None, progress: bool = True,
-    device: torch.device | None = None,
+    device: torch.device | None = None, n_moments: int = 100,
 ) -> tuple[dict[str, RankedMoments], VideoIndex]:
     """{"VCMR", "SVMR", "VR"} rankings for the split's annotated queries (or ``query_ids``)."""
     device = device or torch.device("cpu")
@@ -33,7 +33,8 @@ def rank_split(
     wanted = set(query_ids) if query_ids is not None else None
     ms = [m for m in corpus.moments if m.has_ground_truth and (wanted is None or m.query_id in wanted)]
     queries.ensure(ms, progress=progress)
-    engine = SearchEngine(family.stages(model, index, device), index, k_videos=k_videos, nms_threshold=nms_threshold)
+    engine = SearchEngine(family.stages(model, index, device), index, k_videos=k_videos, nms_threshold=nms_threshold,
+                          n_moments=n_moments)
     vindex = {v: i for i, v in enumerate(index.video_ids)}
     vcmr, vr, svmr = [], [], []
     for s in tqdm(range(0, len(ms), batch_size), desc="searching", unit="batch", disable=not progress):

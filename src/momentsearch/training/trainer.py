@@ -11,7 +11,6 @@ while ``fit`` runs and restored afterwards.
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -116,8 +115,7 @@ class Trainer:
         self.start_epoch = state["epoch"] + 1
         return True
 
-    def _batches(self, gen: torch.Generator) -> Iterator[Any]:
-        idx_lists = list(self.train_data.sampler(self.cfg.batch_size, gen))
+    def _batches(self, idx_lists: list[list[int]]) -> Iterator[Any]:
         if self.cfg.num_workers == 0 and self.device.type == "cpu":
             return (self.train_data.collate(idx) for idx in idx_lists)
         loader = torch.utils.data.DataLoader(
@@ -133,12 +131,14 @@ class Trainer:
         gen = torch.Generator().manual_seed(cfg.seed * 100_003 + epoch)
         torch.manual_seed(cfg.seed * 100_003 + epoch)  # dropout
         step = Step(epoch, gen)
+        t0 = time.perf_counter()
+        prepared = self.family.prepare_epoch(self.model, self.train_data, step, self.device)
+        self.model.train()
         sums: dict[str, float] = {}
         n = 0
-        t0 = time.perf_counter()
-        total = math.ceil(len(self.train_data) / cfg.batch_size)
-        bar = tqdm(self._batches(gen), total=total, desc=f"epoch {epoch + 1}/{cfg.epochs}", unit="batch",
-                   disable=not self.progress, leave=False)
+        idx_lists = list(self.train_data.sampler(cfg.batch_size, gen))
+        bar = tqdm(self._batches(idx_lists), total=len(idx_lists), desc=f"epoch {epoch + 1}/{cfg.epochs}",
+                   unit="batch", disable=not self.progress, leave=False)
         for batch in bar:
             batch = batch.to(self.device, non_blocking=True)
             with autocast(self.device, self.amp):
@@ -157,7 +157,8 @@ class Trainer:
             n += size
             bar.set_postfix(loss=f"{parts['loss']:.4f}")
         seconds = time.perf_counter() - t0
-        return {**{k: v / n for k, v in sums.items()}, "train_seconds": seconds, "queries_per_second": n / seconds}
+        return {**{k: v / n for k, v in sums.items()}, **prepared, "train_seconds": seconds,
+                "queries_per_second": n / seconds}
 
     def validate(self) -> dict[str, dict[str, float]]:
         ranked, _ = rank_split(self.family, self.model, self.val_corpus, self.store, self.queries,
@@ -188,7 +189,8 @@ class Trainer:
                                 self.history)
             if self.progress:
                 terms = ", ".join(f"{k} {v:.4f}" for k, v in stats.items() if k.startswith("loss_"))
-                print(f"epoch {epoch + 1}: loss {stats['loss']:.4f} ({terms}), val VCMR 0.5-r10 "
+                print(f"epoch {epoch + 1}: loss {stats['loss']:.4f} ({terms}), val VCMR 0.5-r1 "
+                      f"{metrics['VCMR']['0.5-r1']:.2f}, 0.5-r10 "
                       f"{metrics['VCMR']['0.5-r10']:.2f}, VR r10 {metrics['VR']['r10']:.2f}, "
                       f"{stats['queries_per_second']:.0f} queries/s", flush=True)
             write_json(self.out / "history.json", self.history)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -14,11 +14,12 @@ from momentsearch.data.corpus import Corpus, Moment
 from momentsearch.data.features import FeatureStore
 from momentsearch.errors import ConfigError, DatasetError
 from momentsearch.losses.localization import span_to_clip_indices
+from momentsearch.models.layers import TensorBatch
 from momentsearch.text.queries import QueryFeatures
 
 
 @dataclass
-class Batch:
+class Batch(TensorBatch):
     query_ids: list[str]
     video_ids: list[str]
     tokens: torch.Tensor  # (B, L, D_q)
@@ -31,22 +32,6 @@ class Batch:
     same_video: torch.Tensor  # (B, B) bool: row and column hold the same video
     pairs: torch.Tensor | None = None  # (B, B) bool: item j potentially relevant to query i (other video)
     conf: torch.Tensor | None = None  # (B, B) float: its confidence C (or relevance S), 0 off the pairs
-
-    def _map(self, fn: object) -> Batch:
-        def conv(v: object) -> object:
-            if isinstance(v, torch.Tensor):
-                return fn(v)  # type: ignore[operator]
-            if isinstance(v, list) and v and isinstance(v[0], torch.Tensor):
-                return [fn(x) for x in v]  # type: ignore[operator]
-            return v
-
-        return replace(self, **{f.name: conv(getattr(self, f.name)) for f in fields(self)})
-
-    def to(self, device: torch.device, non_blocking: bool = False) -> Batch:
-        return self if device.type == "cpu" else self._map(lambda t: t.to(device, non_blocking=non_blocking))
-
-    def pin_memory(self) -> Batch:  # called by a DataLoader with pin_memory=True
-        return self._map(lambda t: t.pin_memory())
 
 
 class MomentBatches:

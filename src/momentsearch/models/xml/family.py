@@ -9,7 +9,13 @@ from torch import nn
 
 from momentsearch.data.corpus import Video
 from momentsearch.data.features import FeatureStore
-from momentsearch.models.family import BatchSource, InputDims, ModelFamily, Step, TrainingData
+from momentsearch.models.family import (
+    BatchSource,
+    InputDims,
+    ModelFamily,
+    Step,
+    TrainingData,
+)
 from momentsearch.models.registry import register
 from momentsearch.models.xml.batches import Batch, MomentBatches
 from momentsearch.models.xml.config import XMLConfig

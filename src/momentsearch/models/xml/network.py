@@ -26,37 +26,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from momentsearch.models.layers import (
+    NEG_INF,
+    LinearLayer,
+    PositionalEncoding,
+    bert_init,
+    modular_pooling,
+    transformer_layer,
+)
 from momentsearch.models.xml.config import XMLConfig
 
-NEG_INF = -1e10
-
-
-class LinearLayer(nn.Sequential):
-    """LayerNorm -> Dropout -> Linear -> ReLU (XML's input projection)."""
-
-    def __init__(self, d_in: int, d_out: int, dropout: float):
-        super().__init__(nn.LayerNorm(d_in), nn.Dropout(dropout), nn.Linear(d_in, d_out), nn.ReLU())
-
-
-class PositionalEncoding(nn.Module):
-    """Trainable position embeddings added to (N, T, d), then LayerNorm and dropout."""
-
-    def __init__(self, max_len: int, d: int, dropout: float):
-        super().__init__()
-        self.emb = nn.Embedding(max_len, d)
-        self.norm = nn.LayerNorm(d)
-        self.drop = nn.Dropout(dropout)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape[1] > self.emb.num_embeddings:
-            raise ValueError(f"sequence of {x.shape[1]} exceeds max length {self.emb.num_embeddings}")
-        pos = torch.arange(x.shape[1], device=x.device)
-        return self.drop(self.norm(x + self.emb(pos)[None]))
-
-
-def transformer_layer(d: int, heads: int, dropout: float) -> nn.TransformerEncoderLayer:
-    return nn.TransformerEncoderLayer(d, heads, dim_feedforward=d, dropout=dropout, batch_first=True)
-
+__all__ = ["NEG_INF", "XML", "CrossAttention", "LinearLayer", "PositionalEncoding", "transformer_layer"]
 
 class CrossAttention(nn.Module):
     """x attends to y (padding of y masked), with a residual connection and LayerNorm."""
@@ -95,23 +75,14 @@ class XML(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        for m in self.modules():
-            if isinstance(m, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(m.weight, 0.0, self.cfg.init_std)
-                if isinstance(m, nn.Linear) and m.bias is not None:
-                    nn.init.zeros_(m.bias)
-            elif isinstance(m, nn.LayerNorm):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
+        bert_init(self, self.cfg.init_std)
 
     # ---- encoders -----------------------------------------------------------------------------
     def encode_queries(self, tokens: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
         """tokens (B, L, D_q), token_mask (B, L) bool (True = real) -> q (B, S, d)."""
         x = self.query_pos(self.query_input(tokens))
         x = self.query_encoder(x, src_key_padding_mask=~token_mask)
-        att = self.modular(x).masked_fill(~token_mask[..., None], NEG_INF)  # (B, L, S)
-        att = att.softmax(dim=1)
-        return torch.einsum("bls,bld->bsd", att, x)
+        return modular_pooling(self.modular(x), x, token_mask)
 
     def encode_videos(
         self, streams: list[torch.Tensor], clip_mask: torch.Tensor

@@ -7,13 +7,13 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from tqdm import tqdm
 
 from momentsearch.data.batching import load_video_batch
 from momentsearch.data.corpus import Video
 from momentsearch.data.features import FeatureStore
 from momentsearch.models.xml.network import XML
+from momentsearch.search.clipmax import ClipMaxRetriever
 from momentsearch.search.index import VideoIndex, concat_ragged
 
 
@@ -42,29 +42,12 @@ def encode_corpus(model: XML, store: FeatureStore, videos: Sequence[Video], clip
                       {"h1": h1_all, "h2": h2_all})
 
 
-class XMLRetriever:
+class XMLRetriever(ClipMaxRetriever):
     """Eq. 1 over an index: max over each video's clips of cos(q_s, H1), averaged over streams."""
 
     def __init__(self, model: XML, index: VideoIndex, device: torch.device | None = None, chunk_clips: int = 200_000):
         self.model = model.eval()
-        self.index = index
-        self.device = device or torch.device("cpu")
-        self.chunk = chunk_clips
-        self._h1n: list[torch.Tensor] | None = None
-
-    def _normalized(self) -> list[torch.Tensor]:
-        if self._h1n is None:
-            h1 = self.index.array("h1")
-            self._h1n = [F.normalize(torch.from_numpy(np.array(h1[s: s + self.chunk], np.float32)).to(self.device), dim=-1)
-                         for s in range(0, h1.shape[0], self.chunk)]  # a copy: the index may be a read-only memory map
-        return self._h1n
-
-    @torch.no_grad()
-    def score_videos(self, tokens: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
-        q = F.normalize(self.model.encode_queries(tokens.to(self.device), token_mask.to(self.device)), dim=-1)
-        cos = torch.cat([torch.einsum("bsd,nsd->bns", q, h) for h in self._normalized()], dim=1)  # (B, N, S)
-        per_video = np.maximum.reduceat(cos.cpu().numpy(), self.index.offsets[:-1], axis=1)  # (B, V, S)
-        return torch.from_numpy(per_video).mean(-1)
+        super().__init__(model.encode_queries, index, "h1", cosine=True, device=device, chunk_clips=chunk_clips)
 
 
 class XMLLocalizer:

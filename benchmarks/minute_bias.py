@@ -1,0 +1,190 @@
+"""MINUTE's moment-prediction-bias analysis (Hou et al., Figs. 1 and 5) and its side-by-side table.
+
+For every seed of the experiment's XML and MINUTE conditions: rank the test split with the best
+checkpoint over the top 100 retrieved videos (all their candidate moments kept), MINUTE once with
+its Shared-Norm scoring (Eq. 13) and once with the earlier two-stage scoring (Eqs. 5-7) on the
+same weights, then
+
+* VCMR R@1 / R@10 (tIoU 0.5, 0.7) keeping only the moments of the top-K videos, K = 1 .. 100,
+  beside VR R@K;
+* the distribution of the retrieval rank of the video each top-1 moment comes from.
+
+    python benchmarks/minute_bias.py configs/experiments/minute_vs_xml.yaml
+
+prints the tables and writes bias.json / bias.md into the experiment's folder and the PNG plots
+into docs/figures/ (``--figures``). Mean +- std over seeds; differences paired by seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from momentsearch.cli.experiment import ExperimentConfig, prepare, run_config  # noqa: E402
+from momentsearch.config import load_yaml_config  # noqa: E402
+from momentsearch.data.dataset import open_dataset  # noqa: E402
+from momentsearch.evaluation.bias import bin_labels, recall_by_k_videos, top1_video_ranks  # noqa: E402
+from momentsearch.evaluation.recall import GroundTruth  # noqa: E402
+from momentsearch.fileio import atomic_open, write_json  # noqa: E402
+from momentsearch.search.run import rank_split  # noqa: E402
+from momentsearch.text.queries import dataset_query_features  # noqa: E402
+from momentsearch.training.checkpoint import load_checkpoint  # noqa: E402
+from momentsearch.training.device import torch_settings  # noqa: E402
+
+KS = [1, 2, 3, 5, 10, 20, 50, 100]
+
+
+def analyse(ckpt: Path, split: str, scorings: list[str], max_queries: int) -> dict[str, dict[str, object]]:
+    loaded = load_checkpoint(ckpt)
+    ds = open_dataset(loaded.train_config.dataset)
+    store = ds.features()
+    queries = dataset_query_features(ds.config.query_features, ds.config.query_cache)
+    corpus = ds.split(split)
+    ids = sorted(m.query_id for m in corpus.moments if m.has_ground_truth)
+    if max_queries and len(ids) > max_queries:  # the same random subset for every run
+        keep = set(np.random.default_rng(0).choice(ids, max_queries, replace=False).tolist())
+        corpus = corpus.with_moments([m for m in corpus.moments if m.query_id in keep])
+    out: dict[str, dict[str, object]] = {}
+    index = None
+    for scoring in scorings:
+        family = loaded.family
+        if scoring:
+            family = type(family)(dataclasses.replace(family.cfg, scoring=scoring))
+        ranked, index = rank_split(family, loaded.model, corpus, store, queries, ds.clip_lengths(corpus), k_videos=100,
+                                   nms_threshold=loaded.train_config.nms_threshold, n_moments=2000, index=index,
+                                   progress=False)
+        gt = GroundTruth.from_corpus(corpus, ranked["VCMR"].video_ids)
+        out[scoring or "default"] = {"recall": recall_by_k_videos(ranked["VCMR"], ranked["VR"], gt, KS),
+                                     "ranks": top1_video_ranks(ranked["VCMR"], ranked["VR"], gt)}
+    return out
+
+
+def mean_std(rows: list[list[float]]) -> tuple[np.ndarray, np.ndarray]:
+    a = np.array(rows)
+    return a.mean(0), a.std(0, ddof=1) if len(a) > 1 else np.zeros(a.shape[1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("experiment", type=Path)
+    ap.add_argument("--xml", default="XML", help="the XML condition")
+    ap.add_argument("--minute", default="MINUTE", help="the MINUTE condition")
+    ap.add_argument("--figures", type=Path, default=ROOT / "docs" / "figures")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--max-queries", type=int, default=400,
+                    help="a fixed random subset of the test queries (0: all); the localizer reads 100 videos per query")
+    args = ap.parse_args()
+    exp = load_yaml_config(ExperimentConfig, args.experiment)
+    out = Path(exp.out_dir) if exp.out_dir else Path("runs/experiments") / exp.name
+    bench, tables = prepare(exp)
+    runs_dir = Path(exp.runs_dir) if exp.runs_dir else Path("runs/experiments/runs") / bench.name
+    systems = {"XML": (args.xml, [""]), "MINUTE": (args.minute, ["shared_norm", "two_stage"])}
+    per_seed: dict[str, list[dict[str, object]]] = {}
+    cache = out / "bias_runs"
+    with torch_settings(args.threads, False, None):
+        for label, (cond, scorings) in systems.items():
+            for seed in exp.seeds:
+                d = run_config(exp, cond, seed, bench, tables, runs_dir)
+                ckpt = Path(d["out_dir"]) / "checkpoints" / "best.pt"
+                done = cache / f"{label}_seed{seed}.json"
+                if done.exists():
+                    res = json.loads(done.read_text())
+                else:
+                    print(f"{label} seed {seed}: {ckpt}", flush=True)
+                    res = analyse(ckpt, exp.eval_split, scorings, args.max_queries)
+                    write_json(done, res)
+                for scoring, r in res.items():
+                    name = label if scoring == "default" else f"{label} ({'Shared-Norm, Eq. 13' if scoring == 'shared_norm' else 'two-stage, Eqs. 5-7'})"
+                    per_seed.setdefault(name, []).append(r)
+    report(per_seed, out, args.figures, exp.name)
+
+
+def report(per_seed: dict[str, list[dict[str, object]]], out: Path, figures: Path, name: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summary: dict[str, object] = {"ks": KS, "rank_bins": bin_labels(), "systems": {}}
+    lines = [f"# Moment prediction bias ({name}, test split, mean ± std over {len(next(iter(per_seed.values())))} seeds)\n",
+             "VCMR recall keeping only the moments of the top-K retrieved videos, and VR R@K.\n"]
+    metrics = ["VR r@K", "VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.7-r1"]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 4))
+    for sys_name, runs in per_seed.items():
+        entry: dict[str, object] = {}
+        for m in metrics:
+            mu, sd = mean_std([r["recall"][m] for r in runs])  # type: ignore[index]
+            entry[m] = {"mean": mu.round(2).tolist(), "std": sd.round(2).tolist()}
+            ax = axes[metrics.index(m)]
+            ax.errorbar(KS, mu, yerr=sd, marker="o", capsize=3, label=sys_name)
+            ax.set_xscale("log")
+            ax.set_title(m if m != "VR r@K" else "VR R@K")
+            ax.set_xlabel("K retrieved videos")
+        for kind in ("top-1 moment's video", "correct video"):
+            mu, sd = mean_std([r["ranks"][kind] for r in runs])  # type: ignore[index]
+            entry[kind] = {"mean": mu.round(2).tolist(), "std": sd.round(2).tolist()}
+        summary["systems"][sys_name] = entry  # type: ignore[index]
+    axes[0].set_ylabel("recall (%)")
+    axes[-1].legend(fontsize=8)
+    fig.tight_layout()
+    figures.mkdir(parents=True, exist_ok=True)
+    fig.savefig(figures / "minute_bias_recall_by_k.png", dpi=110)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(8, 4))
+    labels = bin_labels()
+    names = list(per_seed)
+    width = 0.8 / (len(names) + 1)
+    for i, sys_name in enumerate(names):
+        ax.bar(np.arange(len(labels)) + i * width, summary["systems"][sys_name]["top-1 moment's video"]["mean"],  # type: ignore[index]
+               width, label=f"{sys_name}: top-1 moment's video")
+    ax.bar(np.arange(len(labels)) + len(names) * width, summary["systems"][names[0]]["correct video"]["mean"],  # type: ignore[index]
+           width, label=f"{names[0]}: correct video", color="grey")
+    ax.set_xticks(np.arange(len(labels)) + 0.4 - width / 2, labels)
+    ax.set_xlabel("retrieval rank of the video")
+    ax.set_ylabel("% of queries")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(figures / "minute_bias_top1_rank.png", dpi=110)
+    plt.close(fig)
+    for m in metrics:
+        lines.append(f"\n**{m}**\n\n| system | " + " | ".join(f"K={k}" for k in KS) + " |\n|---|" + "---|" * len(KS))
+        for sys_name in per_seed:
+            e = summary["systems"][sys_name][m]  # type: ignore[index]
+            lines.append(f"| {sys_name} | " + " | ".join(f"{a:.2f} ± {b:.2f}" for a, b in zip(e["mean"], e["std"], strict=True)) + " |")
+    lines.append("\n**Retrieval rank of the video of the top-1 moment (% of queries, K = 100)**\n\n| system | "
+                 + " | ".join(labels) + " |\n|---|" + "---|" * len(labels))
+    for sys_name in per_seed:
+        e = summary["systems"][sys_name]["top-1 moment's video"]  # type: ignore[index]
+        lines.append(f"| {sys_name} | " + " | ".join(f"{a:.1f}" for a in e["mean"]) + " |")
+    e = summary["systems"][names[0]]["correct video"]  # type: ignore[index]
+    lines.append(f"| (correct video, {names[0]}'s retrieval) | " + " | ".join(f"{a:.1f}" for a in e["mean"]) + " |")
+    paired = paired_gain(per_seed)
+    summary["paired"] = paired
+    lines.append("\n**Paired by seed: VCMR 0.5-r1 at K = 100 minus at K = 1 (does recall rise with K?)**\n")
+    for sys_name, (mu, sd) in paired.items():
+        lines.append(f"- {sys_name}: {mu:+.2f} ± {sd:.2f}")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    write_json(out / "bias.json", summary)
+    with atomic_open(out / "bias.md") as fh:
+        fh.write(text)
+
+
+def paired_gain(per_seed: dict[str, list[dict[str, object]]]) -> dict[str, tuple[float, float]]:
+    out = {}
+    for sys_name, runs in per_seed.items():
+        d = [r["recall"]["VCMR 0.5-r1"][-1] - r["recall"]["VCMR 0.5-r1"][0] for r in runs]  # type: ignore[index]
+        out[sys_name] = (float(np.mean(d)), float(np.std(d, ddof=1)) if len(d) > 1 else 0.0)
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""Layers and batch plumbing that more than one family uses (XML, MINUTE): defined once here."""
+
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from typing import Any, TypeVar
+
+import torch
+from torch import nn
+
+NEG_INF = -1e10  # fill for padded positions before a softmax or a max
+
+T = TypeVar("T", bound="TensorBatch")
+
+
+class LinearLayer(nn.Sequential):
+    """LayerNorm -> Dropout -> Linear -> ReLU (XML's input projection)."""
+
+    def __init__(self, d_in: int, d_out: int, dropout: float):
+        super().__init__(nn.LayerNorm(d_in), nn.Dropout(dropout), nn.Linear(d_in, d_out), nn.ReLU())
+
+
+class PositionalEncoding(nn.Module):
+    """Trainable position embeddings added to (N, T, d), then LayerNorm and dropout."""
+
+    def __init__(self, max_len: int, d: int, dropout: float):
+        super().__init__()
+        self.emb = nn.Embedding(max_len, d)
+        self.norm = nn.LayerNorm(d)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[1] > self.emb.num_embeddings:
+            raise ValueError(f"sequence of {x.shape[1]} exceeds max length {self.emb.num_embeddings}")
+        pos = torch.arange(x.shape[1], device=x.device)
+        return self.drop(self.norm(x + self.emb(pos)[None]))
+
+
+def transformer_layer(d: int, heads: int, dropout: float) -> nn.TransformerEncoderLayer:
+    return nn.TransformerEncoderLayer(d, heads, dim_feedforward=d, dropout=dropout, batch_first=True)
+
+
+def modular_pooling(scores: torch.Tensor, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Modular (learned attention) pooling (XML; MINUTE Eq. 14): scores (B, L, S) = W_c x over tokens
+    x (B, L, d) with mask (B, L) True = real -> one vector per head, (B, S, d)."""
+    att = scores.masked_fill(~mask[..., None], NEG_INF).softmax(dim=1)
+    return torch.einsum("bls,bld->bsd", att, x)
+
+
+def bert_init(module: nn.Module, std: float) -> None:
+    """Weights as BERT's (and XML's reference code): normal(0, std), zero biases, unit LayerNorms."""
+    for m in module.modules():
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, 0.0, std)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.LayerNorm):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+
+
+class TensorBatch:
+    """Mixin for a dataclass batch: ``to(device)`` and ``pin_memory()`` over its tensors (and lists of them)."""
+
+    def _map(self: T, fn: Any) -> T:
+        def conv(v: object) -> object:
+            if isinstance(v, torch.Tensor):
+                return fn(v)
+            if isinstance(v, list) and v and isinstance(v[0], torch.Tensor):
+                return [fn(x) for x in v]
+            return v
+
+        return replace(self, **{f.name: conv(getattr(self, f.name)) for f in fields(self)})  # type: ignore[arg-type]
+
+    def to(self: T, device: torch.device, non_blocking: bool = False) -> T:
+        return self if device.type == "cpu" else self._map(lambda t: t.to(device, non_blocking=non_blocking))
+
+    def pin_memory(self: T) -> T:  # called by a DataLoader with pin_memory=True
+        return self._map(lambda t: t.pin_memory())

@@ -1,0 +1,124 @@
+"""MINUTE's search stages (Sec. 4.1): the corpus is encoded once by both video encoders; the
+retriever (Eq. 8) scores every video; the localizer reads the query with each of the top-K videos
+and ranks every moment of the K together:
+
+* ``shared_norm`` (MINUTE): S = S_R + l_st + l_ed (Eq. 13). Up to one constant per query this is
+  log P(m | q, V_K) of Eq. 12, so the scores returned are exp(S - max S), that probability times a
+  per-query constant: comparable across the K videos, and positive.
+* ``two_stage`` (the earlier two-stage scoring, Eqs. 5-7): exp(alpha S_R) P_st P_ed with P
+  normalised within each video, returned likewise as exp(log S - max log S).
+
+Moments outside the length limits [n_min, n_max] clips score 0. Without video scores (SVMR) the
+score is P_st P_ed within the one video. Scores are float64 so that far-ranked moments keep a
+positive score.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from momentsearch.data.batching import load_video_batch
+from momentsearch.data.corpus import Video
+from momentsearch.data.features import FeatureStore
+from momentsearch.models.minute.network import MINUTE
+from momentsearch.search.clipmax import ClipMaxRetriever
+from momentsearch.search.index import VideoIndex, concat_ragged
+
+ARRAYS = ("retr", "loc")  # the retriever's and the localizer's clip representations, (clips, S, d)
+
+
+@torch.no_grad()
+def encode_corpus(model: MINUTE, store: FeatureStore, videos: Sequence[Video], clip_lengths: Mapping[str, float],
+                  device: torch.device, batch_size: int = 64, progress: bool = True,
+                  arrays: Sequence[str] = ARRAYS) -> VideoIndex:
+    was_training = model.training
+    model.eval()
+    cfg = model.cfg
+    encoders = {"retr": model.retriever.video, "loc": model.localizer.video}
+    parts: dict[str, list[np.ndarray]] = {a: [] for a in arrays}
+    for s in tqdm(range(0, len(videos), batch_size), desc="indexing videos", unit="batch", disable=not progress):
+        chunk = videos[s: s + batch_size]
+        streams, mask = load_video_batch(store, [v.video_id for v in chunk], cfg.max_clips, cfg.n_streams == 2)
+        streams, dmask = [x.to(device) for x in streams], mask.to(device)
+        for a in arrays:
+            h = encoders[a](streams, dmask).float().cpu()  # (V, S, T, d)
+            for i in range(len(chunk)):
+                parts[a].append(h[i, :, : int(mask[i].sum())].permute(1, 0, 2).half().numpy())
+    model.train(was_training)
+    joined = {a: concat_ragged(p) for a, p in parts.items()}
+    offsets = next(iter(joined.values()))[1]
+    return VideoIndex([v.video_id for v in videos], np.array([v.duration for v in videos]),
+                      np.array([clip_lengths[v.video_id] for v in videos], np.float64), offsets,
+                      {a: arr for a, (arr, _) in joined.items()})
+
+
+class MinuteRetriever(ClipMaxRetriever):
+    """Eq. 8: mean over streams of the max over clips of the inner product q_c . c_j."""
+
+    def __init__(self, model: MINUTE, index: VideoIndex, device: torch.device | None = None):
+        self.model = model.eval()
+        super().__init__(model.retriever.encode_queries, index, "retr", cosine=False, device=device)
+
+
+class MinuteLocalizer:
+    def __init__(self, model: MINUTE, index: VideoIndex, device: torch.device | None = None,
+                 scoring: str = "shared_norm", alpha: float = 1.0, pairs_per_pass: int = 2048):
+        if scoring not in ("shared_norm", "two_stage"):
+            raise ValueError(f"scoring must be shared_norm or two_stage, got {scoring!r}")
+        self.model = model.eval()
+        self.index = index
+        self.device = device or torch.device("cpu")
+        self.scoring, self.alpha = scoring, alpha
+        self.pairs_per_pass = pairs_per_pass
+
+    @torch.no_grad()
+    def logits(self, tokens: torch.Tensor, token_mask: torch.Tensor, videos: np.ndarray
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """l_st, l_ed (B, K, T) of each query on its K videos, and the clip mask (B, K, T)."""
+        loc = self.model.localizer
+        tokens, token_mask = tokens.to(self.device), token_mask.to(self.device)
+        w, q = loc.query(tokens, token_mask)
+        b, k = videos.shape
+        c, mask = self.index.padded("loc", videos.reshape(-1))  # (B*K, T, S, d)
+        c, mask = c.permute(0, 2, 1, 3).float().to(self.device), mask.to(self.device)
+        qi = torch.arange(b, device=self.device).repeat_interleave(k)
+        st, ed = [], []
+        for s in range(0, b * k, self.pairs_per_pass):
+            sl = slice(s, s + self.pairs_per_pass)
+            o = loc.logits(w[qi[sl]], token_mask[qi[sl]], q[qi[sl]], c[sl], mask[sl])
+            st.append(o[0])
+            ed.append(o[1])
+        t = mask.shape[-1]
+        return torch.cat(st).reshape(b, k, t), torch.cat(ed).reshape(b, k, t), mask.reshape(b, k, t)
+
+    @torch.no_grad()
+    def localize(self, tokens: torch.Tensor, token_mask: torch.Tensor, videos: np.ndarray,
+                 video_scores: torch.Tensor | None = None) -> torch.Tensor:
+        l_st, l_ed, mask = self.logits(tokens, token_mask, videos)
+        return moment_scores(l_st, l_ed, mask, self.model.moment_band(mask.shape[-1], mask.device),
+                             None if video_scores is None else video_scores.to(self.device), self.scoring,
+                             self.alpha).cpu()
+
+
+def moment_scores(l_st: torch.Tensor, l_ed: torch.Tensor, mask: torch.Tensor, band: torch.Tensor,
+                  video_scores: torch.Tensor | None, scoring: str, alpha: float) -> torch.Tensor:
+    """(B, K, T) logits, clip mask, (T, T) length band, S_R (B, K) or None -> (B, K, T, T) float64 scores."""
+    l_st, l_ed = l_st.double(), l_ed.double()
+    allowed = band & mask[..., :, None] & mask[..., None, :]  # (B, K, T, T)
+    if video_scores is None or scoring == "two_stage":  # per-video normalisation (Eq. 7)
+        l_st = l_st.masked_fill(~mask, float("-inf")).log_softmax(-1)
+        l_ed = l_ed.masked_fill(~mask, float("-inf")).log_softmax(-1)
+    log_s = l_st[..., :, None] + l_ed[..., None, :]
+    if video_scores is not None:
+        s_r = video_scores.double()
+        log_s = log_s + (s_r if scoring == "shared_norm" else alpha * s_r)[..., None, None]  # Eq. 13 / Eq. 5
+    log_s = log_s.masked_fill(~allowed, float("-inf"))
+    if video_scores is None:
+        return log_s.exp()  # P_st P_ed in one video
+    b = log_s.shape[0]
+    top = log_s.reshape(b, -1).max(dim=1).values.nan_to_num(0.0, neginf=0.0)
+    return (log_s - top[:, None, None, None]).exp()

@@ -1,0 +1,44 @@
+"""The late-fusion retriever XML and MINUTE share: a video's score is the max over its clips of a
+query-clip similarity, per stream, averaged over streams (XML Eq. 1 with cosine; MINUTE Eq. 8 with
+the inner product). The clips come from a named per-clip array of the index, (clips, S, d)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from momentsearch.search.index import VideoIndex
+
+QueryEncoder = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # tokens, mask -> (B, S, d)
+
+
+class ClipMaxRetriever:
+    """``score_videos(tokens, mask) -> (B, V)``: mean over streams of max over clips of sim(q_s, c_s)."""
+
+    def __init__(self, encode_queries: QueryEncoder, index: VideoIndex, array: str, cosine: bool,
+                 device: torch.device | None = None, chunk_clips: int = 200_000):
+        self.encode_queries = encode_queries
+        self.index, self.array, self.cosine = index, array, cosine
+        self.device = device or torch.device("cpu")
+        self.chunk = chunk_clips
+        self._clips: list[torch.Tensor] | None = None
+
+    def _prepared(self) -> list[torch.Tensor]:
+        if self._clips is None:
+            a = self.index.array(self.array)
+            chunks = [torch.from_numpy(np.array(a[s: s + self.chunk], np.float32)).to(self.device)
+                      for s in range(0, a.shape[0], self.chunk)]  # a copy: the index may be a read-only memory map
+            self._clips = [F.normalize(c, dim=-1) for c in chunks] if self.cosine else chunks
+        return self._clips
+
+    @torch.no_grad()
+    def score_videos(self, tokens: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
+        q = self.encode_queries(tokens.to(self.device), token_mask.to(self.device))
+        if self.cosine:
+            q = F.normalize(q, dim=-1)
+        sim = torch.cat([torch.einsum("bsd,nsd->bns", q.float(), h) for h in self._prepared()], dim=1)  # (B, N, S)
+        per_video = np.maximum.reduceat(sim.cpu().numpy(), self.index.offsets[:-1], axis=1)  # (B, V, S)
+        return torch.from_numpy(per_video).mean(-1)

@@ -1,0 +1,195 @@
+"""MINUTE (Hou et al.): its equations checked by hand, its schedule, and the family end to end."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import momentsearch
+from momentsearch.api import evaluate, train
+from momentsearch.data.dataset import DatasetConfig
+from momentsearch.data.synthetic import SyntheticBenchmark
+from momentsearch.evaluation.recall import evaluate_ranked
+from momentsearch.losses.contrastive import bidirectional_info_nce
+from momentsearch.models.minute import MINUTE, MINUTEConfig
+from momentsearch.models.minute.loss import shared_norm_nll
+from momentsearch.models.minute.network import Retriever
+from momentsearch.models.minute.search import moment_scores
+from momentsearch.models.registry import create_family
+from momentsearch.search.baselines import random_ranker
+from momentsearch.training.checkpoint import load_checkpoint
+from momentsearch.training.config import TrainConfig
+
+
+def test_info_nce_both_directions_by_hand() -> None:
+    s = torch.tensor([[2.0, 0.0, 1.0], [1.0, 3.0, 0.0], [0.0, 1.0, 1.0]])
+    l_v, l_q = bidirectional_info_nce(s)
+    rows = [-(s[i, i] - torch.logsumexp(s[i], 0)) for i in range(3)]
+    cols = [-(s[i, i] - torch.logsumexp(s[:, i], 0)) for i in range(3)]
+    assert l_v.item() == pytest.approx(float(sum(rows)) / 3, abs=1e-6)
+    assert l_q.item() == pytest.approx(float(sum(cols)) / 3, abs=1e-6)
+    # queries 0 and 2 share a video: their cross entries leave both sums (neither positive nor negative)
+    same = torch.tensor([[True, False, True], [False, True, False], [True, False, True]])
+    l_v, _ = bidirectional_info_nce(s, same)
+    want = (-(2 - math.log(math.exp(2) + 1)) - (3 - math.log(math.exp(1) + math.exp(3) + 1))
+            - (1 - math.log(2 * math.exp(1)))) / 3
+    assert l_v.item() == pytest.approx(want, abs=1e-6)
+
+
+def test_shared_norm_nll_normalises_across_videos_and_pushes_negatives_down() -> None:
+    torch.manual_seed(0)
+    l_st = torch.randn(2, 3, 4, requires_grad=True)  # 2 queries, positive + 2 negatives, 4 clips
+    l_ed = torch.randn(2, 3, 4, requires_grad=True)
+    st, ed = torch.tensor([1, 0]), torch.tensor([2, 3])
+    loss = shared_norm_nll(l_st, l_ed, st, ed)
+    want = 0.0
+    for b in range(2):
+        want -= (l_st[b, 0, st[b]] - torch.logsumexp(l_st[b].reshape(-1), 0)).item()
+        want -= (l_ed[b, 0, ed[b]] - torch.logsumexp(l_ed[b].reshape(-1), 0)).item()
+    assert loss.item() == pytest.approx(want / 2, abs=1e-5)
+    loss.backward()
+    p = l_st.detach()[0].reshape(-1).softmax(0).reshape(3, 4)
+    assert torch.allclose(l_st.grad[0, 1:], p[1:] / 2, atol=1e-6)  # d/d(negative logit) = P / B > 0
+    assert l_st.grad[0, 0, 1].item() == pytest.approx((p[0, 1].item() - 1) / 2, abs=1e-6)
+
+
+def test_retriever_score_is_eq8_max_inner_product_averaged_over_streams() -> None:
+    q = torch.tensor([[[1.0, 0.0], [0.0, 2.0]]])  # (B=1, S=2, d=2): q_I, q_s
+    c = torch.tensor([[[[1.0, 1.0], [3.0, 0.0], [9.0, 9.0]],  # images, the third clip is padding
+                       [[0.0, 1.0], [1.0, -1.0], [9.0, 9.0]]]])  # subtitles
+    mask = torch.tensor([[True, True, False]])
+    assert Retriever.video_scores(q, c, mask).item() == pytest.approx((3.0 + 2.0) / 2)
+
+
+def _scores(scoring: str) -> torch.Tensor:
+    l_st = torch.tensor([[[0.0, 0.0, -9.0], [5.0, 0.0, 0.0]]])  # (B=1, K=2, T=3)
+    l_ed = torch.tensor([[[0.0, 0.0, -9.0], [0.0, 5.0, 0.0]]])
+    mask = torch.tensor([[[True, True, False], [True, True, True]]])
+    band = torch.ones(3, 3, dtype=torch.bool).triu()  # st <= ed
+    return moment_scores(l_st, l_ed, mask, band, torch.tensor([[2.0, 0.0]]), scoring, alpha=1.0)
+
+
+def test_shared_norm_scoring_is_eq13_and_two_stage_is_eqs5_to_7() -> None:
+    s = _scores("shared_norm")
+    # Eq. 13: S = S_R + l_st + l_ed; scores are exp(S - max S), so ratios are exp(S differences)
+    top = s.reshape(-1).argmax().item()
+    assert np.unravel_index(top, s.shape)[1:] == (1, 0, 1)  # video 2 (lower S_R), clips 0-1: 0 + 5 + 5 = 10
+    assert s[0, 1, 0, 1].item() == pytest.approx(1.0)
+    assert (s[0, 0, 0, 0] / s[0, 1, 0, 1]).item() == pytest.approx(math.exp((2 + 0 + 0) - 10), rel=1e-9)
+    assert s[0, 1, 1, 0].item() == 0 and s[0, 0, 2, 2].item() == 0  # outside the band, padding
+    t = _scores("two_stage")
+    # Eqs. 5-7: exp(S_R) * P_st * P_ed with P normalised within each video
+    p = torch.tensor([0.0, 0.0]).softmax(0)
+    v1 = math.exp(2) * p[0].item() * p[1].item()
+    p2_st, p2_ed = torch.tensor([5.0, 0, 0]).softmax(0), torch.tensor([0.0, 5, 0]).softmax(0)
+    v2 = math.exp(0) * (p2_st[0] * p2_ed[1]).item()
+    assert (t[0, 0, 0, 1] / t[0, 1, 0, 1]).item() == pytest.approx(v1 / v2, rel=1e-6)
+    assert np.unravel_index(t.reshape(-1).argmax().item(), t.shape)[1] == 0  # the top video wins here
+    svmr = moment_scores(torch.zeros(1, 1, 3), torch.zeros(1, 1, 3), torch.ones(1, 1, 3, dtype=torch.bool),
+                         torch.ones(3, 3, dtype=torch.bool), None, "shared_norm", 1.0)
+    assert svmr.sum().item() == pytest.approx(1.0)  # P_st P_ed in one video
+
+
+def test_clue_mining_weights_are_l2_normalised_query_conditioned_and_switchable() -> None:
+    cfg = MINUTEConfig(hidden=8, n_heads=2, localizer_layers=1).with_inputs(6, 4, 5)
+    model = MINUTE(cfg).eval()
+    loc = model.localizer
+    torch.manual_seed(1)
+    q, c = torch.randn(2, 2, 8), torch.randn(2, 2, 3, 8)
+    p = torch.stack([loc.clue[i](c[:, i]) for i in range(2)], 1) * q[:, :, None]
+    weighted = p / p.norm(dim=-1, keepdim=True) * c
+    want = loc.fuse(weighted.permute(0, 2, 1, 3).reshape(2, 3, 16))
+    assert torch.allclose(loc.clues(q, c), want, atol=1e-6)
+    q2 = q.clone()
+    q2[1] = -q2[1]  # another query weighs the clips differently
+    assert not torch.allclose(loc.clues(q2, c)[1], loc.clues(q, c)[1])
+    plain = MINUTE(MINUTEConfig(hidden=8, n_heads=2, use_mcm=False, use_mmt=False).with_inputs(6, 4, 5))
+    assert plain.localizer.clue is None and plain.localizer.mmt is None
+    assert torch.allclose(plain.localizer.clues(q, c), plain.localizer.fuse(c.permute(0, 2, 1, 3).reshape(2, 3, 16)))
+
+
+def _minute_cfg(bench: Path, out: Path, **model: object) -> TrainConfig:
+    return TrainConfig(dataset=DatasetConfig(benchmark=str(bench)), out_dir=str(out), epochs=9, batch_size=64, lr=2e-3,
+                       val_split="test", k_videos=9, num_threads=2,
+                       model={"name": "minute", "hidden": 64, "retriever_epochs": 6, "localizer_batch_size": 32,
+                              "n_negatives": 2, "negative_pool": 8, "n_max": 20, "localizer_layers": 1, **model})
+
+
+def test_negative_pools_leave_out_the_positive_video_and_draws_are_distinct(tiny_benchmark: Path, tmp_path: Path) -> None:
+    from momentsearch.training.trainer import Trainer
+
+    tr = Trainer(_minute_cfg(tiny_benchmark, tmp_path), progress=False)
+    from momentsearch.models.family import Step
+
+    stats = tr.family.prepare_epoch(tr.model, tr.train_data, Step(6, torch.Generator().manual_seed(0)), tr.device)
+    src = tr.train_data
+    assert "mining_seconds" in stats and src.phase == "localizer" and src.pool.shape == (len(src), 8)
+    assert not (src.pool == src.positive[:, None]).any()
+    assert all(len(set(r)) == 2 and set(r) <= set(p) for r, p in zip(src.negatives, src.pool, strict=True))
+    batch = src.collate([0, 1, 2])
+    assert batch.candidates.shape == (3, 3) and torch.equal(batch.candidates[:, 0], batch.video_col)
+
+
+@pytest.mark.slow
+def test_minute_trains_in_two_phases_resumes_and_searches(tiny_benchmark: Path, tmp_path: Path) -> None:
+    cfg = _minute_cfg(tiny_benchmark, tmp_path / "run")
+    trainer = train(cfg, progress=False)
+    h = trainer.history
+    assert all("loss_retriever" in r for r in h[:6]) and all("loss_localizer" in r for r in h[6:])
+    assert h[5]["loss"] < 0.8 * h[0]["loss"] and h[-1]["loss"] < h[6]["loss"]
+    assert h[-1]["positive_video_mass"] > 1 / 3  # Shared-Norm: more start mass on the positive than chance
+    ckpt = trainer.ckpt_dir / "best.pt"
+    assert load_checkpoint(ckpt).family.name == "minute"
+    ev = evaluate(ckpt, "test", tmp_path / "eval", progress=False)
+    test = SyntheticBenchmark.load(tiny_benchmark).corpus.split("test")
+    rnd = random_ranker(test, seed=0)
+    chance = evaluate_ranked(rnd["VR"], test, ("VR",)) | evaluate_ranked(rnd["VCMR"], test, ("VCMR",))
+    # 9 test videos, 85 queries
+    assert ev.row["VR r1"] >= chance["VR"]["r1"] + 8, (ev.row, chance["VR"])
+    assert ev.row["VCMR 0.5-r10"] >= chance["VCMR"]["0.5-r10"] + 8, (ev.row, chance["VCMR"])
+    hits = momentsearch.load(ckpt).search("a person opens the fridge", k=3)
+    assert len(hits) == 3 and hits[0].score >= hits[1].score and hits[0].video_id in test.videos
+    # interrupted after the first localizer epoch and resumed: the pool is mined again, same weights
+    part = train(_minute_cfg(tiny_benchmark, tmp_path / "part").__class__(
+        **{**cfg.__dict__, "out_dir": str(tmp_path / "part"), "epochs": 7}), progress=False)
+    assert part.history[-1]["epoch"] == 7
+    resumed = train(_minute_cfg(tiny_benchmark, tmp_path / "part"), progress=False)
+    assert [r["epoch"] for r in resumed.history] == list(range(1, 10))
+    full = trainer.model.state_dict()
+    for k, v in resumed.model.state_dict().items():
+        assert torch.equal(v, full[k]), k
+
+
+def test_family_is_registered_with_the_papers_defaults() -> None:
+    fam = create_family({"name": "minute"})
+    c = fam.cfg
+    assert (c.retriever_epochs, c.localizer_batch_size, c.n_negatives, c.negative_pool, c.weight_decay,
+            c.localizer_layers, c.n_max, c.scoring) == (100, 32, 4, 100, 0.01, 3, 24, "shared_norm")
+    with pytest.raises(ValueError, match="scoring must be"):
+        MINUTEConfig(scoring="bogus")
+
+
+def test_bias_analysis_by_hand() -> None:
+    from momentsearch.evaluation.bias import recall_by_k_videos, top1_video_ranks
+    from momentsearch.evaluation.predictions import RankedMoments
+    from momentsearch.evaluation.recall import GroundTruth
+
+    vids = ["a", "b", "c"]
+    gt = GroundTruth(["q1", "q2"], np.array([1, 2]), np.array([[[0.0, 10.0]], [[5.0, 10.0]]]), np.array([1, 1]),
+                     [None, None])
+    # VR: q1 retrieves a, b, c; q2 retrieves c, a, b
+    vr = RankedMoments(["q1", "q2"], vids, np.array([[0, 1, 2], [2, 0, 1]]), np.zeros((2, 3)), np.zeros((2, 3)),
+                       np.ones((2, 3)))
+    # VCMR: q1's top moment is in a (rank 1), the right one in b (rank 2) second; q2's right moment first
+    vcmr = RankedMoments(["q1", "q2"], vids, np.array([[0, 1], [2, 0]]), np.array([[0.0, 0.0], [5.0, 0.0]]),
+                         np.array([[10.0, 10.0], [10.0, 3.0]]), np.ones((2, 2)))
+    r = recall_by_k_videos(vcmr, vr, gt, ks=[1, 2, 3], iou_thresholds=(0.5,), top=(1, 10))
+    assert r["VR r@K"] == [50.0, 100.0, 100.0]
+    assert r["VCMR 0.5-r1"] == [50.0, 50.0, 50.0]  # q2 only: q1's top moment is in the wrong video
+    assert r["VCMR 0.5-r10"] == [50.0, 100.0, 100.0]  # q1's hit needs b, retrieved second
+    h = top1_video_ranks(vcmr, vr, gt)
+    assert h["top-1 moment's video"][:2] == [100.0, 0.0] and h["correct video"][:2] == [50.0, 50.0]
