@@ -145,8 +145,9 @@ class MINUTE(nn.Module):
             raise ValueError("MINUTEConfig.visual_dim and query_dim must be set (> 0); use cfg.with_inputs(...)")
         self.cfg = cfg
         self.retriever = Retriever(cfg)
+        bert_init(self.retriever, cfg.init_std)  # before the localizer draws: its ablations leave the retriever as is
         self.localizer = Localizer(cfg)
-        bert_init(self, cfg.init_std)
+        bert_init(self.localizer, cfg.init_std)
 
     def moment_band(self, t: int, device: torch.device) -> torch.Tensor:
         """(T, T) bool: n_min <= ed - st + 1 <= n_max clips (the moment-length limits of Sec. 5.3)."""
