@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from momentsearch.data.features import FeatureStore
-from momentsearch.errors import FeatureError
+from momentsearch.data.corpus import Corpus, Moment
+from momentsearch.errors import DatasetError, FeatureError
+
+if TYPE_CHECKING:
+    from momentsearch.text.queries import QueryFeatures
 
 
 def pad_tokens(feats: Sequence[np.ndarray], max_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -20,6 +25,28 @@ def pad_tokens(feats: Sequence[np.ndarray], max_tokens: int) -> tuple[torch.Tens
         out[i, :k] = torch.from_numpy(np.asarray(f[:k], np.float32))
         mask[i, :k] = True
     return out, mask
+
+
+def batches_of(order: Sequence[int], batch_size: int) -> Iterator[list[int]]:
+    """``order`` cut into consecutive batches of ``batch_size``; a last batch of one is dropped
+    (in-batch negatives need two)."""
+    for s in range(0, len(order) - 1, batch_size):
+        idx = list(order[s: s + batch_size])
+        if len(idx) >= 2:
+            yield idx
+
+
+def annotated_moments(corpus: Corpus, store: FeatureStore, queries: QueryFeatures
+                      ) -> tuple[list[Moment], list[np.ndarray], dict[str, int]]:
+    """A split's moments with ground truth, their fp16 query token features, and the clip count of
+    each of their videos: what every family's training batches start from."""
+    moments = [m for m in corpus.moments if m.has_ground_truth]
+    if not moments:
+        raise DatasetError(f"{corpus.name}: no annotated moments to train on")
+    queries.ensure(moments)
+    tokens = [queries.get(m.query_id, m.text).astype(np.float16) for m in moments]
+    n_clips = {v: len(store[v]) for v in {m.video_id for m in moments}}  # type: ignore[misc]
+    return moments, tokens, n_clips  # type: ignore[return-value]
 
 
 def load_video_batch(

@@ -47,6 +47,13 @@ def modular_pooling(scores: torch.Tensor, x: torch.Tensor, mask: torch.Tensor) -
     return torch.einsum("bls,bld->bsd", att, x)
 
 
+def length_band(t: int, n_min: int, n_max: int, device: torch.device | None = None) -> torch.Tensor:
+    """(T, T) bool over (start clip, end clip): n_min <= ed - st + 1 <= n_max (moment-length limits)."""
+    idx = torch.arange(t, device=device)
+    length = idx[None, :] - idx[:, None] + 1
+    return (length >= n_min) & (length <= n_max)
+
+
 def bert_init(module: nn.Module, std: float) -> None:
     """Weights as BERT's (and XML's reference code): normal(0, std), zero biases, unit LayerNorms."""
     for m in module.modules():

@@ -15,10 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from momentsearch.data.batching import load_video_batch, pad_tokens
-from momentsearch.data.corpus import Corpus, Moment
+from momentsearch.data.batching import annotated_moments, batches_of, load_video_batch, pad_tokens
+from momentsearch.data.corpus import Corpus
 from momentsearch.data.features import FeatureStore
-from momentsearch.errors import DatasetError
 from momentsearch.losses.localization import span_to_clip_indices
 from momentsearch.models.layers import TensorBatch
 from momentsearch.text.queries import QueryFeatures
@@ -46,18 +45,13 @@ class MinuteBatches:
 
     def __init__(self, corpus: Corpus, store: FeatureStore, queries: QueryFeatures, clip_lengths: Mapping[str, float],
                  max_clips: int, max_tokens: int, use_subtitle: bool, localizer_batch_size: int = 0):
-        self.moments: list[Moment] = [m for m in corpus.moments if m.has_ground_truth]
-        if not self.moments:
-            raise DatasetError(f"{corpus.name}: no annotated moments to train on")
+        self.moments, self.tokens, self._n_clips = annotated_moments(corpus, store, queries)
         self.videos = list(corpus.videos.values())  # the videos negatives are mined from
         self.video_pos = {v.video_id: i for i, v in enumerate(self.videos)}
         self.positive = np.array([self.video_pos[m.video_id] for m in self.moments])  # type: ignore[index]
         self.store, self.clip_lengths = store, clip_lengths
         self.max_clips, self.max_tokens, self.use_subtitle = max_clips, max_tokens, use_subtitle
         self.localizer_batch_size = localizer_batch_size
-        queries.ensure(self.moments)
-        self.tokens = [queries.get(m.query_id, m.text).astype(np.float16) for m in self.moments]
-        self._n_clips = {v: len(store[v]) for v in {m.video_id for m in self.moments}}  # type: ignore[misc]
         self.phase = "retriever"
         self.pool: np.ndarray | None = None  # (Q, P) indices into self.videos, best first
         self.negatives: np.ndarray | None = None  # (Q, n) this epoch's draw from the pool
@@ -80,10 +74,7 @@ class MinuteBatches:
         if self.phase == "localizer" and self.localizer_batch_size:
             batch_size = self.localizer_batch_size
         order = torch.randperm(len(self.moments), generator=generator).tolist()
-        for s in range(0, len(order) - 1, batch_size):
-            idx = order[s: s + batch_size]
-            if len(idx) >= 2:
-                yield idx
+        yield from batches_of(order, batch_size)
 
     def collate(self, idx: Sequence[int]) -> MinuteBatch:
         ms = [self.moments[i] for i in idx]

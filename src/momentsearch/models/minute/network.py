@@ -30,6 +30,7 @@ from momentsearch.models.layers import (
     LinearLayer,
     PositionalEncoding,
     bert_init,
+    length_band,
     modular_pooling,
     transformer_layer,
 )
@@ -151,6 +152,4 @@ class MINUTE(nn.Module):
 
     def moment_band(self, t: int, device: torch.device) -> torch.Tensor:
         """(T, T) bool: n_min <= ed - st + 1 <= n_max clips (the moment-length limits of Sec. 5.3)."""
-        idx = torch.arange(t, device=device)
-        length = idx[None, :] - idx[:, None] + 1
-        return (length >= self.cfg.n_min) & (length <= self.cfg.n_max)
+        return length_band(t, self.cfg.n_min, self.cfg.n_max, device)

@@ -9,10 +9,10 @@ import numpy as np
 import torch
 from scipy import sparse
 
-from momentsearch.data.batching import load_video_batch, pad_tokens
-from momentsearch.data.corpus import Corpus, Moment
+from momentsearch.data.batching import annotated_moments, batches_of, load_video_batch, pad_tokens
+from momentsearch.data.corpus import Corpus
 from momentsearch.data.features import FeatureStore
-from momentsearch.errors import ConfigError, DatasetError
+from momentsearch.errors import ConfigError
 from momentsearch.losses.localization import span_to_clip_indices
 from momentsearch.models.layers import TensorBatch
 from momentsearch.text.queries import QueryFeatures
@@ -40,16 +40,11 @@ class MomentBatches:
     def __init__(self, corpus: Corpus, store: FeatureStore, queries: QueryFeatures,
                  clip_lengths: Mapping[str, float], max_clips: int, max_tokens: int, use_subtitle: bool,
                  queries_per_video: int = 0):
-        self.moments: list[Moment] = [m for m in corpus.moments if m.has_ground_truth]
+        self.moments, self.tokens, self._n_clips = annotated_moments(corpus, store, queries)
         self.pair_matrix: sparse.csr_matrix | None = None  # (Q, Q) over self.moments, see attach_pairs
-        if not self.moments:
-            raise DatasetError(f"{corpus.name}: no annotated moments to train on")
         self.store, self.clip_lengths = store, clip_lengths
         self.max_clips, self.max_tokens, self.use_subtitle = max_clips, max_tokens, use_subtitle
         self.queries_per_video = queries_per_video
-        queries.ensure(self.moments)
-        self.tokens = [queries.get(m.query_id, m.text).astype(np.float16) for m in self.moments]
-        self._n_clips = {v: len(store[v]) for v in {m.video_id for m in self.moments}}  # type: ignore[misc]
 
     def __len__(self) -> int:
         return len(self.moments)
@@ -87,10 +82,7 @@ class MomentBatches:
                 shuffled = [idx[p] for p in perm]
                 groups.extend(shuffled[s: s + queries_per_video] for s in range(0, len(shuffled), queries_per_video))
             order = [i for g in torch.randperm(len(groups), generator=generator).tolist() for i in groups[g]]
-        for s in range(0, len(order) - 1, batch_size):
-            idx = order[s: s + batch_size]
-            if len(idx) >= 2:
-                yield idx
+        yield from batches_of(order, batch_size)
 
     def collate(self, idx: Sequence[int]) -> Batch:
         ms = [self.moments[i] for i in idx]

@@ -31,6 +31,7 @@ from momentsearch.models.layers import (
     LinearLayer,
     PositionalEncoding,
     bert_init,
+    length_band,
     modular_pooling,
     transformer_layer,
 )
@@ -137,10 +138,7 @@ class XML(nn.Module):
     def moment_scores(self, o_st: torch.Tensor, o_ed: torch.Tensor) -> torch.Tensor:
         """Eqs. 2 and 4: (N, T) logits -> (N, T, T) s_tl[st, ed] = P_st(st) P_ed(ed), 0 off the band."""
         p_st, p_ed = o_st.softmax(-1), o_ed.softmax(-1)
-        t = o_st.shape[-1]
-        idx = torch.arange(t, device=o_st.device)
-        length = idx[None, :] - idx[:, None] + 1  # ed - st + 1 clips
-        band = (length >= self.cfg.n_min) & (length <= self.cfg.n_max)
+        band = length_band(o_st.shape[-1], self.cfg.n_min, self.cfg.n_max, o_st.device)
         return p_st[:, :, None] * p_ed[:, None, :] * band
 
     def vcmr_scores(self, s_tl: torch.Tensor, s_vr: torch.Tensor) -> torch.Tensor:
