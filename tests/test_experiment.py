@@ -37,7 +37,11 @@ conditions:
     # seeds differ, so the spread is real
     assert agg["XML"]["nDCG VR"]["runs"][0] != agg["XML"]["nDCG VR"]["runs"][1]
     out = tmp_path / "out"
-    assert (out / "results.png").stat().st_size > 1000 and "± " in (out / "results.md").read_text()
+    md = (out / "results.md").read_text()
+    assert (out / "results.png").stat().st_size > 1000 and "± " in md
+    # TVR-Ranking's NDCG@K,IoU against the oracle: its own table, with paired differences
+    assert md.count("NDCG@40 IoU0.7") == 1 and "| +PR − XML |" in md
+    assert agg["XML"]["NDCG@10 IoU0.3"]["mean"] >= agg["XML"]["NDCG@10 IoU0.7"]["mean"] > 0
     saved = json.loads((out / "results.json").read_text())
     assert saved["conditions"]["+PR"]["VR r100"]["mean"] == agg["+PR"]["VR r100"]["mean"]
     results = sorted((tmp_path / "runs").glob("*/seed*/result.json"))

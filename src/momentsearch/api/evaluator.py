@@ -9,13 +9,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from momentsearch.data.corpus import Corpus, Moment
 from momentsearch.data.dataset import open_dataset
+from momentsearch.data.loaders.tvr_ranking import load_tvr_ranking
 from momentsearch.data.relevance import MomentRelevance
 from momentsearch.evaluation import Submission, evaluate_submission, instance_bounds, multi_positive_recall
 from momentsearch.evaluation.bounds import GEOMETRIC_MEAN_KS, geometric_mean
 from momentsearch.evaluation.ndcg import ranked_ndcg
+from momentsearch.evaluation.ndcg_iou import DEFAULT_NDCG_IOUS, DEFAULT_NDCG_KS, ndcg_iou
 from momentsearch.evaluation.predictions import RankedMoments
-from momentsearch.evaluation.report import flatten, markdown_table
+from momentsearch.evaluation.report import flatten, fmt, markdown_table
+from momentsearch.errors import MomentSearchError
 from momentsearch.fileio import atomic_open, write_json
 from momentsearch.search.run import rank_split
 from momentsearch.text.queries import dataset_query_features
@@ -26,6 +30,7 @@ EVAL_COLUMNS = ["VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.5-r100", "VCMR 0.7-r1", "
                 "SVMR 0.5-r1", "SVMR 0.5-r5", "SVMR 0.7-r1", "VR r1", "VR r10", "VR r100", "MP-VCMR 0.5-r1",
                 "MP-VCMR 0.5-r10", "MP-VR r1", "nDCG VR", "nDCG VCMR 0.5", "lower VCMR 0.5-gmean",
                 "VCMR 0.5-gmean", "upper VCMR 0.5-gmean"]
+NDCG_IOU_COLUMNS = [f"NDCG@{k} IoU{t:g}" for k in DEFAULT_NDCG_KS for t in DEFAULT_NDCG_IOUS]
 
 
 @dataclass
@@ -52,15 +57,45 @@ def graded_metrics(ranked: dict[str, RankedMoments], rel: MomentRelevance, equiv
     }
 
 
+def ndcg_iou_table(row: dict[str, float]) -> str:
+    """NDCG@K,IoU as a small markdown table: K down, IoU across."""
+    ious = list(DEFAULT_NDCG_IOUS)
+    lines = ["| NDCG@K,IoU | " + " | ".join(f"IoU {t:g}" for t in ious) + " |", "|---|" + "---:|" * len(ious)]
+    for k in DEFAULT_NDCG_KS:
+        lines.append(f"| K={k} | " + " | ".join(fmt(row[f"NDCG@{k} IoU{t:g}"]) for t in ious) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def ranking_queries(corpus: Corpus, path: str | Path) -> tuple[Corpus, MomentRelevance, dict[str, int]]:
+    """A TVR-Ranking file's queries as a corpus over ``corpus``'s videos (each query placed on its most
+    relevant moment there, which only SVMR uses) and its graded table restricted to those videos."""
+    data = load_tvr_ranking(path)
+    videos = list(corpus.videos)
+    rel = data.relevance.select(data.relevance.query_ids, videos)
+    moments = []
+    for i, qid in enumerate(rel.query_ids):
+        v, s, e, val = rel.row(i)
+        if len(val):
+            b = int(val.argmax())
+            moments.append(Moment(qid, data.queries[qid], videos[int(v[b])], ((float(s[b]), float(e[b])),)))
+    if not moments:
+        raise MomentSearchError(f"{path}: none of its relevant moments is on a video of this split "
+                                f"({len(videos)} videos, e.g. {videos[:3]})")
+    kept = [m.query_id for m in moments]
+    return Corpus(corpus.videos, moments, name=f"{corpus.name}+{Path(path).name}"), rel.select(kept), data.stats
+
+
 def evaluate(checkpoint: str | Path, split: str = "test", out: str | Path | None = None, progress: bool = True,
              relevance: str | Path | None = None, equivalent: float = 0.8, device: str = "auto",
-             num_threads: int | None = None) -> Evaluation:
+             num_threads: int | None = None, ranking: str | Path | None = None) -> Evaluation:
     """Rank ``split`` with the checkpoint's model and score it.
 
     Against the synthetic oracle (when the dataset is a synthetic benchmark): multi-positive recall,
     nDCG and the instance-based bounds of Wray et al. Fig. 5 (moments as relevant as the annotated
-    one are equivalent). With ``relevance`` (a table of ``momentsearch relevance`` over the same
-    corpus): nDCG and bounds against that text proxy, moments >= ``equivalent`` being equivalent.
+    one are equivalent), and TVR-Ranking's NDCG@K,IoU against the oracle's grades. With ``relevance``
+    (a table of ``momentsearch relevance`` over the same corpus): nDCG and bounds against that text
+    proxy, moments >= ``equivalent`` being equivalent. With ``ranking`` (a TVR-Ranking file): its
+    queries are ranked over the split's videos and scored with NDCG@K,IoU against its grades.
     Torch runs with the training config's thread count and deterministic mode unless ``num_threads``
     says otherwise.
     """
@@ -72,8 +107,13 @@ def evaluate(checkpoint: str | Path, split: str = "test", out: str | Path | None
     threads = cfg.num_threads if num_threads is None else num_threads
     with torch_settings(threads, cfg.deterministic, dev), dataset.features() as store:
         queries = dataset_query_features(dataset.config.query_features, dataset.config.query_cache)
-        ranked, _ = rank_split(ckpt.family, ckpt.model.to(dev), corpus, store, queries, dataset.clip_lengths(corpus),
-                               cfg.k_videos, cfg.nms_threshold, progress=progress, device=dev)
+        clip_lengths = dataset.clip_lengths(corpus)
+        ranked, index = rank_split(ckpt.family, ckpt.model.to(dev), corpus, store, queries, clip_lengths,
+                                   cfg.k_videos, cfg.nms_threshold, progress=progress, device=dev)
+        if ranking is not None:
+            rcorpus, rrel, rstats = ranking_queries(corpus, ranking)
+            rranked, _ = rank_split(ckpt.family, ckpt.model, rcorpus, store, queries, clip_lengths, cfg.k_videos,
+                                    cfg.nms_threshold, progress=progress, device=dev, index=index)
     sub = Submission.from_ranked(ranked)
     metrics: dict[str, Any] = evaluate_submission(sub, corpus)
     row = flatten({t: metrics[t] for t in ("VCMR", "SVMR", "VR")})
@@ -90,9 +130,17 @@ def evaluate(checkpoint: str | Path, split: str = "test", out: str | Path | None
         row |= {**flatten({"MP-VCMR": mp["VCMR"], "MP-VR": mp_vr["VR"]}), **metrics["ndcg"],
                 "upper VCMR 0.5-gmean": b["VCMR@0.5"]["upper-gmean"],
                 "lower VCMR 0.5-gmean": b["VCMR@0.5"]["lower-gmean"]}
+        metrics["ndcg_iou"] = graded_ndcg = ndcg_iou(ranked["VCMR"], graded)
+        row |= {k: float("nan") if v is None else v for k, v in graded_ndcg.items() if k != "n_queries"}
     name = ckpt.family.name.upper()
     md = (f"# {name} on {dataset.name}, split {split}\n\n{len(corpus)} queries, {len(corpus.videos)} videos; "
           f"checkpoint `{checkpoint}`.\n\n" + markdown_table({name: row}, [c for c in EVAL_COLUMNS if c in row]) + "\n")
+    if "ndcg_iou" in metrics:
+        md += "\nTVR-Ranking's NDCG@K,IoU against the oracle's grades (4 x relevance, >= 0.5):\n\n" + ndcg_iou_table(row)
+    if ranking is not None:
+        metrics["ranking"] = {"file": str(ranking), "stats": rstats, **ndcg_iou(rranked["VCMR"], rrel)}
+        md += (f"\nTVR-Ranking's NDCG@K,IoU against `{ranking}` ({metrics['ranking']['n_queries']} queries with a "
+               f"relevant moment on this split):\n\n" + ndcg_iou_table(metrics["ranking"]))
     proxy_row = None
     if relevance is not None:
         proxy = MomentRelevance.load(relevance).select([m.query_id for m in corpus.moments], list(corpus.videos))

@@ -14,6 +14,8 @@ from momentsearch.fileio import atomic_open, write_json
 # graded metrics
 COLUMNS = ["VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.5-r100", "VCMR 0.7-r1", "VCMR 0.7-r10", "VCMR 0.7-r100",
            "SVMR 0.5-r5", "VR r10", "VR r100", "MP-VCMR 0.5-r1", "MP-VCMR 0.5-r10", "nDCG VR", "nDCG VCMR 0.5"]
+# TVR-Ranking's NDCG@K,IoU against the oracle's grades (a second table)
+NDCG_COLUMNS = [f"NDCG@{k} IoU{t}" for k in (10, 20, 40) for t in ("0.3", "0.5", "0.7")]
 PLOT_COLUMNS = ["VCMR 0.5-r10", "VCMR 0.5-r100", "SVMR 0.5-r5", "VR r10", "MP-VCMR 0.5-r10", "nDCG VR", "nDCG VCMR 0.5"]
 
 
@@ -23,7 +25,7 @@ def aggregate(conditions: list[str], seeds: list[int], results: dict[tuple[str, 
     for c in conditions:
         runs = [results[(c, s)] for s in seeds]
         row: dict[str, Any] = {}
-        for col in [*COLUMNS, "seconds_per_epoch", "pairs_per_batch"]:
+        for col in [*COLUMNS, *NDCG_COLUMNS, "seconds_per_epoch", "pairs_per_batch"]:
             vals = np.array([r["metrics"][col] if col in r["metrics"] else r.get(col, np.nan) for r in runs], float)
             row[col] = {"mean": float(vals.mean()), "std": float(vals.std(ddof=1)) if len(vals) > 1 else 0.0,
                         "runs": vals.tolist()}
@@ -32,7 +34,7 @@ def aggregate(conditions: list[str], seeds: list[int], results: dict[tuple[str, 
     # order): the difference removes most of the seed-to-seed spread
     ref = conditions[0]
     for c in conditions:
-        for col in COLUMNS:
+        for col in [*COLUMNS, *NDCG_COLUMNS]:
             d = np.array(out[c][col]["runs"]) - np.array(out[ref][col]["runs"])
             out[c][col]["delta_mean"] = float(d.mean())
             out[c][col]["delta_std"] = float(d.std(ddof=1)) if len(d) > 1 else 0.0
@@ -53,7 +55,17 @@ def markdown(agg: dict[str, dict[str, Any]], seeds: list[int]) -> str:
              "| condition | " + " | ".join(dcols) + " |\n|---|" + "---:|" * len(dcols) + "\n")
     dbody = "".join(f"| {c} | " + " | ".join(f"{row[k]['delta_mean']:+.2f} ± {row[k]['delta_std']:.2f}" for k in dcols)
                     + " |\n" for c, row in agg.items() if c != ref)
-    return head + body + f"\nMean ± standard deviation over seeds {seeds}.\n" + (dhead + dbody if dbody else "")
+    out = head + body + f"\nMean ± standard deviation over seeds {seeds}.\n" + (dhead + dbody if dbody else "")
+    if any(not np.isnan(row[c]["mean"]) for row in agg.values() for c in NDCG_COLUMNS):
+        out += ("\nTVR-Ranking's NDCG@K,IoU against the oracle's grades (mean ± std; paired difference to "
+                f"{ref} below each row):\n\n| condition | " + " | ".join(NDCG_COLUMNS) + " |\n|---|"
+                + "---:|" * len(NDCG_COLUMNS) + "\n")
+        for c, row in agg.items():
+            out += f"| {c} | " + " | ".join(_cell(row[k]) for k in NDCG_COLUMNS) + " |\n"
+            if c != ref:
+                out += (f"| {c} − {ref} | " + " | ".join(f"{row[k]['delta_mean']:+.2f} ± {row[k]['delta_std']:.2f}"
+                                                       for k in NDCG_COLUMNS) + " |\n")
+    return out
 
 
 def _color(i: int, n: int) -> Any:

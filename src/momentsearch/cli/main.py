@@ -72,6 +72,22 @@ def data_convert(
     typer.echo(f"wrote {len(corpus)} queries and {len(corpus.videos)} videos to {out}")
 
 
+@data_app.command("export-ranking")
+def data_export_ranking(
+    benchmark: Annotated[Path, typer.Argument(help="A synthetic benchmark folder (momentsearch generate).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output .json in TVR-Ranking's format.")],
+    split: Annotated[str, typer.Option(help="Split whose queries are written.")] = "test",
+    min_relevance: Annotated[float, typer.Option(help="Oracle relevance below this is left out (grade = 4 x relevance).")] = 0.5,
+) -> None:
+    """Write the synthetic oracle's graded query-moment pairs in TVR-Ranking's JSON format."""
+    from momentsearch.data.synthetic import SyntheticBenchmark
+
+    if not 0 < min_relevance <= 1:
+        raise typer.BadParameter(f"--min-relevance must lie in (0, 1], got {min_relevance}")
+    n = SyntheticBenchmark.load(benchmark).write_ranking(out, split, min_relevance)
+    typer.echo(f"wrote {n} graded pairs of split {split} to {out}")
+
+
 @app.command("generate")
 def generate_cmd(
     preset: Annotated[str, typer.Option("--preset", "-p", help="tiny, default, large, or a YAML config path.")] = "default",
@@ -99,17 +115,22 @@ def generate_cmd(
 @app.command("evaluate-predictions")
 def evaluate_predictions(
     predictions: Annotated[Path, typer.Argument(help="TVR-format submission JSON (video2idx, VCMR, SVMR, VR).")],
-    ground_truth: Annotated[Path, typer.Option("--ground-truth", "-g", help="Ground-truth annotation file.")],
+    ground_truth: Annotated[Optional[Path], typer.Option("--ground-truth", "-g", help="Ground-truth annotation file.")] = None,
     format: Annotated[Optional[str], typer.Option("--format", "-f", help=FORMAT_HELP)] = None,
     iou: Annotated[str, typer.Option(help="tIoU thresholds, comma-separated.")] = "0.3,0.5,0.7",
     ks: Annotated[str, typer.Option(help="Recall cut-offs k, comma-separated.")] = "1,5,10,100",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON, keyed as TVR's evaluation keys it.")] = False,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Also write the metrics JSON here.")] = None,
+    ranking: Annotated[Optional[Path], typer.Option(
+        help="A TVR-Ranking file: also score the VCMR lists with NDCG@K,IoU (K 10, 20, 40; IoU 0.3, 0.5, 0.7) "
+             "against its grades, matching desc_id to query_id.")] = None,
 ) -> None:
-    """Evaluate a TVR-format prediction file: VR, SVMR and VCMR recall@k at tIoU."""
+    """Evaluate a TVR-format prediction file: VR, SVMR and VCMR recall@k at tIoU, and NDCG@K,IoU with --ranking."""
     from momentsearch.cli.evaluate_cmd import run_evaluate_predictions
 
-    run_evaluate_predictions(predictions, ground_truth, format, _floats(iou), _ints(ks), as_json, out)
+    if ground_truth is None and ranking is None:
+        raise typer.BadParameter("give --ground-truth (recall) or --ranking (NDCG@K,IoU), or both")
+    run_evaluate_predictions(predictions, ground_truth, format, _floats(iou), _ints(ks), as_json, out, ranking)
 
 
 @app.command("relevance")
@@ -174,12 +195,15 @@ def evaluate_cmd(
     equivalent: Annotated[float, typer.Option(
         help="With --relevance: moments at or above this relevance count as equivalent for the bounds.")] = 0.8,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    ranking: Annotated[Optional[Path], typer.Option(
+        help="A TVR-Ranking file (graded query-moment pairs): rank its queries over the split's videos and "
+             "report NDCG@K,IoU for K 10, 20, 40 and IoU 0.3, 0.5, 0.7.")] = None,
 ) -> None:
     """Rank a split with a trained model; write TVR-format predictions and the metrics (JSON, markdown)."""
     _require_models()
     from momentsearch.cli.model_cmds import run_evaluate
 
-    run_evaluate(checkpoint, split, out, relevance=relevance, equivalent=equivalent, device=device)
+    run_evaluate(checkpoint, split, out, relevance=relevance, equivalent=equivalent, device=device, ranking=ranking)
 
 
 @app.command("search")

@@ -22,13 +22,18 @@ def run_train(config: Path, overrides: dict[str, Any] | None = None, resume: boo
 
 
 def run_evaluate(checkpoint: Path, split: str = "test", out: Path | None = None, progress: bool = True,
-                 relevance: Path | None = None, equivalent: float = 0.8, device: str = "auto") -> Evaluation:
+                 relevance: Path | None = None, equivalent: float = 0.8, device: str = "auto",
+                 ranking: Path | None = None) -> Evaluation:
     out = out or checkpoint.parent.parent / f"eval_{split}"
-    ev = evaluate(checkpoint, split, out, progress, relevance, equivalent, device)
+    ev = evaluate(checkpoint, split, out, progress, relevance, equivalent, device, ranking=ranking)
     name = checkpoint.stem
     print_table({name: ev.row}, [c for c in EVAL_COLUMNS if c in ev.row], title=f"{checkpoint}, split {split}")
     if ev.proxy_row is not None:
         print_table({name: ev.proxy_row}, list(ev.proxy_row), title=f"against {relevance} (equivalent >= {equivalent})")
+    if "ranking" in ev.metrics:
+        r = ev.metrics["ranking"]
+        print_table({name: r}, [k for k in r if k.startswith("NDCG@")],
+                    title=f"NDCG@K,IoU against {ranking} ({r['n_queries']} queries)")
     typer.echo(f"predictions and metrics written to {out}")
     return ev
 

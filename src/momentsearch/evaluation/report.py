@@ -27,12 +27,12 @@ def markdown_table(rows: Mapping[str, Mapping[str, float]], columns: Sequence[st
     sep = "|---|" + "---:|" * len(columns)
     lines = [head, sep]
     for name, vals in rows.items():
-        cells = [_fmt(vals.get(c)) for c in columns]
+        cells = [fmt(vals.get(c)) for c in columns]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def _fmt(v: float | None) -> str:
+def fmt(v: float | None) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
     return f"{v:.2f}"
@@ -47,7 +47,7 @@ def print_table(rows: Mapping[str, Mapping[str, float]], columns: Sequence[str],
     for c in columns:
         table.add_column(c, justify="right")
     for name, vals in rows.items():
-        table.add_row(name, *[_fmt(vals.get(c)) for c in columns])
+        table.add_row(name, *[fmt(vals.get(c)) for c in columns])
     console = Console()  # in a terminal: its width; in a pipe or a file: wide enough for every column
     if not console.is_terminal:
         console = Console(width=max(120, 14 * (len(columns) + 2)))

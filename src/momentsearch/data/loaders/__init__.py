@@ -16,6 +16,7 @@ from momentsearch.data.loaders.didemo import load_didemo
 from momentsearch.data.loaders.jsonl import load_jsonl_corpus, write_jsonl_corpus
 from momentsearch.data.loaders.tacos import load_tacos
 from momentsearch.data.loaders.tvr import load_tvr
+from momentsearch.data.loaders.tvr_ranking import TVRRanking, load_tvr_ranking, write_tvr_ranking
 from momentsearch.errors import AnnotationError
 
 FORMATS: dict[str, Callable[..., Corpus]] = {
@@ -59,6 +60,10 @@ def detect_format(path: str | Path) -> str:
 
         data = read_json(p)
         if isinstance(data, list):
+            if data and isinstance(data[0], dict) and "pair_id" in data[0] and "relevance" in data[0]:
+                raise AnnotationError(p, "this is a TVR-Ranking file (graded query-moment pairs), not a corpus; "
+                                         "score rankings against it with `evaluate --ranking` or "
+                                         "`evaluate-predictions --ranking`")
             return "didemo"
         first = next(iter(data.values()), None) if isinstance(data, dict) else None
         if isinstance(first, dict):
@@ -92,5 +97,8 @@ __all__ = [
     "load_jsonl_corpus",
     "load_tacos",
     "load_tvr",
+    "load_tvr_ranking",
+    "TVRRanking",
     "write_jsonl_corpus",
+    "write_tvr_ranking",
 ]
