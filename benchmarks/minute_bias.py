@@ -171,11 +171,46 @@ def report(per_seed: dict[str, list[dict[str, object]]], out: Path, figures: Pat
     lines.append("\n**Paired by seed: VCMR 0.5-r1 at K = 100 minus at K = 1 (does recall rise with K?)**\n")
     for sys_name, (mu, sd) in paired.items():
         lines.append(f"- {sys_name}: {mu:+.2f} ± {sd:.2f}")
+    contrasts = paired_contrasts(per_seed)
+    summary["contrasts"] = contrasts
+    if contrasts:
+        lines.append("\n**Paired by seed, at K = 100 (mean ± std of the per-seed differences)**\n\n"
+                     "| difference | " + " | ".join(CONTRAST_METRICS) + " |\n|---|" + "---:|" * len(CONTRAST_METRICS))
+        for label, vals in contrasts.items():
+            lines.append(f"| {label} | " + " | ".join(f"{vals[m][0]:+.2f} ± {vals[m][1]:.2f}" for m in CONTRAST_METRICS)
+                         + " |")
     text = "\n".join(lines) + "\n"
     print(text)
     write_json(out / "bias.json", summary)
     with atomic_open(out / "bias.md") as fh:
         fh.write(text)
+
+
+CONTRAST_METRICS = ["VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.7-r1", "top-1 from the top video (%)"]
+
+
+def _at_k100(run: dict[str, object], metric: str) -> float:
+    if metric == "top-1 from the top video (%)":
+        return float(run["ranks"]["top-1 moment's video"][0])  # type: ignore[index]
+    return float(run["recall"][metric][-1])  # type: ignore[index]
+
+
+def paired_contrasts(per_seed: dict[str, list[dict[str, object]]]) -> dict[str, dict[str, tuple[float, float]]]:
+    """Shared-Norm minus two-stage (same weights), and each MINUTE scoring minus XML, paired by seed."""
+    names = list(per_seed)
+    sn = next((n for n in names if "Shared-Norm" in n), None)
+    ts = next((n for n in names if "two-stage" in n), None)
+    xml = next((n for n in names if "(" not in n), None)
+    pairs = [(a, b) for a, b in ((sn, ts), (sn, xml), (ts, xml)) if a and b]
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    for a, b in pairs:
+        n = min(len(per_seed[a]), len(per_seed[b]))
+        row = {}
+        for m in CONTRAST_METRICS:
+            d = [_at_k100(per_seed[a][i], m) - _at_k100(per_seed[b][i], m) for i in range(n)]
+            row[m] = (float(np.mean(d)), float(np.std(d, ddof=1)) if n > 1 else 0.0)
+        out[f"{a} − {b}"] = row
+    return out
 
 
 def paired_gain(per_seed: dict[str, list[dict[str, object]]]) -> dict[str, tuple[float, float]]:
