@@ -127,3 +127,54 @@ def test_detect_format_errors(tmp_path: Path) -> None:
         detect_format(f)
     with pytest.raises(AnnotationError, match="has no corpus.jsonl"):
         detect_format(tmp_path)
+
+
+# one valid file per format (file name, loader, content); the tests below break each the same way
+GOOD = {
+    "charades_sta_test.txt": (load_charades_sta, "AO8RW 0.0 6.9##a person is putting a book on a shelf.\n"),
+    "tvr_val_release.jsonl": (load_tvr, json.dumps({"desc_id": 1, "desc": "he sits", "vid_name": "v", "duration": 10.0,
+                                                    "ts": [1.0, 2.0], "type": "v"}) + "\n"),
+    "didemo_val.json": (load_didemo, json.dumps([{"annotation_id": 1, "description": "a dog", "video": "v.mp4",
+                                                  "times": [[0, 1]] * 4, "num_segments": 6}])),
+    "activitynet_val.json": (load_activitynet, json.dumps({"v_a": {"duration": 20.0, "timestamps": [[1.0, 5.0]],
+                                                                   "sentences": ["a man runs"]}})),
+    "tacos_test.json": (load_tacos, json.dumps({"s13-d21.avi": {"num_frames": 300, "fps": 29.4,
+                                                                "timestamps": [[0, 60]], "sentences": ["he cuts"]}})),
+}
+
+
+@pytest.mark.parametrize("name", list(GOOD))
+def test_invalid_utf8_names_the_file_and_line_in_every_loader(tmp_path: Path, name: str) -> None:
+    loader, text = GOOD[name]
+    loader(write(tmp_path / name, text))  # the valid file loads
+    bad = tmp_path / ("bad_" + name)
+    bad.write_bytes(b"\n" + text.encode().replace(b"a", b"\xff", 1))
+    with pytest.raises(AnnotationError, match=r"bad_.*:2: not valid UTF-8: byte 0xff"):
+        loader(bad)
+
+
+@pytest.mark.parametrize("name", [n for n in GOOD if not n.endswith(".txt")])
+def test_deep_json_nesting_and_huge_integers_are_the_projects_errors(tmp_path: Path, name: str) -> None:
+    loader, _ = GOOD[name]
+    deep = "[" * 100_000 + "]" * 100_000
+    with pytest.raises(AnnotationError, match="nested too deeply|expected"):
+        loader(write(tmp_path / name, deep + ("\n" if name.endswith(".jsonl") else "")))
+    huge = json.dumps({"desc_id": 1, "desc": "x", "vid_name": "v", "duration": 10 ** 400, "ts": [1, 2]})
+    with pytest.raises(AnnotationError, match="finite number"):
+        load_tvr(write(tmp_path / "tvr_test_release.jsonl", huge + "\n"))
+    with pytest.raises(AnnotationError, match="two finite numbers"):
+        load_activitynet(write(tmp_path / "activitynet_test.json", json.dumps(
+            {"v_a": {"duration": 20.0, "timestamps": [[1, 10 ** 400]], "sentences": ["a man runs"]}})))
+
+
+def test_charades_bom_is_dropped_and_csv_errors_are_the_projects(tmp_path: Path) -> None:
+    loader, text = GOOD["charades_sta_test.txt"]
+    p = tmp_path / "charades_sta_test.txt"
+    p.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert list(loader(p).videos) == ["AO8RW"]  # not "\ufeffAO8RW"
+    csv_path = write(tmp_path / "Charades_v1_test.csv", "id,length\nAO8RW,\"" + "x" * 200_000 + "\"\n")
+    with pytest.raises(AnnotationError, match=r"Charades_v1_test.csv:\d+: (malformed CSV|'length' is not a number)"):
+        loader(p, csv_path)
+    csv_path.write_bytes(b"id,length\nAO8RW,3\xff\n")
+    with pytest.raises(AnnotationError, match=r"Charades_v1_test.csv:2: not valid UTF-8"):
+        loader(p, csv_path)

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,12 +43,10 @@ def detect_format(path: str | Path) -> str:
     if suffix == ".txt":
         return "charades-sta"
     if suffix == ".jsonl":
-        with open(p, encoding="utf-8") as fh:
-            first = next((ln for ln in fh if ln.strip()), "")
-        try:
-            rec = json.loads(first) if first else {}
-        except json.JSONDecodeError as e:
-            raise AnnotationError(p, f"invalid JSON: {e.msg}", line=1) from None
+        from momentsearch.data.loaders._common import parse_json, text_lines
+
+        lineno, first = next(((n, ln) for n, ln in text_lines(p) if ln.strip()), (1, ""))
+        rec = parse_json(p, first, lineno) if first else {}
         if isinstance(rec, dict) and "record" in rec:
             return "jsonl"
         if isinstance(rec, dict) and ("desc_id" in rec or "vid_name" in rec):

@@ -33,34 +33,65 @@ def require_file(path: str | Path) -> Path:
     return p
 
 
-def read_json(path: Path) -> Any:
-    text = path.read_text(encoding="utf-8")
+def read_text(path: Path) -> str:
+    """The file as UTF-8 text, a leading byte-order mark dropped; invalid UTF-8 names its line."""
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise AnnotationError(path, f"not valid UTF-8: byte {raw[e.start]:#04x} at offset {e.start}; save the file "
+                                    "as UTF-8", line=line) from None
+    return text.removeprefix("\ufeff")
+
+
+def text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, line without its line ending) for every line of a UTF-8 file."""
+    for lineno, line in enumerate(read_text(path).split("\n"), start=1):
+        yield lineno, line.removesuffix("\r")
+
+
+def parse_json(path: Path, text: str, line: int | None = None) -> Any:
+    """``json.loads`` whose failures (syntax, nesting too deep) name the file and the line."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise AnnotationError(path, f"invalid JSON: {e.msg} (column {e.colno})", line=e.lineno) from None
+        raise AnnotationError(path, f"invalid JSON: {e.msg} (column {e.colno})",
+                              line=e.lineno if line is None else line) from None
+    except RecursionError:
+        raise AnnotationError(path, "JSON nested too deeply to read", line=line) from None
+
+
+def read_json(path: Path) -> Any:
+    return parse_json(path, read_text(path))
 
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield (line number, record) for every non-blank line; a bad line names its number."""
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise AnnotationError(path, f"invalid JSON: {e.msg} (column {e.colno})", line=lineno) from None
-            if not isinstance(rec, dict):
-                raise AnnotationError(path, f"expected a JSON object, got {type(rec).__name__}", line=lineno)
-            yield lineno, rec
+    for lineno, line in text_lines(path):
+        if not line.strip():
+            continue
+        rec = parse_json(path, line, lineno)
+        if not isinstance(rec, dict):
+            raise AnnotationError(path, f"expected a JSON object, got {type(rec).__name__}", line=lineno)
+        yield lineno, rec
+
+
+def is_finite_number(x: Any) -> bool:
+    """A real number (not a bool) that a float holds finitely; integers too large for a float are not."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
+    try:
+        return math.isfinite(x)
+    except OverflowError:
+        return False
 
 
 def line_of_key(path: Path, key: str) -> int | None:
     """The line where a top-level JSON key first appears (for errors in dict-shaped files)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
+        text = read_text(path)
+    except (OSError, AnnotationError):
         return None
     pos = text.find(json.dumps(key))
     return None if pos < 0 else text.count("\n", 0, pos) + 1
@@ -72,7 +103,7 @@ def get_field(rec: dict[str, Any], key: str, kind: type | tuple[type, ...], err:
         raise err(f"missing field {key!r}")
     val = rec[key]
     if kind in (float, (int, float)):
-        if isinstance(val, bool) or not isinstance(val, (int, float)) or not math.isfinite(val):
+        if not is_finite_number(val):
             raise err(f"field {key!r} must be a finite number, got {val!r}")
         return float(val)
     if not isinstance(val, kind) or isinstance(val, bool) and kind is int:
@@ -85,7 +116,7 @@ def parse_span(raw: Any, duration: float | None, err: Any) -> tuple[Span, list[s
     if (
         not isinstance(raw, (list, tuple))
         or len(raw) != 2
-        or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in raw)
+        or not all(is_finite_number(x) for x in raw)
     ):
         raise err(f"span must be [start, end] with two finite numbers, got {raw!r}")
     st, ed = float(raw[0]), float(raw[1])

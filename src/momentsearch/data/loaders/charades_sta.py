@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import csv
+import io
 import math
 from pathlib import Path
 
 from momentsearch.data.corpus import Corpus, Moment, Video
-from momentsearch.data.loaders._common import infer_split, moment_meta, parse_span, require_file
+from momentsearch.data.loaders._common import (
+    infer_split,
+    moment_meta,
+    parse_span,
+    read_text,
+    require_file,
+    text_lines,
+)
 from momentsearch.errors import AnnotationError
 
 
@@ -15,8 +23,8 @@ def load_charades_durations(path: str | Path) -> dict[str, tuple[float, dict[str
     """Charades' video CSV -> {id: (length in seconds, {scene, ...})}."""
     p = require_file(path)
     out = {}
-    with open(p, encoding="utf-8", newline="") as fh:
-        reader = csv.DictReader(fh)
+    reader = csv.DictReader(io.StringIO(read_text(p), newline=""))
+    try:
         missing = {"id", "length"} - set(reader.fieldnames or [])
         if missing:
             raise AnnotationError(p, f"CSV lacks the column(s) {sorted(missing)}", line=1)
@@ -24,8 +32,11 @@ def load_charades_durations(path: str | Path) -> dict[str, tuple[float, dict[str
             try:
                 length = float(row["length"])
             except (TypeError, ValueError):
-                raise AnnotationError(p, f"'length' is not a number: {row['length']!r}", line=reader.line_num) from None
+                raise AnnotationError(p, f"'length' is not a number: {str(row['length'])[:80]!r}",
+                                      line=reader.line_num) from None
             out[row["id"]] = (length, {"scene": row.get("scene") or ""})
+    except csv.Error as e:
+        raise AnnotationError(p, f"malformed CSV: {e}", line=reader.line_num) from None
     return out
 
 
@@ -42,27 +53,26 @@ def load_charades_sta(
     info = load_charades_durations(durations_csv) if durations_csv is not None else {}
 
     rows = []
-    with open(p, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            line = line.rstrip("\n").rstrip("\r")
-            if not line.strip():
-                continue
-            head, sep, sentence = line.partition("##")
-            parts = head.split()
-            if not sep or len(parts) != 3:
-                raise AnnotationError(p, f"expected 'VIDEOID START END##sentence', got {line[:80]!r}", line=lineno)
-            vid, st_s, ed_s = parts
-            try:
-                st, ed = float(st_s), float(ed_s)
-            except ValueError:
-                raise AnnotationError(p, f"START and END must be numbers, got {st_s!r} {ed_s!r}", line=lineno) from None
-            if not (math.isfinite(st) and math.isfinite(ed)):
-                raise AnnotationError(p, f"START and END must be finite, got {st_s!r} {ed_s!r}", line=lineno)
-            if not sentence.strip():
-                raise AnnotationError(p, "empty sentence after '##'", line=lineno)
-            if info and vid not in info:
-                raise AnnotationError(p, f"video {vid!r} is not in {durations_csv}", line=lineno)
-            rows.append((lineno, vid, st, ed, sentence.strip()))
+    for lineno, line in text_lines(p):
+        if not line.strip():
+            continue
+        head, sep, sentence = line.partition("##")
+        parts = head.split()
+        if not sep or len(parts) != 3:
+            raise AnnotationError(p, f"expected 'VIDEOID START END##sentence', got {line[:80]!r}", line=lineno)
+        vid, st_s, ed_s = parts
+        try:
+            st, ed = float(st_s), float(ed_s)
+        except ValueError:
+            raise AnnotationError(p, f"START and END must be numbers, got {st_s[:40]!r} {ed_s[:40]!r}",
+                                  line=lineno) from None
+        if not (math.isfinite(st) and math.isfinite(ed)):
+            raise AnnotationError(p, f"START and END must be finite, got {st_s[:40]!r} {ed_s[:40]!r}", line=lineno)
+        if not sentence.strip():
+            raise AnnotationError(p, "empty sentence after '##'", line=lineno)
+        if info and vid not in info:
+            raise AnnotationError(p, f"video {vid[:80]!r} is not in {durations_csv}", line=lineno)
+        rows.append((lineno, vid, st, ed, sentence.strip()))
 
     estimated: dict[str, float] = {}
     if not info:
