@@ -178,3 +178,13 @@ def test_charades_bom_is_dropped_and_csv_errors_are_the_projects(tmp_path: Path)
     csv_path.write_bytes(b"id,length\nAO8RW,3\xff\n")
     with pytest.raises(AnnotationError, match=r"Charades_v1_test.csv:2: not valid UTF-8"):
         loader(p, csv_path)
+
+
+def test_spans_are_clamped_to_the_video_even_when_wholly_outside() -> None:
+    from momentsearch.data.corpus import clean_span
+
+    assert clean_span(-5.0, -1.0, 30.0) == ((0.0, 0.0), True)  # was (-1, -1): a negative span kept
+    assert clean_span(-1.0, -5.0, None) == ((0.0, 0.0), True)
+    assert clean_span(35.0, 40.0, 30.0) == ((30.0, 30.0), True)
+    assert clean_span(8.0, 2.0, 30.0) == ((2.0, 8.0), True)
+    assert clean_span(2.0, 8.0, 30.0) == ((2.0, 8.0), False)

@@ -87,11 +87,8 @@ class Moment:
 def clean_span(start: float, end: float, duration: float | None) -> tuple[Span, bool]:
     """Order a span and clamp it to [0, duration]. Returns the span and whether it changed."""
     st, ed = (start, end) if start <= end else (end, start)
-    st = max(0.0, st)
-    if duration is not None:
-        ed = min(ed, duration)
-        st = min(st, ed)
-    ed = max(ed, st)
+    hi = math.inf if duration is None else max(0.0, duration)
+    st, ed = min(max(st, 0.0), hi), min(max(ed, 0.0), hi)  # monotone, so st <= ed still
     return (st, ed), (st, ed) != (start, end)
 
 
