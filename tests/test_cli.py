@@ -44,7 +44,11 @@ def test_generate_then_evaluate_predictions(tmp_path: Path) -> None:
     Submission.from_ranked(annotation_oracle(corpus)).write(tmp_path / "oracle.json")
     res = runner.invoke(app, ["evaluate-predictions", str(tmp_path / "oracle.json"), "--ground-truth", str(gt), "--json"])
     assert res.exit_code == 0, res.output
-    metrics = json.loads(res.output)
+    def strict(c: str) -> None:
+        raise AssertionError(f"non-standard JSON constant {c}")
+
+    metrics = json.loads(res.output, parse_constant=strict)  # no NaN: the synthetic data has no type-t queries
+    assert metrics["VCMR_by_type"]["t-0.5-r1"] is None and metrics["VCMR_by_type"]["v-0.5-r1"] == 100.0
     assert metrics["VCMR"]["0.5-r1"] == 100.0 and metrics["VR"]["r1"] == 100.0 and metrics["SVMR"]["0.7-r1"] == 100.0
     assert set(metrics) >= {"VCMR", "SVMR", "VR", "VCMR_by_type"}
     Submission.from_ranked(random_ranker(corpus, seed=1)).write(tmp_path / "random.json")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -65,9 +66,21 @@ def atomic_dir(target: str | Path) -> Iterator[Path]:
         raise
 
 
+def json_safe(obj: Any) -> Any:
+    """``obj`` with every NaN or infinite float replaced by None, so that strict JSON parsers read it."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
+
+
 def write_json(target: str | Path, obj: Any, indent: int | None = 2) -> None:
+    """Strict JSON (NaN and infinities written as null), atomically."""
     with atomic_open(target) as fh:
-        json.dump(obj, fh, indent=indent)
+        json.dump(json_safe(obj), fh, indent=indent, allow_nan=False)
         fh.write("\n")
 
 

@@ -15,7 +15,7 @@ from momentsearch.errors import PredictionError
 from momentsearch.evaluation.ndcg_iou import ndcg_iou
 from momentsearch.evaluation import Submission, evaluate_submission
 from momentsearch.evaluation.report import flatten, print_table
-from momentsearch.fileio import write_json
+from momentsearch.fileio import json_safe, write_json
 
 
 def run_evaluate_predictions(
@@ -43,7 +43,7 @@ def run_evaluate_predictions(
     if out is not None:
         write_json(out, metrics)
     if as_json:
-        typer.echo(json.dumps(metrics, indent=2))
+        typer.echo(json.dumps(json_safe(metrics), indent=2, allow_nan=False))
     else:
         for task in ("VCMR", "SVMR", "VR"):
             if task in metrics:
