@@ -113,3 +113,49 @@ def test_the_library_never_imports_the_cli() -> None:
     offenders = [str(p.relative_to(src)) for p in src.rglob("*.py") if p.relative_to(src).parts[0] not in ("cli", "__main__.py")
                  and re.search(r"^\s*(from|import) momentsearch\.cli", p.read_text(), re.M)]
     assert offenders == []
+
+
+def outcome(res) -> tuple[int, str]:  # type: ignore[no-untyped-def]
+    """(exit status, message) as `momentsearch` reports them: the project's errors exit 2 (main() prints them)."""
+    from momentsearch.errors import MomentSearchError
+
+    if isinstance(res.exception, MomentSearchError):
+        return 2, str(res.exception)
+    return res.exit_code, res.output
+
+
+def test_bad_cli_arguments_are_refused_with_a_readable_error(tmp_path: Path) -> None:
+    import os
+
+    res = runner.invoke(app, ["generate", "--preset", "tiny", "--out", str(tmp_path / "b"), "--n-videos", "12"])
+    assert res.exit_code == 0, res.output
+    gt = str(tmp_path / "b" / "tvr" / "tvr_test_release.jsonl")
+    corpus = load_corpus(gt)
+    pred = tmp_path / "random.json"
+    Submission.from_ranked(random_ranker(corpus, seed=1)).write(pred)
+    # out-of-range thresholds and cut-offs (--iou -0.5 used to report R@1 = 100 for random predictions)
+    for opt, val in (("--iou", "-0.5"), ("--iou", "1.5"), ("--ks", "0"), ("--ks", "-1"), ("--ks", "a")):
+        res = runner.invoke(app, ["evaluate-predictions", str(pred), "-g", gt, opt, val])
+        assert res.exit_code == 2 and ("must lie in" in res.output or "integers" in res.output), (opt, val, res.output)
+    # --out naming a folder, a path under a file, or (generate / demo) an existing file
+    (tmp_path / "plain").write_text("x")
+    cases = [
+        (["evaluate-predictions", str(pred), "-g", gt, "--out", str(tmp_path)], "is a folder"),
+        (["data", "convert", gt, "--out", str(tmp_path)], "is a folder"),
+        (["data", "convert", gt, "--out", str(tmp_path / "plain" / "c.jsonl")], "plain is a file"),
+        (["generate", "--preset", "tiny", "--out", str(tmp_path / "plain")], "is a file"),
+    ]
+    for args, message in cases:
+        code, text = outcome(runner.invoke(app, args))
+        assert code == 2 and message in text, (args, text)
+    assert (tmp_path / "plain").read_text() == "x"
+    # a named pipe is refused instead of blocking forever
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    code, text = outcome(runner.invoke(app, ["data", "info", str(fifo)]))
+    assert code == 2 and "not a regular file" in text
+    # a 1,000,000-character field is echoed cut, not in full
+    big = tmp_path / "charades_sta_test.txt"
+    big.write_text("v1 0 x" + "9" * 1_000_000 + "##a person sits\n")
+    code, text = outcome(runner.invoke(app, ["data", "info", str(big)]))
+    assert code == 2 and "START and END must be numbers" in text and len(text) < 1200

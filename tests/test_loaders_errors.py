@@ -188,3 +188,13 @@ def test_spans_are_clamped_to_the_video_even_when_wholly_outside() -> None:
     assert clean_span(35.0, 40.0, 30.0) == ((30.0, 30.0), True)
     assert clean_span(8.0, 2.0, 30.0) == ((2.0, 8.0), True)
     assert clean_span(2.0, 8.0, 30.0) == ((2.0, 8.0), False)
+
+
+def test_error_messages_are_cut_to_a_readable_length(tmp_path: Path) -> None:
+    # a huge field echoed by any check stays a readable line
+    p = write(tmp_path / "tvr_val_release.jsonl", json.dumps({"desc_id": 1, "desc": "x", "vid_name": "v",
+                                                             "duration": "9" * 1_000_000, "ts": [1, 2]}) + "\n")
+    with pytest.raises(AnnotationError) as e:
+        load_tvr(p)
+    text = str(e.value)
+    assert len(text) < 1100 and text.endswith("more characters cut]") and text.startswith(f"{p}:1")

@@ -5,8 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 
+MAX_MESSAGE = 1000  # characters of an error message; a huge field echoed in full would flood the terminal
+
+
 class MomentSearchError(Exception):
-    """Base class of every error momentsearch raises on purpose."""
+    """Base class of every error momentsearch raises on purpose. Its message is cut to a readable
+    length (a 1,000,000-character field must not become a 1 MB error line)."""
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        if len(text) <= MAX_MESSAGE:
+            return text
+        return f"{text[:MAX_MESSAGE]}... [{len(text) - MAX_MESSAGE} more characters cut]"
 
 
 class AnnotationError(MomentSearchError, ValueError):

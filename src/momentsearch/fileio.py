@@ -16,12 +16,34 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from momentsearch.errors import MomentSearchError
+
+
+def make_parent(target: Path) -> None:
+    """Create ``target``'s folder; a file in the way is the project's error, naming it."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        blocker = next((p for p in [target.parent, *target.parent.parents] if p.exists() and not p.is_dir()), None)
+        raise MomentSearchError(f"{target}: cannot create its folder, {blocker or target.parent} is a file") from None
+
+
+def output_folder(path: str | Path) -> Path:
+    """``path`` created as a folder (with its parents); a file in the way is the project's error."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise MomentSearchError(f"{p}: is a file; name a folder to write into")
+    make_parent(p / "x")
+    return p
+
 
 @contextlib.contextmanager
 def atomic_path(target: str | Path) -> Iterator[Path]:
     """Yield a temporary path in the target's folder; on success rename it onto ``target``."""
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.is_dir():
+        raise MomentSearchError(f"{target}: is a folder; name a file to write")
+    make_parent(target)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
     tmp = Path(tmp_name)
@@ -49,7 +71,9 @@ def atomic_dir(target: str | Path) -> Iterator[Path]:
     (the old folder is renamed aside, the new one renamed in, the old one deleted), so a set of
     files is never a mix of old and new. On failure the old folder is untouched."""
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists() and not target.is_dir():
+        raise MomentSearchError(f"{target}: is a file; name a folder to write into")
+    make_parent(target)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     try:
         yield tmp

@@ -29,7 +29,7 @@ from momentsearch.evaluation.recall import GroundTruth, align, task_first_hits
 from momentsearch.evaluation.ndcg import ranked_ndcg
 from momentsearch.evaluation.report import flatten, markdown_table, mmss, plot_recall_curves, print_table
 from momentsearch.errors import ConfigError
-from momentsearch.fileio import atomic_open, write_json
+from momentsearch.fileio import atomic_open, output_folder, write_json
 from momentsearch.search.baselines import annotation_oracle, random_ranker, relevance_oracle
 
 COLUMNS = [
@@ -96,6 +96,7 @@ def run_demo(out: Path, preset: str = "default", train: bool = True, model: str 
     if model not in MODELS:
         raise ConfigError(f"demo --model must be one of {sorted(MODELS)}, got {model!r}")
     t0 = time.time()
+    output_folder(out)
     bench = _benchmark(out, preset)
     test = bench.corpus.split("test")
     report = out / "report"

@@ -32,18 +32,27 @@ def _require_models() -> None:
                                 "for a GPU) first, then pip install 'momentsearch[models]'")
 
 
-def _floats(text: str) -> tuple[float, ...]:
+def _floats(text: str, lo: float = 0.0, hi: float = 1.0, what: str = "tIoU thresholds") -> tuple[float, ...]:
+    """Comma-separated numbers, each in (lo, hi]."""
     try:
-        return tuple(float(x) for x in text.split(",") if x.strip())
+        vals = tuple(float(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise typer.BadParameter(f"expected comma-separated numbers, got {text!r}") from None
+        raise typer.BadParameter(f"expected comma-separated numbers, got {text[:80]!r}") from None
+    bad = [v for v in vals if not lo < v <= hi]
+    if not vals or bad:
+        raise typer.BadParameter(f"{what} must lie in ({lo:g}, {hi:g}], got {text[:80]!r}")
+    return vals
 
 
-def _ints(text: str) -> tuple[int, ...]:
+def _ints(text: str, lo: int = 1) -> tuple[int, ...]:
+    """Comma-separated integers, each >= lo."""
     try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
+        vals = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise typer.BadParameter(f"expected comma-separated integers, got {text!r}") from None
+        raise typer.BadParameter(f"expected comma-separated integers, got {text[:80]!r}") from None
+    if not vals or any(v < lo for v in vals):
+        raise typer.BadParameter(f"expected integers >= {lo}, got {text[:80]!r}")
+    return vals
 
 
 @data_app.command("info")

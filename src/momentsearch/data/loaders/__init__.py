@@ -37,8 +37,9 @@ def detect_format(path: str | Path) -> str:
         if (p / CORPUS_FILE_IN_DIR).exists():
             return "jsonl"
         raise AnnotationError(p, f"a folder, but it has no {CORPUS_FILE_IN_DIR}; name an annotation file")
-    if not p.exists():
-        raise AnnotationError(p, "file not found")
+    from momentsearch.data.loaders._common import require_file
+
+    require_file(p)
     suffix = p.suffix.lower()
     if suffix == ".txt":
         return "charades-sta"

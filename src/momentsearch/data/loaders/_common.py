@@ -30,6 +30,8 @@ def require_file(path: str | Path) -> Path:
         raise AnnotationError(p, "file not found")
     if p.is_dir():
         raise AnnotationError(p, "is a directory, expected an annotation file")
+    if not p.is_file():
+        raise AnnotationError(p, "not a regular file (a pipe or a device?); name an annotation file")
     return p
 
 

@@ -34,7 +34,7 @@ from momentsearch.data.synthetic.concepts import Inventory
 from momentsearch.data.synthetic.config import SyntheticConfig
 from momentsearch.data.synthetic.generator import SyntheticVideo, World, sample_video, video_features
 from momentsearch.data.synthetic.oracle import SyntheticOracle
-from momentsearch.fileio import atomic_open, write_json, write_jsonl
+from momentsearch.fileio import atomic_open, output_folder, write_json, write_jsonl
 
 FORMAT_VERSION = 1
 
@@ -76,8 +76,7 @@ def _to_corpus_parts(cfg: SyntheticConfig, video: SyntheticVideo, split: str, ne
 
 def generate(cfg: SyntheticConfig, out_dir: str | Path, progress: bool = True) -> Path:
     """Generate the benchmark described by ``cfg`` into ``out_dir``; returns the folder."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_folder(out_dir)
     t0 = time.time()
     inv = Inventory()
     world = World(cfg, inv)
