@@ -198,3 +198,12 @@ def test_error_messages_are_cut_to_a_readable_length(tmp_path: Path) -> None:
         load_tvr(p)
     text = str(e.value)
     assert len(text) < 1100 and text.endswith("more characters cut]") and text.startswith(f"{p}:1")
+
+
+@pytest.mark.parametrize("name", ["activitynet_val.json", "tacos_test.json"])
+def test_a_video_given_twice_is_an_error_not_a_silent_loss(tmp_path: Path, name: str) -> None:
+    loader, text = GOOD[name]
+    body = text.strip()[1:-1]  # '"video": {...}'
+    p = write(tmp_path / name, "{\n" + body + ",\n" + body + "\n}")
+    with pytest.raises(AnnotationError, match=r":3: the key .* appears twice"):
+        loader(p)

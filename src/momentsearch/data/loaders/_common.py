@@ -53,10 +53,31 @@ def text_lines(path: Path) -> Iterator[tuple[int, str]]:
         yield lineno, line.removesuffix("\r")
 
 
+class _DuplicateKey(Exception):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        raise _DuplicateKey(next(k for k, _ in pairs if k in seen or seen.add(k)))  # type: ignore[func-returns-value]
+    return out
+
+
 def parse_json(path: Path, text: str, line: int | None = None) -> Any:
-    """``json.loads`` whose failures (syntax, nesting too deep) name the file and the line."""
+    """``json.loads`` whose failures (syntax, nesting too deep, a key given twice in one object: one
+    video's queries would silently replace the other's) name the file and the line."""
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_no_duplicates)
+    except _DuplicateKey as e:
+        key = str(e.args[0])
+        if line is None:  # the line of the key's second appearance
+            first = text.find(json.dumps(key))
+            second = text.find(json.dumps(key), first + 1)
+            line = text.count("\n", 0, second) + 1 if second >= 0 else None
+        raise AnnotationError(path, f"the key {key[:80]!r} appears twice in one object; every key (video id, "
+                                    "field) must be unique", line=line) from None
     except json.JSONDecodeError as e:
         raise AnnotationError(path, f"invalid JSON: {e.msg} (column {e.colno})",
                               line=e.lineno if line is None else line) from None
