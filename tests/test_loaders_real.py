@@ -71,7 +71,10 @@ def test_charades_quirks_are_corrected_and_kept() -> None:
     # LEOL6 is 6.25 s long: the inverted span [8.0, 7.0] is ordered, then clamped to the video's end
     assert c.videos["LEOL6"].duration == 6.25
     assert leol6.spans == ((6.25, 6.25),) and leol6.meta["raw_spans"] == [[8.0, 7.0]]
-    assert leol6.meta["quirks"] == ["end_after_duration", "start_after_end"]
+    assert leol6.meta["quirks"] == ["end_after_duration", "start_after_end", "zero_length_span"]
+    # zero-length spans are kept and counted (data info reports them): LEOL6 once, AKKWU twice
+    zero = [m.video_id for m in c.moments if "zero_length_span" in m.meta.get("quirks", [])]
+    assert q["zero_length_span"] == 3 and sorted(zero) == ["AKKWU", "AKKWU", "LEOL6"]
     iol8q = next(m for m in inverted if m.video_id == "IOL8Q")
     assert iol8q.spans == ((12.0, 20.9),)
     first = c.moments[0]
@@ -90,7 +93,7 @@ def test_didemo_segments_become_seconds_and_all_annotators_kept() -> None:
 
 def test_activitynet_and_tacos_quirks_and_units() -> None:
     anet = load_corpus(shared("activitynet_captions/train.json"))
-    assert anet.stats()["quirks"] == {"end_after_duration": 29, "start_after_end": 2}
+    assert anet.stats()["quirks"] == {"end_after_duration": 29, "start_after_end": 2, "zero_length_span": 2}
     assert all(not m.text.startswith(" ") for m in anet.moments)
     tacos = load_corpus(shared("tacos/test.json"))
     v = tacos.videos["s30-d52.avi"]

@@ -151,6 +151,8 @@ def parse_span(raw: Any, duration: float | None, err: Any) -> tuple[Span, list[s
     if min(st, ed) < 0:
         quirks.append("negative_start")
     span, _ = clean_span(st, ed, duration)
+    if span[1] <= span[0]:
+        quirks.append("zero_length_span")  # kept (it can match nothing at tIoU > 0), and counted
     return span, quirks
 
 
