@@ -227,6 +227,14 @@ def test_submission_errors(tmp_path: Path) -> None:
     p.write_text("{oops")
     with pytest.raises(PredictionError, match=r"s.json:1: invalid JSON"):
         Submission.read(p)
+    # indices too large for int64 (2^63 overflowed the reader) or not integers are refused, not cast
+    p.write_text('{"video2idx": {"a": 9223372036854775808}, "VR": []}')
+    with pytest.raises(PredictionError, match="integer indices"):
+        Submission.read(p)
+    for idx in ("1e300", "1.5", "9223372036854775808"):
+        p.write_text('{"video2idx": {"a": 0}, "VCMR": [{"desc_id": 1, "predictions": [[%s, 1.0, 2.0, 0.5]]}]}' % idx)
+        with pytest.raises(PredictionError, match=r"VCMR\[0\].predictions\[0\]: the video index must be an integer"):
+            Submission.read(p)
 
 
 def test_per_type_metrics_when_the_ground_truth_has_tvr_types(tmp_path: Path) -> None:

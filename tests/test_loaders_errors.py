@@ -207,3 +207,68 @@ def test_a_video_given_twice_is_an_error_not_a_silent_loss(tmp_path: Path, name:
     p = write(tmp_path / name, "{\n" + body + ",\n" + body + "\n}")
     with pytest.raises(AnnotationError, match=r":3: the key .* appears twice"):
         loader(p)
+
+
+@pytest.mark.parametrize(("name", "content", "message"), [
+    # corpus-model rules, re-raised naming the file
+    ("activitynet_val.json", {"v_a": {"duration": -1.0, "timestamps": [[1.0, 2.0]], "sentences": ["a"]}},
+     "duration must be a finite number >= 0"),
+    ("activitynet_val.json", {"": {"duration": 5.0, "timestamps": [[1.0, 2.0]], "sentences": ["a"]}},
+     "non-empty video_id"),
+    ("tacos_test.json", {"s1.avi": {"num_frames": 300, "fps": 5e-324, "timestamps": [[0, 60]], "sentences": ["a"]}},
+     "not a finite duration"),
+    ("tacos_test.json", {"s1.avi": {"num_frames": -3, "fps": 25, "timestamps": [[0, 60]], "sentences": ["a"]}},
+     "num_frames must be >= 0"),
+    ("tacos_test.json", {"s1.avi": {"num_frames": 300, "fps": 25, "timestamps": [[0, 10 ** 400]], "sentences": ["a"]}},
+     "two finite numbers"),
+    ("didemo_val.json", [{"annotation_id": "", "description": "a dog", "video": "v.mp4", "times": [[0, 1]] * 4,
+      "num_segments": 6}],
+     "non-empty query_id|empty"),
+])
+def test_corpus_rule_breaks_are_annotation_errors_naming_the_file(tmp_path: Path, name: str, content: object,
+                                                                  message: str) -> None:
+    p = write(tmp_path / name, json.dumps(content))
+    with pytest.raises(AnnotationError, match=message) as e:
+        load_corpus(p)
+    assert str(e.value).startswith(str(p))
+
+
+def test_tvr_odd_types_and_video2dur_shapes(tmp_path: Path) -> None:
+    # a query without ground truth and an odd `type` used to crash corpus.stats() (data info)
+    p = write(tmp_path / "tvr_test_public_release.jsonl", json.dumps({"desc_id": 5, "desc": "x", "type": [1]}) + "\n")
+    with pytest.raises(AnnotationError, match=":1: field 'type' must be one of v, t, vt"):
+        load_tvr(p)
+    good = write(tmp_path / "tvr_val_release.jsonl", GOOD["tvr_val_release.jsonl"][1])
+    for v2d, message in (({"val": 3}, "must map video names"), ({"val": {"v": [-2.0, 0]}}, "duration >= 0"),
+                         ({"val": {"v": [10 ** 400, 0]}}, "duration >= 0")):
+        with pytest.raises(AnnotationError, match=message):
+            load_tvr(good, write(tmp_path / "tvr_video2dur_idx.json", json.dumps(v2d)), split="val")
+    csv_path = write(tmp_path / "Charades_v1_test.csv", "id,length\nAO8RW,-inf\n")
+    txt = write(tmp_path / "charades_sta_test.txt", GOOD["charades_sta_test.txt"][1])
+    with pytest.raises(AnnotationError, match=r"Charades_v1_test.csv:2: 'length' must be a finite number"):
+        load_charades_sta(txt, csv_path)
+
+
+def test_generic_jsonl_checks_types_clamps_spans_and_keeps_lone_surrogates(tmp_path: Path) -> None:
+    from momentsearch.data.loaders import write_jsonl_corpus
+
+    video = {"record": "video", "video_id": "v1", "duration": 30.0, "split": "test", "clip_length": 2.0,
+             "subtitles": [[0.0, 2.0, "hi"]], "meta": {}}
+    moment = {"record": "moment", "query_id": "q1", "text": "a \ud800 sits", "video_id": "v1", "spans": [[-5.0, 40.0]],
+              "split": "test", "query_type": "v", "meta": {}}
+    p = write(tmp_path / "c.jsonl", json.dumps(moment) + "\n" + json.dumps(video) + "\n")  # video after its moment
+    c = load_jsonl_corpus(p)
+    m = c.moments[0]
+    assert m.spans == ((0.0, 30.0),) and m.meta["quirks"] == ["end_after_duration", "negative_start"]
+    assert m.meta["raw_spans"] == [[-5.0, 40.0]]
+    out = write_jsonl_corpus(c, tmp_path / "out.jsonl")  # a lone surrogate used to break `data convert`
+    assert load_jsonl_corpus(out).moments[0] == m  # escaped, so the round trip is lossless
+    for change, message in (({"clip_length": float("nan")}, "finite number"), ({"clip_length": 0}, "> 0"),
+                            ({"subtitles": [[float("nan"), 1.0, "x"]]}, "finite times"), ({"meta": []}, "'meta'"),
+                            ({"split": ["a"]}, "'split'")):
+        p = write(tmp_path / "bad.jsonl", json.dumps({**video, **change}) + "\n")
+        with pytest.raises(AnnotationError, match=message):
+            load_jsonl_corpus(p)
+    p = write(tmp_path / "bad.jsonl", json.dumps(video) + "\n" + json.dumps({**moment, "query_type": {}}) + "\n")
+    with pytest.raises(AnnotationError, match=":2: field 'query_type'"):
+        load_jsonl_corpus(p)

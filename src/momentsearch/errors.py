@@ -34,6 +34,11 @@ class AnnotationError(MomentSearchError, ValueError):
         super().__init__(f"{where}: {message}")
 
 
+class CorpusError(MomentSearchError, ValueError):
+    """A corpus that breaks the corpus model's rules (empty ids, negative durations, unknown videos);
+    loaders re-raise it as an :class:`AnnotationError` naming their file."""
+
+
 class FeatureError(MomentSearchError, ValueError):
     """A missing, corrupt or inconsistent feature file or feature array."""
 

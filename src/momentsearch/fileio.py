@@ -111,7 +111,12 @@ def write_json(target: str | Path, obj: Any, indent: int | None = 2) -> None:
 def write_jsonl(target: str | Path, records: Iterable[Any]) -> None:
     with atomic_open(target) as fh:
         for rec in records:
-            fh.write(json.dumps(rec, ensure_ascii=False))
+            line = json.dumps(rec, ensure_ascii=False)
+            try:
+                line.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate ("\ud800" in the source JSON): escape it, losslessly
+                line = json.dumps(rec, ensure_ascii=True)
+            fh.write(line)
             fh.write("\n")
 
 

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from momentsearch.errors import CorpusError
+
 Span = tuple[float, float]
 
 
@@ -38,9 +40,9 @@ class Video:
 
     def __post_init__(self) -> None:
         if not self.video_id:
-            raise ValueError("a video needs a non-empty video_id")
+            raise CorpusError("a video needs a non-empty video_id")
         if not (math.isfinite(self.duration) and self.duration >= 0):
-            raise ValueError(f"video {self.video_id!r}: duration must be a finite number >= 0, got {self.duration!r}")
+            raise CorpusError(f"video {self.video_id!r}: duration must be a finite number >= 0, got {self.duration!r}")
 
     @property
     def n_clips(self) -> int | None:
@@ -63,20 +65,20 @@ class Moment:
 
     def __post_init__(self) -> None:
         if not str(self.query_id):
-            raise ValueError("a moment needs a non-empty query_id")
+            raise CorpusError("a moment needs a non-empty query_id")
         for st, ed in self.spans:
             if not (math.isfinite(st) and math.isfinite(ed)):
-                raise ValueError(f"query {self.query_id}: span ({st}, {ed}) is not finite")
+                raise CorpusError(f"query {self.query_id}: span ({st}, {ed}) is not finite")
             if st > ed:
-                raise ValueError(f"query {self.query_id}: span start {st} > end {ed}")
+                raise CorpusError(f"query {self.query_id}: span start {st} > end {ed}")
         if self.spans and self.video_id is None:
-            raise ValueError(f"query {self.query_id}: spans without a video_id")
+            raise CorpusError(f"query {self.query_id}: spans without a video_id")
 
     @property
     def span(self) -> Span:
         """The single span (the first annotator's, for multi-annotator datasets)."""
         if not self.spans:
-            raise ValueError(f"query {self.query_id} has no ground-truth span")
+            raise CorpusError(f"query {self.query_id} has no ground-truth span")
         return self.spans[0]
 
     @property
@@ -104,10 +106,10 @@ class Corpus:
         seen: set[str] = set()
         for m in self.moments:
             if m.query_id in seen:
-                raise ValueError(f"{self.name}: duplicate query_id {m.query_id!r}")
+                raise CorpusError(f"{self.name}: duplicate query_id {m.query_id!r}")
             seen.add(m.query_id)
             if m.video_id is not None and m.video_id not in self.videos:
-                raise ValueError(f"{self.name}: query {m.query_id!r} refers to unknown video {m.video_id!r}")
+                raise CorpusError(f"{self.name}: query {m.query_id!r} refers to unknown video {m.video_id!r}")
 
     # ---- construction -----------------------------------------------------------------
     @classmethod
@@ -115,7 +117,7 @@ class Corpus:
         vids: dict[str, Video] = {}
         for v in videos:
             if v.video_id in vids and vids[v.video_id] != v:
-                raise ValueError(f"{name}: video {v.video_id!r} given twice with different attributes")
+                raise CorpusError(f"{name}: video {v.video_id!r} given twice with different attributes")
             vids[v.video_id] = v
         return cls(videos=vids, moments=list(moments), name=name)
 

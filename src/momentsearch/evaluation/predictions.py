@@ -161,8 +161,9 @@ class Submission:
         if not isinstance(obj, dict) or "video2idx" not in obj:
             raise PredictionError(f"{p}: expected an object with 'video2idx' and at least one of {TASKS}")
         v2i = obj["video2idx"]
-        if not isinstance(v2i, dict) or not all(isinstance(i, int) for i in v2i.values()):
-            raise PredictionError(f"{p}: 'video2idx' must map video names to integer indices")
+        if not isinstance(v2i, dict) or not all(isinstance(i, int) and not isinstance(i, bool) and abs(i) <= 2 ** 53
+                                                for i in v2i.values()):
+            raise PredictionError(f"{p}: 'video2idx' must map video names to integer indices (of at most 2^53)")
         idx2vid: dict[int, str] = {}
         for name, i in v2i.items():
             if i in idx2vid:
@@ -247,6 +248,11 @@ def _prediction_array(where: str, preds: list[Any]) -> np.ndarray:
     if bad.any():
         r = int(bad.argmax())
         raise PredictionError(f"{where}.predictions[{r}]: NaN or inf in {preds[r]!r}")
+    bad = (arr[:, 0] != np.round(arr[:, 0])) | (np.abs(arr[:, 0]) > 2.0 ** 53)
+    if bad.any():
+        r = int(bad.argmax())
+        raise PredictionError(f"{where}.predictions[{r}]: the video index must be an integer of at most 2^53, "
+                              f"got {preds[r][0]!r}")
     if arr.shape[1] == 3:
         arr = np.column_stack([arr, np.full(len(arr), np.nan)])
     return arr[:, :4]

@@ -15,7 +15,11 @@ from momentsearch.data.loaders.didemo import load_didemo
 from momentsearch.data.loaders.jsonl import load_jsonl_corpus, write_jsonl_corpus
 from momentsearch.data.loaders.tacos import load_tacos
 from momentsearch.data.loaders.tvr import load_tvr
-from momentsearch.data.loaders.tvr_ranking import TVRRanking, load_tvr_ranking, write_tvr_ranking
+from momentsearch.data.loaders.tvr_ranking import (
+    TVRRanking,
+    load_tvr_ranking,
+    write_tvr_ranking,
+)
 from momentsearch.errors import AnnotationError
 
 FORMATS: dict[str, Callable[..., Corpus]] = {

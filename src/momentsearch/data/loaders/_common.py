@@ -2,17 +2,34 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from momentsearch.data.corpus import Span, clean_span
-from momentsearch.errors import AnnotationError
+from momentsearch.errors import AnnotationError, CorpusError
 
 SPLIT_WORDS = ("test_public", "test_challenge", "train", "val", "test")
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def names_its_file(load: F) -> F:
+    """A loader whose corpus-model errors (an empty id, a negative duration, ...) are re-raised as
+    :class:`AnnotationError` naming the file it was given (its first argument)."""
+    @functools.wraps(load)
+    def wrapper(path: str | Path, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return load(path, *args, **kwargs)
+        except CorpusError as e:
+            raise AnnotationError(path, str(e)) from None
+
+    return wrapper  # type: ignore[return-value]
 
 
 def infer_split(path: Path) -> str | None:
@@ -132,6 +149,13 @@ def get_field(rec: dict[str, Any], key: str, kind: type | tuple[type, ...], err:
     if not isinstance(val, kind) or isinstance(val, bool) and kind is int:
         raise err(f"field {key!r} must be {getattr(kind, '__name__', kind)}, got {type(val).__name__} {val!r}")
     return val
+
+
+def optional_field(rec: dict[str, Any], key: str, kind: type | tuple[type, ...], err: Any) -> Any:
+    """``rec[key]`` checked like :func:`get_field`, or None when the key is missing or null."""
+    if rec.get(key) is None:
+        return None
+    return get_field(rec, key, kind, err)
 
 
 def parse_span(raw: Any, duration: float | None, err: Any) -> tuple[Span, list[str]]:

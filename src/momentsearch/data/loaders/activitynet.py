@@ -10,12 +10,14 @@ from momentsearch.data.loaders._common import (
     infer_split,
     iter_video_records,
     moment_meta,
+    names_its_file,
     paired_sentences,
     parse_span,
     require_file,
 )
 
 
+@names_its_file
 def load_activitynet(path: str | Path, split: str | None = None) -> Corpus:
     p = require_file(path)
     split = split or infer_split(p)

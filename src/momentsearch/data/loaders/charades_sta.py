@@ -11,6 +11,7 @@ from momentsearch.data.corpus import Corpus, Moment, Video
 from momentsearch.data.loaders._common import (
     infer_split,
     moment_meta,
+    names_its_file,
     parse_span,
     read_text,
     require_file,
@@ -19,6 +20,7 @@ from momentsearch.data.loaders._common import (
 from momentsearch.errors import AnnotationError
 
 
+@names_its_file
 def load_charades_durations(path: str | Path) -> dict[str, tuple[float, dict[str, str]]]:
     """Charades' video CSV -> {id: (length in seconds, {scene, ...})}."""
     p = require_file(path)
@@ -34,12 +36,18 @@ def load_charades_durations(path: str | Path) -> dict[str, tuple[float, dict[str
             except (TypeError, ValueError):
                 raise AnnotationError(p, f"'length' is not a number: {str(row['length'])[:80]!r}",
                                       line=reader.line_num) from None
+            if not (math.isfinite(length) and length > 0):
+                raise AnnotationError(p, f"'length' must be a finite number of seconds > 0, got {row['length']!r}",
+                                      line=reader.line_num)
+            if not row["id"]:
+                raise AnnotationError(p, "empty video id", line=reader.line_num)
             out[row["id"]] = (length, {"scene": row.get("scene") or ""})
     except csv.Error as e:
         raise AnnotationError(p, f"malformed CSV: {e}", line=reader.line_num) from None
     return out
 
 
+@names_its_file
 def load_charades_sta(
     path: str | Path, durations_csv: str | Path | None = None, split: str | None = None
 ) -> Corpus:

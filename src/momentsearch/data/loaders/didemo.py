@@ -11,12 +11,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from momentsearch.data.corpus import Corpus, Moment, Video
-from momentsearch.data.loaders._common import get_field, infer_split, parse_span, read_json, require_file
+from momentsearch.data.loaders._common import (
+    get_field,
+    infer_split,
+    names_its_file,
+    parse_span,
+    read_json,
+    require_file,
+)
 from momentsearch.errors import AnnotationError
 
 SEGMENT_SECONDS = 5.0
 
 
+@names_its_file
 def load_didemo(path: str | Path, split: str | None = None) -> Corpus:
     p = require_file(path)
     split = split or infer_split(p)

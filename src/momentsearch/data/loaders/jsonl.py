@@ -13,12 +13,20 @@ optional when reading; videos may come after the moments that use them.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from momentsearch.data.corpus import Corpus, Moment, Subtitle, Video
-from momentsearch.data.loaders._common import get_field, iter_jsonl, require_file
+from momentsearch.data.corpus import Corpus, Moment, Subtitle, Video, clean_span
+from momentsearch.data.loaders._common import (
+    get_field,
+    is_finite_number,
+    iter_jsonl,
+    names_its_file,
+    optional_field,
+    require_file,
+)
 from momentsearch.errors import AnnotationError
 from momentsearch.fileio import write_jsonl
 
@@ -57,6 +65,26 @@ def write_jsonl_corpus(corpus: Corpus, path: str | Path) -> Path:
     return Path(path)
 
 
+def clamped(m: Moment, duration: float | None) -> Moment:
+    """``m`` with its spans ordered and clamped to [0, duration] (the corpus policy); a changed span is
+    named in ``meta["quirks"]`` and the first raw spans kept, as the other loaders do."""
+    spans, quirks = [], set()
+    for st, ed in m.spans:
+        span, changed = clean_span(st, ed, duration)
+        if changed:
+            quirks |= {q for q, bad in (("start_after_end", st > ed), ("negative_start", min(st, ed) < 0),
+                                        ("end_after_duration", duration is not None and max(st, ed) > duration),
+                                        ("zero_length_span", span[1] <= span[0])) if bad}
+        spans.append(span)
+    if not quirks:
+        return m
+    meta = dict(m.meta)
+    meta["quirks"] = sorted(set(meta.get("quirks", [])) | quirks)
+    meta.setdefault("raw_spans", [list(s) for s in m.spans])
+    return dataclasses.replace(m, spans=tuple(spans), meta=meta)
+
+
+@names_its_file
 def load_jsonl_corpus(path: str | Path, split: str | None = None) -> Corpus:
     """Read the generic format; ``split`` keeps only that split."""
     p = require_file(path)
@@ -64,6 +92,7 @@ def load_jsonl_corpus(path: str | Path, split: str | None = None) -> Corpus:
     videos: list[Video] = []
     moments: list[Moment] = []
     lines: dict[str, int] = {}
+    pending: list[tuple[int, Moment]] = []
     for lineno, rec in iter_jsonl(p):
         def err(msg: str, _ln: int = lineno) -> AnnotationError:
             return AnnotationError(p, msg, line=_ln)
@@ -78,44 +107,51 @@ def load_jsonl_corpus(path: str | Path, split: str | None = None) -> Corpus:
                 name = rec.get("name") or name
             elif kind == "video":
                 subs = []
-                for s in rec.get("subtitles") or []:
-                    if not (isinstance(s, list) and len(s) == 3):
-                        raise err(f"a subtitle must be [start, end, text], got {s!r}")
-                    subs.append(Subtitle(float(s[0]), float(s[1]), str(s[2])))
-                clip = rec.get("clip_length")
+                for s in optional_field(rec, "subtitles", list, err) or []:
+                    if not (isinstance(s, list) and len(s) == 3 and is_finite_number(s[0]) and is_finite_number(s[1])
+                            and isinstance(s[2], str)):
+                        raise err(f"a subtitle must be [start, end, text] with finite times, got {s!r}")
+                    subs.append(Subtitle(float(s[0]), float(s[1]), s[2]))
+                clip = optional_field(rec, "clip_length", float, err)
+                if clip is not None and clip <= 0:
+                    raise err(f"'clip_length' must be > 0 seconds, got {clip}")
                 videos.append(
                     Video(
                         get_field(rec, "video_id", str, err),
                         get_field(rec, "duration", float, err),
-                        rec.get("split"),
-                        None if clip is None else float(clip),
+                        optional_field(rec, "split", str, err),
+                        clip,
                         tuple(subs),
-                        rec.get("meta") or {},
+                        optional_field(rec, "meta", dict, err) or {},
                     )
                 )
                 lines[videos[-1].video_id] = lineno
             elif kind == "moment":
-                spans = rec.get("spans") or []
-                if not isinstance(spans, list) or not all(isinstance(s, list) and len(s) == 2 for s in spans):
-                    raise err(f"'spans' must be a list of [start, end], got {spans!r}")
-                moments.append(
-                    Moment(
-                        str(get_field(rec, "query_id", (str, int), err)),
-                        get_field(rec, "text", str, err),
-                        rec.get("video_id"),
-                        tuple((float(a), float(b)) for a, b in spans),
-                        rec.get("split"),
-                        rec.get("query_type"),
-                        rec.get("meta") or {},
-                    )
-                )
-                lines[f"q:{moments[-1].query_id}"] = lineno
+                spans = optional_field(rec, "spans", list, err) or []
+                if not all(isinstance(s, list) and len(s) == 2 and is_finite_number(s[0]) and is_finite_number(s[1])
+                           for s in spans):
+                    raise err(f"'spans' must be a list of [start, end] with finite numbers, got {spans!r}")
+                qid = str(get_field(rec, "query_id", (str, int), err))
+                if not qid:
+                    raise err("empty query_id")
+                pending.append((lineno, Moment(
+                    qid, get_field(rec, "text", str, err), optional_field(rec, "video_id", str, err),
+                    tuple((float(a), float(b)) for a, b in spans), optional_field(rec, "split", str, err),
+                    optional_field(rec, "query_type", str, err), optional_field(rec, "meta", dict, err) or {},
+                )))
+                lines[f"q:{qid}"] = lineno
             else:
                 raise err(f"'record' must be header, video or moment, got {kind!r}")
         except (ValueError, TypeError) as e:
             if isinstance(e, AnnotationError):
                 raise
             raise err(str(e)) from None
+    durations = {v.video_id: v.duration for v in videos}
+    for lineno, m in pending:  # videos may come after their moments: spans are clamped once all are read
+        try:
+            moments.append(clamped(m, durations.get(m.video_id or "")))
+        except ValueError as e:
+            raise AnnotationError(p, str(e), line=lineno) from None
     try:
         corpus = Corpus.from_parts(videos, moments, name=name)
     except ValueError as e:

@@ -6,19 +6,23 @@ frame numbers are kept in each moment's meta under ``frames``.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from momentsearch.data.corpus import Corpus, Moment, Video
 from momentsearch.data.loaders._common import (
     get_field,
     infer_split,
+    is_finite_number,
     iter_video_records,
+    names_its_file,
     paired_sentences,
     parse_span,
     require_file,
 )
 
 
+@names_its_file
 def load_tacos(path: str | Path, split: str | None = None) -> Corpus:
     p = require_file(path)
     split = split or infer_split(p)
@@ -28,12 +32,16 @@ def load_tacos(path: str | Path, split: str | None = None) -> Corpus:
         if fps <= 0:
             raise err(f"fps must be > 0, got {fps}")
         nframes = get_field(rec, "num_frames", float, err)
+        if nframes < 0:
+            raise err(f"num_frames must be >= 0, got {nframes}")
         dur = nframes / fps
+        if not math.isfinite(dur):
+            raise err(f"num_frames / fps is not a finite duration ({nframes} / {fps})")
         videos.append(Video(vid, dur, split, None, (), {"fps": fps, "num_frames": int(nframes)}))
         for i, (ts, sent) in enumerate(paired_sentences(rec, err)):
             if not (isinstance(ts, list) and len(ts) == 2):
                 raise err(f"timestamp {i} must be [start_frame, end_frame], got {ts!r}")
-            secs = [x / fps if isinstance(x, (int, float)) and not isinstance(x, bool) else x for x in ts]
+            secs = [x / fps if is_finite_number(x) else x for x in ts]
             span, quirks = parse_span(secs, dur, err)
             meta = {"frames": ts, **({"quirks": sorted(set(quirks))} if quirks else {})}
             moments.append(Moment(f"{vid}#{i}", sent, vid, (span,), split, None, meta))

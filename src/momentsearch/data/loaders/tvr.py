@@ -15,8 +15,10 @@ from momentsearch.data.corpus import Corpus, Moment, Subtitle, Video
 from momentsearch.data.loaders._common import (
     get_field,
     infer_split,
+    is_finite_number,
     iter_jsonl,
     moment_meta,
+    names_its_file,
     parse_span,
     read_json,
     require_file,
@@ -27,6 +29,7 @@ TVR_CLIP_LENGTH = 1.5  # seconds: the stride of TVR's released clip features
 _SPLIT_ALIASES = {"test": "test_public"}
 
 
+@names_its_file
 def load_tvr_video2dur(path: str | Path, split: str) -> dict[str, float]:
     p = require_file(path)
     data = read_json(p)
@@ -35,14 +38,17 @@ def load_tvr_video2dur(path: str | Path, split: str) -> dict[str, float]:
     key = split if split in data else _SPLIT_ALIASES.get(split, split)
     if key not in data:
         raise AnnotationError(p, f"no split {split!r}; it has {sorted(data)}")
+    if not isinstance(data[key], dict):
+        raise AnnotationError(p, f"split {key!r} must map video names to [duration, index]", record=key)
     out = {}
     for vid, val in data[key].items():
-        if not (isinstance(val, list) and len(val) == 2 and isinstance(val[0], (int, float))):
-            raise AnnotationError(p, f"expected [duration, index], got {val!r}", record=f"{key}/{vid}")
+        if not (isinstance(val, list) and len(val) == 2 and is_finite_number(val[0]) and val[0] >= 0):
+            raise AnnotationError(p, f"expected [duration >= 0, index], got {val!r}", record=f"{key}/{vid}")
         out[vid] = float(val[0])
     return out
 
 
+@names_its_file
 def load_tvr_subtitles(path: str | Path) -> dict[str, tuple[Subtitle, ...]]:
     p = require_file(path)
     out: dict[str, tuple[Subtitle, ...]] = {}
@@ -63,6 +69,7 @@ def load_tvr_subtitles(path: str | Path) -> dict[str, tuple[Subtitle, ...]]:
     return out
 
 
+@names_its_file
 def load_tvr(
     path: str | Path,
     video2dur: str | Path | None = None,
@@ -85,9 +92,14 @@ def load_tvr(
             return AnnotationError(p, msg, line=_ln)
 
         desc_id = get_field(rec, "desc_id", (int, str), err)
+        if desc_id == "":
+            raise err("empty desc_id")
         text = get_field(rec, "desc", str, err)
+        qtype = rec.get("type")
+        if qtype is not None and qtype not in ("v", "t", "vt"):
+            raise err(f"field 'type' must be one of v, t, vt, got {qtype!r}")
         if "vid_name" not in rec:  # released without ground truth (test_public)
-            moments.append(Moment(str(desc_id), text, None, (), split, rec.get("type")))
+            moments.append(Moment(str(desc_id), text, None, (), split, qtype))
             continue
         vid = get_field(rec, "vid_name", str, err)
         dur = durations.get(vid)
@@ -99,9 +111,6 @@ def load_tvr(
         if dur is None:
             raise err(f"video {vid!r} has no duration: neither a 'duration' field nor an entry in video2dur")
         span, quirks = parse_span(get_field(rec, "ts", list, err), dur, err)
-        qtype = rec.get("type")
-        if qtype is not None and qtype not in ("v", "t", "vt"):
-            raise err(f"field 'type' must be one of v, t, vt, got {qtype!r}")
         moments.append(
             Moment(str(desc_id), text, vid, (span,), split, qtype, moment_meta([list(map(float, rec["ts"]))], quirks))
         )

@@ -16,7 +16,6 @@ to [0, duration], and every change is counted.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +24,12 @@ from typing import Any
 import numpy as np
 
 from momentsearch.data.corpus import clean_span
-from momentsearch.data.loaders._common import get_field, read_json, require_file
+from momentsearch.data.loaders._common import (
+    get_field,
+    is_finite_number,
+    read_json,
+    require_file,
+)
 from momentsearch.data.relevance import MomentRelevance
 from momentsearch.errors import AnnotationError
 from momentsearch.fileio import write_json
@@ -85,14 +89,13 @@ def load_tvr_ranking(path: str | Path) -> TVRRanking:
         if durations.setdefault(video, duration) != duration:
             raise err(f"video {video!r} has two durations: {durations[video]} and {duration}")
         ts = get_field(rec, "timestamp", list, err)
-        if len(ts) != 2 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-                                   for x in ts):
+        if len(ts) != 2 or not all(is_finite_number(x) for x in ts):
             raise err(f"timestamp must be [start, end] in finite seconds, got {ts!r}")
         grade = get_field(rec, "relevance", float, err)
         if not 0 <= grade <= MAX_GRADE:
             raise err(f"relevance must lie in [0, {MAX_GRADE:g}], got {grade}")
         rows.setdefault(qid, [])
-        if grade == 0:
+        if np.float32(grade / MAX_GRADE) == 0:  # 0, or so small that it is 0 as a stored value
             n_zero += 1
             continue
         (st, ed), changed = clean_span(float(ts[0]), float(ts[1]), duration)

@@ -1,0 +1,320 @@
+"""Fuzz every annotation loader and the prediction reader with malformed files.
+
+For each format, a small valid file is mutated N times (truncation, bit flips, inserted and deleted
+bytes, invalid UTF-8, numbers swapped for NaN / inf / huge / negative / denormal values, strings
+swapped for empty, huge, lone-surrogate or wrongly typed values, deep nesting, duplicated lines or
+records, a BOM, CRLF line ends, JSON values of the wrong type, removed keys). Each mutant goes
+through what a user would run on it: the loader, ``corpus.stats()`` (``data info``) and the jsonl
+writer (``data convert``); for predictions, ``Submission.read`` and ``evaluate_submission``.
+
+An outcome is *loaded*, *project error* (a ``MomentSearchError``), *foreign exception* (anything
+else: a bug) or *hang* (over 10 s). The script prints a table, writes JSON, and lists the first
+foreign exceptions of each kind with the mutation that caused them.
+
+    python benchmarks/fuzz_loaders.py --n 10000 --out runs/fuzz
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from momentsearch.data.corpus import Corpus  # noqa: E402
+from momentsearch.data.loaders import (  # noqa: E402
+    load_activitynet,
+    load_charades_sta,
+    load_didemo,
+    load_jsonl_corpus,
+    load_tacos,
+    load_tvr,
+    load_tvr_ranking,
+    write_jsonl_corpus,
+)
+from momentsearch.errors import MomentSearchError  # noqa: E402
+from momentsearch.evaluation import Submission, evaluate_submission  # noqa: E402
+
+J = json.dumps
+SEEDS: dict[str, tuple[str, str]] = {  # format -> (file name, valid content)
+    "charades-sta": ("charades_sta_test.txt", "AO8RW 0.0 6.9##a person is putting a book on a shelf.\n"
+                                              "AO8RW 2.0 9.5##the person opens the door.\nY6R7T 1.1 4.0##a man sits\n"),
+    "charades-csv": ("Charades_v1_test.csv", "id,subject,scene,length\nAO8RW,HR43,Kitchen,30.5\nY6R7T,HR44,Bedroom,22.0\n"),
+    "tvr": ("tvr_val_release.jsonl", "".join(J(r) + "\n" for r in [
+        {"desc_id": 1, "desc": "he sits down", "vid_name": "friends_s01", "duration": 60.2, "ts": [1.5, 9.0], "type": "v"},
+        {"desc_id": 2, "desc": "she says hi", "vid_name": "friends_s02", "duration": 40.0, "ts": [0.0, 3.0], "type": "t"},
+    ])),
+    "tvr-video2dur": ("tvr_video2dur_idx.json", J({"val": {"friends_s01": [60.2, 0], "friends_s02": [40.0, 1]}})),
+    "tvr-subtitles": ("tvqa_preprocessed_subtitles.jsonl", J({"vid_name": "friends_s01", "sub": [
+        {"start": 0.5, "end": 2.0, "text": "Hi."}, {"start": 2.5, "end": 4.0, "text": "Hello there."}]}) + "\n"),
+    "didemo": ("didemo_val.json", J([
+        {"annotation_id": 1, "description": "a dog runs", "video": "v1.mp4", "times": [[0, 1], [0, 1], [1, 1], [0, 0]],
+         "num_segments": 6, "context": [0, 1]},
+        {"annotation_id": 2, "description": "the dog stops", "video": "v1.mp4", "times": [[2, 3]] * 4, "num_segments": 6},
+    ])),
+    "activitynet": ("activitynet_val.json", J({
+        "v_a": {"duration": 20.0, "timestamps": [[1.0, 5.0], [4.0, 19.5]], "sentences": ["a man runs", " he jumps"]},
+        "v_b": {"duration": 31.3, "timestamps": [[0.0, 31.3]], "sentences": ["people dance"]},
+    })),
+    "tacos": ("tacos_test.json", J({
+        "s13-d21.avi": {"num_frames": 300, "fps": 29.4, "timestamps": [[0, 60], [90, 299]], "sentences": ["he cuts", "x"]},
+    })),
+    "jsonl": ("corpus.jsonl", "".join(J(r) + "\n" for r in [
+        {"record": "header", "format": "momentsearch-corpus", "version": 1, "name": "t"},
+        {"record": "video", "video_id": "v1", "duration": 30.0, "split": "test", "clip_length": 2.0,
+         "subtitles": [[0.0, 2.0, "hi"]], "meta": {}},
+        {"record": "moment", "query_id": "q1", "text": "a man sits", "video_id": "v1", "spans": [[1.0, 4.0]],
+         "split": "test", "query_type": "v", "meta": {}},
+    ])),
+    "tvr-ranking": ("tvr_ranking_val.json", J([
+        {"pair_id": 0, "query_id": 7, "query": "a man opens a door", "video_name": "v1", "timestamp": [2.0, 6.0],
+         "duration": 30.0, "caption": "he opens it", "similarity": 0.9, "relevance": 4},
+        {"pair_id": 1, "query_id": 7, "query": "a man opens a door", "video_name": "v2", "timestamp": [1.0, 8.0],
+         "duration": 20.0, "caption": "a door", "similarity": 0.5, "relevance": 2.33},
+    ])),
+    "predictions": ("predictions.json", J({"video2idx": {"friends_s01": 0, "friends_s02": 1}, "VCMR": [
+        {"desc_id": 1, "desc": "he sits down", "predictions": [[0, 1.5, 9.0, 0.9], [1, 0.0, 3.0, 0.5]]},
+        {"desc_id": 2, "desc": "she says hi", "predictions": [[1, 0.0, 3.0, 0.8]]}],
+        "SVMR": [{"desc_id": 1, "desc": "he sits down", "predictions": [[0, 1.0, 8.0, 0.7]]},
+                 {"desc_id": 2, "desc": "she says hi", "predictions": [[1, 0.5, 3.0, 0.8]]}],
+        "VR": [{"desc_id": 1, "desc": "he sits down", "predictions": [[0, -1, -1, 0.9]]},
+               {"desc_id": 2, "desc": "she says hi", "predictions": [[1, -1, -1, 0.8]]}]})),
+}
+
+NUMBERS = ["NaN", "Infinity", "-Infinity", "1e309", "-1e309", "-5", "0", "-0", "1e-320", "4.9e-324",
+           "9223372036854775808", "18446744073709551616", "1" + "0" * 400, "-1" + "0" * 400, "1e308", "0.0000001",
+           '"3"', "true", "null", "[]", "{}"]
+STRINGS = ['""', '" "', '"\\ud800"', '"\\udfff x"', '"' + "x" * 200_000 + '"', "0", "null", "[]", "{}", "true",
+           '"\\u0000"', '"a\\nb"', '"\\u2028"', "1e309"]
+BAD_BYTES = [b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x80\x80", b"\xf4\x90\x80\x80", b"\x00", b"\xef\xbb\xbf"]
+
+
+def _json_mutate(text: str, rng: random.Random) -> str | None:
+    """Replace a random node of the parsed JSON (or one jsonl line) by a value of another type, or drop a key."""
+    lines = text.split("\n")
+    if not text.lstrip().startswith(("{", "[")) or text.count("\n") > 1 and all(
+            ln.strip().startswith("{") for ln in lines if ln.strip()):
+        cand = [i for i, ln in enumerate(lines) if ln.strip()]
+        if not cand:
+            return None
+        i = rng.choice(cand)
+        try:
+            obj = json.loads(lines[i])
+        except ValueError:
+            return None
+        lines[i] = J(_mutate_obj(obj, rng))
+        return "\n".join(lines)
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return None
+    return J(_mutate_obj(obj, rng))
+
+
+def _mutate_obj(obj: Any, rng: random.Random) -> Any:
+    nodes: list[tuple[Any, Any]] = []
+
+    def walk(o: Any) -> None:
+        if isinstance(o, dict):
+            for k in list(o):
+                nodes.append((o, k))
+                walk(o[k])
+        elif isinstance(o, list):
+            for i in range(len(o)):
+                nodes.append((o, i))
+                walk(o[i])
+
+    walk(obj)
+    if not nodes:
+        return rng.choice([None, 1, "x", [], {}])
+    parent, key = rng.choice(nodes)
+    op = rng.random()
+    if op < 0.15 and isinstance(parent, dict):
+        del parent[key]
+    elif op < 0.25 and isinstance(parent, dict):
+        parent[rng.choice(["", "\ud800", "x" * 1000, str(key) + "_"])] = parent[key]
+    else:
+        parent[key] = rng.choice([None, True, -1, 0, 2 ** 63, -(2 ** 70), 1e308, -0.0, 5e-324, "", "x", "\ud800",
+                                  [], {}, [[]], [1, 2, 3], {"a": 1}, [None, None], [float("nan"), 1.0],
+                                  [float("inf"), 1.0], ["1", "2"], [5.0, 1.0], [-5.0, -1.0]])
+    return obj
+
+
+def mutate(data: bytes, rng: random.Random) -> tuple[bytes, str]:
+    """One random mutation of ``data``; returns the mutant and the mutation's name."""
+    kind = rng.choice(["truncate", "bitflip", "insert", "delete", "bad_utf8", "number", "string", "nest", "duplicate",
+                       "bom", "crlf", "json_type", "json_type", "json_type", "swap_lines", "empty"])
+    n = len(data)
+    if kind == "truncate":
+        return data[: rng.randrange(n)], kind
+    if kind == "bitflip":
+        b = bytearray(data)
+        for _ in range(rng.randint(1, 4)):
+            i = rng.randrange(n)
+            b[i] ^= 1 << rng.randrange(8)
+        return bytes(b), kind
+    if kind == "insert":
+        i = rng.randrange(n + 1)
+        return data[:i] + bytes(rng.randrange(256) for _ in range(rng.randint(1, 8))) + data[i:], kind
+    if kind == "delete":
+        i = rng.randrange(n)
+        return data[:i] + data[i + rng.randint(1, 16):], kind
+    if kind == "bad_utf8":
+        i = rng.randrange(n + 1)
+        return data[:i] + rng.choice(BAD_BYTES) + data[i:], kind
+    text = data.decode("utf-8")
+    if kind in ("number", "string"):
+        pat = r"-?\d+(\.\d+)?([eE][-+]?\d+)?" if kind == "number" else r'"(?:[^"\\]|\\.)*"'
+        spots = list(re.finditer(pat, text))
+        if not spots:
+            return data, kind + "(none)"
+        m = rng.choice(spots)
+        new = rng.choice(NUMBERS if kind == "number" else STRINGS)
+        if text.lstrip()[:1] not in "[{" and kind == "string":  # Charades/CSV: raw text
+            new = new.strip('"')
+        return (text[: m.start()] + new + text[m.end():]).encode("utf-8", "surrogatepass"), kind
+    if kind == "nest":
+        depth = rng.choice([100, 1000, 100_000])
+        spots = [m.start() for m in re.finditer(r"[\[{:,]", text)] or [0]
+        i = rng.choice(spots) + 1
+        return (text[:i] + "[" * depth + "1" + "]" * depth + text[i:]).encode(), kind
+    if kind == "duplicate":
+        lines = text.split("\n")
+        i = rng.randrange(len(lines))
+        lines.insert(i, lines[i])
+        if text.lstrip().startswith("{") and "\n" not in text.strip():  # one JSON object: repeat its first key
+            m = re.match(r'\s*\{("(?:[^"\\]|\\.)*"\s*:\s*(?:\{[^{}]*\}|\[[^\[\]]*\]|[^,{}\[\]]+))', text)
+            if m:
+                return (text[: m.end()] + "," + m.group(1) + text[m.end():]).encode(), "duplicate_key"
+        return "\n".join(lines).encode(), kind
+    if kind == "bom":
+        return b"\xef\xbb\xbf" + data, kind
+    if kind == "crlf":
+        return data.replace(b"\n", b"\r\n"), kind
+    if kind == "swap_lines":
+        lines = text.split("\n")
+        rng.shuffle(lines)
+        return "\n".join(lines).encode(), kind
+    if kind == "empty":
+        return rng.choice([b"", b"\n", b" ", b"{}", b"[]", b"null"]), kind
+    out = _json_mutate(text, rng)
+    if out is None:
+        return data, "json_type(none)"
+    return out.encode("utf-8", "surrogatepass"), "json_type"
+
+
+def user_actions(fmt: str, path: Path, folder: Path) -> Callable[[], Any]:
+    """What a user would run on the file: load it, ``data info`` (stats), ``data convert`` (jsonl writer)."""
+    def corpus_actions(load: Callable[[], Corpus]) -> Callable[[], Any]:
+        def run() -> Any:
+            c = load()
+            c.stats()
+            write_jsonl_corpus(c, folder / "converted.jsonl")
+            return c
+        return run
+
+    good = {name: folder / f for name, (f, _) in SEEDS.items()}
+    return {
+        "charades-sta": corpus_actions(lambda: load_charades_sta(path, good["charades-csv"])),
+        "charades-csv": corpus_actions(lambda: load_charades_sta(good["charades-sta"], path)),
+        "tvr": corpus_actions(lambda: load_tvr(path, good["tvr-video2dur"], good["tvr-subtitles"], split="val")),
+        "tvr-video2dur": corpus_actions(lambda: load_tvr(good["tvr"], path, good["tvr-subtitles"], split="val")),
+        "tvr-subtitles": corpus_actions(lambda: load_tvr(good["tvr"], good["tvr-video2dur"], path, split="val")),
+        "didemo": corpus_actions(lambda: load_didemo(path)),
+        "activitynet": corpus_actions(lambda: load_activitynet(path)),
+        "tacos": corpus_actions(lambda: load_tacos(path)),
+        "jsonl": corpus_actions(lambda: load_jsonl_corpus(path)),
+        "tvr-ranking": lambda: load_tvr_ranking(path),
+        "predictions": lambda: evaluate_submission(Submission.read(path), load_tvr(
+            good["tvr"], good["tvr-video2dur"], good["tvr-subtitles"], split="val")),
+    }[fmt]
+
+
+class Hang(Exception):
+    pass
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise Hang()
+
+
+def fuzz(fmt: str, n: int, seed: int, folder: Path, timeout: int = 10) -> dict[str, Any]:
+    name, content = SEEDS[fmt]
+    for f, c in SEEDS.values():  # every companion file valid
+        (folder / f).write_text(c, encoding="utf-8")
+    data = content.encode()
+    path = folder / ("mutant_" + name)
+    outcomes: Counter[str] = Counter()
+    foreign: dict[str, dict[str, Any]] = {}
+    by_kind: Counter[str] = Counter()
+    rng = random.Random(seed)
+    signal.signal(signal.SIGALRM, _alarm)
+    for i in range(n):
+        mutant, kind = mutate(data, rng)
+        path.write_bytes(mutant)
+        action = user_actions(fmt, path, folder)
+        signal.alarm(timeout)
+        try:
+            action()
+            outcomes["loaded"] += 1
+        except MomentSearchError:
+            outcomes["project error"] += 1
+        except Hang:
+            outcomes["hang"] += 1
+            foreign.setdefault("Hang", {"count": 0, "mutation": kind, "example": mutant[:300].decode("utf-8", "replace")})
+            foreign["Hang"]["count"] += 1
+        except Exception as e:  # noqa: BLE001 - a foreign exception is what we are counting
+            outcomes["foreign exception"] += 1
+            tb = traceback.extract_tb(e.__traceback__)[-1]
+            key = f"{type(e).__name__} at {Path(tb.filename).name}:{tb.lineno}"
+            by_kind[kind] += 1
+            rec = foreign.setdefault(key, {"count": 0, "mutation": kind, "message": str(e)[:200],
+                                           "example": mutant[:300].decode("utf-8", "replace"), "mutant": i})
+            rec["count"] += 1
+        finally:
+            signal.alarm(0)
+    return {"format": fmt, "n": n, "outcomes": dict(outcomes), "foreign": foreign,
+            "foreign_by_mutation": dict(by_kind)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=10_000, help="mutants per format")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--formats", nargs="*", default=list(SEEDS))
+    ap.add_argument("--out", type=Path, default=Path("runs/fuzz"))
+    args = ap.parse_args()
+    results = []
+    print(f"{'format':<15} {'mutants':>8} {'loaded':>8} {'project error':>14} {'foreign':>8} {'hang':>5} {'s':>6}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for fmt in args.formats:
+            t0 = time.time()
+            r = fuzz(fmt, args.n, args.seed, Path(tmp))
+            r["seconds"] = round(time.time() - t0, 1)
+            results.append(r)
+            o = r["outcomes"]
+            print(f"{fmt:<15} {args.n:>8} {o.get('loaded', 0):>8} {o.get('project error', 0):>14} "
+                  f"{o.get('foreign exception', 0):>8} {o.get('hang', 0):>5} {r['seconds']:>6}", flush=True)
+            for key, rec in sorted(r["foreign"].items(), key=lambda kv: -kv[1]["count"])[:8]:
+                print(f"    {rec['count']:>5} x {key} ({rec['mutation']}): {rec.get('message', '')[:120]}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    total = sum(r["outcomes"].get("foreign exception", 0) + r["outcomes"].get("hang", 0) for r in results)
+    (args.out / "fuzz.json").write_text(json.dumps({"n_per_format": args.n, "seed": args.seed, "results": results,
+                                                    "foreign_and_hangs": total}, indent=1, ensure_ascii=True))
+    print(f"foreign exceptions + hangs over {len(results)} formats x {args.n}: {total}; details in {args.out / 'fuzz.json'}")
+
+
+if __name__ == "__main__":
+    main()
