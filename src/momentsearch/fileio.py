@@ -1,6 +1,10 @@
 """Atomic writes: write to a temporary file beside the target, then rename over it.
 
-A crash or an exception half-way leaves the old file untouched and no temporary behind.
+An exception half-way leaves the old file untouched and no temporary behind. A process killed
+half-way (kill -9, power loss) cannot clean up: its temporary is named ``.NAME.pidPID.*.tmp``
+beside the target, and the next write to the same target deletes those of processes that are no
+longer running. Written files get the mode an ordinary ``open(..., "w")`` would give (0666 less
+the umask), not ``mkstemp``'s 0600.
 """
 
 from __future__ import annotations
@@ -28,6 +32,52 @@ def make_parent(target: Path) -> None:
         raise MomentSearchError(f"{target}: cannot create its folder, {blocker or target.parent} is a file") from None
 
 
+def _temp_prefix(target: Path) -> str:
+    return f".{target.name}.pid{os.getpid()}."
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux allows."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def remove_stale_temporaries(target: Path) -> list[Path]:
+    """Delete the temporaries (``.NAME.pidPID.*.tmp`` / ``.old``) that killed writers of ``target`` left
+    behind; those of running processes are kept. Returns what was deleted."""
+    removed = []
+    prefix = f".{target.name}.pid"
+    with contextlib.suppress(OSError):
+        for p in target.parent.iterdir():
+            if not (p.name.startswith(prefix) and p.name.endswith((".tmp", ".old"))):
+                continue
+            pid = p.name[len(prefix):].split(".", 1)[0]
+            if not pid.isdigit() or _alive(int(pid)):
+                continue
+            if p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    p.unlink()
+            removed.append(p)
+    return removed
+
+
 def output_folder(path: str | Path) -> Path:
     """``path`` created as a folder (with its parents); a file in the way is the project's error."""
     p = Path(path)
@@ -44,7 +94,9 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
     if target.is_dir():
         raise MomentSearchError(f"{target}: is a folder; name a file to write")
     make_parent(target)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    remove_stale_temporaries(target)
+    fd, tmp_name = tempfile.mkstemp(prefix=_temp_prefix(target), suffix=".tmp", dir=target.parent)
+    os.fchmod(fd, 0o666 & ~_umask())
     os.close(fd)
     tmp = Path(tmp_name)
     try:
@@ -74,12 +126,14 @@ def atomic_dir(target: str | Path) -> Iterator[Path]:
     if target.exists() and not target.is_dir():
         raise MomentSearchError(f"{target}: is a file; name a folder to write into")
     make_parent(target)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    remove_stale_temporaries(target)
+    tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(target), suffix=".tmp", dir=target.parent))
+    os.chmod(tmp, 0o777 & ~_umask())
     try:
         yield tmp
         old = None
         if target.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
+            old = Path(tempfile.mkdtemp(prefix=_temp_prefix(target), suffix=".old", dir=target.parent))
             os.rmdir(old)
             os.replace(target, old)
         os.replace(tmp, target)

@@ -17,6 +17,7 @@ Every file is written atomically; a run that dies leaves no half-written file in
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +35,8 @@ from momentsearch.data.synthetic.concepts import Inventory
 from momentsearch.data.synthetic.config import SyntheticConfig
 from momentsearch.data.synthetic.generator import SyntheticVideo, World, sample_video, video_features
 from momentsearch.data.synthetic.oracle import SyntheticOracle
-from momentsearch.fileio import atomic_open, output_folder, write_json, write_jsonl
+from momentsearch.errors import MomentSearchError
+from momentsearch.fileio import atomic_dir, atomic_open, write_json, write_jsonl
 
 FORMAT_VERSION = 1
 
@@ -75,8 +77,34 @@ def _to_corpus_parts(cfg: SyntheticConfig, video: SyntheticVideo, split: str, ne
 
 
 def generate(cfg: SyntheticConfig, out_dir: str | Path, progress: bool = True) -> Path:
-    """Generate the benchmark described by ``cfg`` into ``out_dir``; returns the folder."""
-    out = output_folder(out_dir)
+    """Generate the benchmark described by ``cfg`` into ``out_dir``; returns the folder.
+
+    The benchmark is written into a temporary folder beside ``out_dir`` and swapped in as a whole, so
+    a run killed half-way leaves the old benchmark (or none), never a mix. Over an existing
+    benchmark, files it holds that generation does not write (the query-feature cache) are kept. A
+    non-empty folder that is not a benchmark is refused: its files would be replaced.
+    """
+    out = Path(out_dir)
+    if out.is_dir() and any(out.iterdir()) and not (out / "benchmark.yaml").is_file():
+        raise MomentSearchError(f"{out}: a non-empty folder that is not a synthetic benchmark; name a new or empty "
+                                "folder (generation replaces the folder as a whole)")
+    with atomic_dir(out) as root:
+        _generate_into(cfg, root, progress)
+        if out.is_dir():
+            _keep_extras(out, root)
+    return out
+
+
+def _keep_extras(old: Path, new: Path) -> None:
+    """Move what the old benchmark folder holds and the new one lacks (caches), one folder level deep."""
+    for p in [*old.iterdir(), *((old / "features").iterdir() if (old / "features").is_dir() else [])]:
+        rel = p.relative_to(old)
+        if not (new / rel).exists() and not (p.name.startswith(".") and p.name.endswith((".tmp", ".old"))):
+            (new / rel).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(p, new / rel)
+
+
+def _generate_into(cfg: SyntheticConfig, out: Path, progress: bool) -> None:
     t0 = time.time()
     inv = Inventory()
     world = World(cfg, inv)
@@ -113,7 +141,6 @@ def generate(cfg: SyntheticConfig, out_dir: str | Path, progress: bool = True) -
     }
     with atomic_open(out / "benchmark.yaml") as fh:
         yaml.safe_dump(info, fh, sort_keys=False)
-    return out
 
 
 def write_tvr_files(corpus: Corpus, folder: Path) -> None:
