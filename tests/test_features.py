@@ -119,3 +119,35 @@ def test_store_with_subtitle_stream(tmp_path: Path) -> None:
         vis, sub = store.get("a")
         assert vis.shape == (3, 8) and sub is not None and sub.shape == (3, 4)
         assert store.has_subtitle
+
+
+def test_corrupted_feature_bytes_are_caught_by_the_stored_checksums(tmp_path: Path) -> None:
+    import h5py
+
+    from momentsearch.data.features import HDF5Features, NpyDirFeatures, write_features, write_npy_features
+    from momentsearch.errors import FeatureError
+
+    rng = np.random.default_rng(0)
+    feats = {f"v{i}": rng.normal(size=(20, 16)).astype(np.float32) for i in range(3)}
+    h5 = tmp_path / "f.h5"
+    write_features(h5, feats)
+    with h5py.File(h5, "r") as f:
+        offset = f["v1"].id.get_offset()  # where v1's bytes lie in the file
+    raw = bytearray(h5.read_bytes())
+    raw[offset + 7] ^= 0x10  # one flipped bit, still a finite fp16 number
+    h5.write_bytes(bytes(raw))
+    store = HDF5Features(h5)
+    assert np.allclose(store["v0"], feats["v0"], atol=1e-2)  # the others still read
+    with pytest.raises(FeatureError, match=r"f.h5 \[v1\]: checksum mismatch"):
+        store["v1"]
+    store.close()
+    assert HDF5Features(h5, verify=False)["v1"].shape == (20, 16)  # switchable
+    folder = tmp_path / "npy"
+    write_npy_features(folder, feats)
+    p = folder / "v2.npy"
+    raw = bytearray(p.read_bytes())
+    raw[-5] ^= 0x01
+    p.write_bytes(bytes(raw))
+    with pytest.raises(FeatureError, match=r"v2.npy: checksum mismatch"):
+        NpyDirFeatures(folder)["v2"]
+    assert NpyDirFeatures(folder)["v0"].shape == (20, 16)

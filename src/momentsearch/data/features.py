@@ -16,7 +16,9 @@ when the whole write succeeded, so a failed write never touches what is already 
 from __future__ import annotations
 
 import difflib
+import json
 import shutil
+import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -26,7 +28,7 @@ import h5py
 import numpy as np
 
 from momentsearch.errors import FeatureError, MissingFeatureError
-from momentsearch.fileio import atomic_path
+from momentsearch.fileio import atomic_path, write_json
 
 
 def _h5_key(video_id: str) -> str:
@@ -36,6 +38,15 @@ def _h5_key(video_id: str) -> str:
 
 def _h5_unkey(key: str) -> str:
     return "." if key == "%2E" else key.replace("%2F", "/").replace("%25", "%")
+
+
+CHECKSUM_ATTR = "crc32"  # per video: CRC-32 of the array's bytes as stored (C order), checked on every read
+CHECKSUMS_FILE = "checksums.json"  # a .npy folder's {video_id: crc32}
+
+
+def checksum(arr: np.ndarray) -> int:
+    """CRC-32 of an array's bytes in C order (about 1 GB/s: negligible beside reading them)."""
+    return zlib.crc32(np.ascontiguousarray(arr).tobytes()) & 0xFFFFFFFF
 
 
 def _check_array(arr: np.ndarray, dim: int | None, where: str) -> np.ndarray:
@@ -72,13 +83,14 @@ class FeatureSource(Protocol):
 class HDF5Features:
     """Root-level datasets keyed by video id. The file is opened once, on first use."""
 
-    def __init__(self, path: str | Path, dim: int | None = None):
+    def __init__(self, path: str | Path, dim: int | None = None, verify: bool = True):
         self.path = Path(path)
         if not self.path.is_file():
             raise FeatureError(f"{self.path}: feature file not found")
         self._file: h5py.File | None = None
         self._dim = dim
         self._keys: list[str] | None = None
+        self.verify = verify  # check each video's stored checksum (files written by momentsearch carry them)
 
     def _h5(self) -> h5py.File:
         if self._file is None:
@@ -123,10 +135,14 @@ class HDF5Features:
             raise _missing(video_id, str(self.path), self.keys())
         where = f"{self.path} [{video_id}]"
         try:
-            arr = np.asarray(f[key][()], dtype=np.float32)
-        except (OSError, ValueError, TypeError) as e:
+            ds = f[key]
+            raw = ds[()]
+            expected = ds.attrs.get(CHECKSUM_ATTR)
+        except (OSError, ValueError, TypeError, KeyError) as e:
             raise FeatureError(f"{where}: cannot read ({e})") from None
-        return _check_array(arr, self.dim, where)
+        if self.verify and expected is not None and checksum(raw) != int(expected):
+            raise FeatureError(f"{where}: checksum mismatch: the stored features are corrupt; write the file again")
+        return _check_array(np.asarray(raw, dtype=np.float32), self.dim, where)
 
     def close(self) -> None:
         if self._file is not None:
@@ -141,12 +157,14 @@ class HDF5Features:
 class NpyDirFeatures:
     """A folder of ``<video_id>.npy`` files, each (clips, dim)."""
 
-    def __init__(self, path: str | Path, dim: int | None = None):
+    def __init__(self, path: str | Path, dim: int | None = None, verify: bool = True):
         self.path = Path(path)
         if not self.path.is_dir():
             raise FeatureError(f"{self.path}: feature folder not found")
         self._dim = dim
         self._keys: list[str] | None = None
+        self._sums: dict[str, int] | None = None
+        self.verify = verify  # check each video against checksums.json where the folder has one
 
     def _file(self, video_id: str) -> Path:
         return self.path / f"{video_id}.npy"
@@ -180,8 +198,22 @@ class NpyDirFeatures:
         except (OSError, ValueError) as e:
             raise FeatureError(f"{f}: corrupt or not a .npy file ({e})") from None
 
+    def _checksums(self) -> dict[str, int]:
+        if self._sums is None:
+            f = self.path / CHECKSUMS_FILE
+            try:
+                self._sums = {str(k): int(v) for k, v in json.loads(f.read_text()).items()} if f.is_file() else {}
+            except (OSError, ValueError, TypeError, AttributeError) as e:
+                raise FeatureError(f"{f}: unreadable checksums ({e})") from None
+        return self._sums
+
     def __getitem__(self, video_id: str) -> np.ndarray:
-        arr = np.asarray(self._load(video_id), dtype=np.float32)
+        raw = self._load(video_id)
+        expected = self._checksums().get(video_id) if self.verify else None
+        if expected is not None and checksum(raw) != expected:
+            raise FeatureError(f"{self._file(video_id)}: checksum mismatch: the stored features are corrupt; "
+                               "write them again")
+        arr = np.asarray(raw, dtype=np.float32)
         return _check_array(arr, self._dim if self._dim is not None else None, str(self._file(video_id)))
 
     def close(self) -> None:
@@ -312,6 +344,7 @@ class HDF5FeatureWriter:
                 raise FeatureError(f"{where}: video id already stored (pass overwrite_ids=True to replace)")
             del self._h5[key]
         self._h5.create_dataset(key, data=stored)
+        self._h5[key].attrs[CHECKSUM_ATTR] = checksum(stored)
         self.n_written += 1
 
     def __exit__(
@@ -350,8 +383,20 @@ def write_npy_features(folder: str | Path, features: Mapping[str, np.ndarray], d
     """Write one ``<video_id>.npy`` per video, each atomically."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    sums_file = folder / CHECKSUMS_FILE
+    try:
+        sums = json.loads(sums_file.read_text()) if sums_file.is_file() else {}
+    except ValueError:
+        sums = {}  # rewritten below for what is written now
+    for vid in features:  # no stale checksum beside a new file, even if killed half-way
+        sums.pop(vid, None)
+    write_json(sums_file, sums, indent=None)
+    new = {}
     for vid, arr in features.items():
         arr = _check_array(np.asarray(arr), None, f"{folder / vid}.npy (being written)")
+        stored = arr.astype(dtype)
         with atomic_path(folder / f"{vid}.npy") as tmp, open(tmp, "wb") as fh:
-            np.save(fh, arr.astype(dtype))
+            np.save(fh, stored)
+        new[vid] = checksum(stored)
+    write_json(sums_file, {**sums, **new}, indent=None)
     return len(features)
