@@ -124,6 +124,15 @@ def test_every_ground_truth_query_needs_a_prediction_entry() -> None:
         evaluate_task("VCMR", ranked([[(0, 0, 10)]] * 3, ["0", "1", "7"]), gt)
 
 
+def test_errors_while_evaluating_a_file_name_the_file_the_task_and_the_query(tmp_path: Path) -> None:
+    ms = [Moment("0", "q", "v0", ((0.0, 10.0),)), Moment("1", "q", "v0", ((0.0, 10.0),))]
+    p = tmp_path / "pred.json"
+    Submission.from_ranked({"VCMR": ranked([[(0, 0, 10)]], ["0"])}).write(p)
+    with pytest.raises(PredictionError, match=r"pred.json: VCMR: 1 ground-truth queries have no prediction entry, "
+                                              r"e.g. desc_id \['1'\]"):
+        evaluate_submission(Submission.read(p), corpus(ms))
+
+
 def _tvr_reference(sub: dict, gt: list[dict], thr: float, k: int, task: str) -> float:
     """TVR's rules written as a plain loop, independently of the vectorised code."""
     v2i = sub["video2idx"]

@@ -114,6 +114,7 @@ class Submission:
 
     video2idx: dict[str, int]
     tasks: dict[str, RankedMoments] = field(default_factory=dict)
+    source: str | None = None  # the file it was read from: errors while evaluating it name the file
 
     def to_json(self, max_k: int = DEFAULT_MAX_PREDICTIONS) -> dict[str, Any]:
         obj: dict[str, Any] = {"video2idx": self.video2idx}
@@ -178,7 +179,7 @@ class Submission:
                 tasks[task] = _read_task(p, task, obj[task], video_ids, raw_idx, max_k)
         if not tasks:
             raise PredictionError(f"{p}: no task lists; expected at least one of {TASKS}")
-        return cls(dict(v2i), tasks)
+        return cls(dict(v2i), tasks, str(p))
 
 
 def _read_task(

@@ -189,9 +189,13 @@ def evaluate_submission(
     use_types = all(t in ("v", "t", "vt") for t in gt.query_types)
     for task in ("VCMR", "SVMR", "VR"):
         if task in submission.tasks:
-            m, typed = evaluate_task(
-                task, submission.tasks[task], gt, iou_thresholds, ks, max_predictions, strict, use_types
-            )
+            try:
+                m, typed = evaluate_task(
+                    task, submission.tasks[task], gt, iou_thresholds, ks, max_predictions, strict, use_types
+                )
+            except PredictionError as e:  # name the file; the message names the task and the queries
+                where = f"{submission.source}: " if submission.source else ""
+                raise PredictionError(f"{where}{e}") from None
             out[task] = dict(m)
             if use_types:
                 typed_out[f"{task}_by_type"] = typed
