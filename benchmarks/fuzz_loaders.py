@@ -112,13 +112,13 @@ def _json_mutate(text: str, rng: random.Random) -> str | None:
         i = rng.choice(cand)
         try:
             obj = json.loads(lines[i])
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         lines[i] = J(_mutate_obj(obj, rng))
         return "\n".join(lines)
     try:
         obj = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return J(_mutate_obj(obj, rng))
 
@@ -174,7 +174,7 @@ def mutate(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     if kind == "bad_utf8":
         i = rng.randrange(n + 1)
         return data[:i] + rng.choice(BAD_BYTES) + data[i:], kind
-    text = data.decode("utf-8")
+    text = data.decode("utf-8", "surrogateescape")  # earlier mutations may have left invalid UTF-8
     if kind in ("number", "string"):
         pat = r"-?\d+(\.\d+)?([eE][-+]?\d+)?" if kind == "number" else r'"(?:[^"\\]|\\.)*"'
         spots = list(re.finditer(pat, text))
@@ -184,12 +184,12 @@ def mutate(data: bytes, rng: random.Random) -> tuple[bytes, str]:
         new = rng.choice(NUMBERS if kind == "number" else STRINGS)
         if text.lstrip()[:1] not in "[{" and kind == "string":  # Charades/CSV: raw text
             new = new.strip('"')
-        return (text[: m.start()] + new + text[m.end():]).encode("utf-8", "surrogatepass"), kind
+        return (text[: m.start()] + new + text[m.end():]).encode("utf-8", "surrogateescape"), kind
     if kind == "nest":
         depth = rng.choice([100, 1000, 100_000])
         spots = [m.start() for m in re.finditer(r"[\[{:,]", text)] or [0]
         i = rng.choice(spots) + 1
-        return (text[:i] + "[" * depth + "1" + "]" * depth + text[i:]).encode(), kind
+        return (text[:i] + "[" * depth + "1" + "]" * depth + text[i:]).encode("utf-8", "surrogateescape"), kind
     if kind == "duplicate":
         lines = text.split("\n")
         i = rng.randrange(len(lines))
@@ -197,8 +197,9 @@ def mutate(data: bytes, rng: random.Random) -> tuple[bytes, str]:
         if text.lstrip().startswith("{") and "\n" not in text.strip():  # one JSON object: repeat its first key
             m = re.match(r'\s*\{("(?:[^"\\]|\\.)*"\s*:\s*(?:\{[^{}]*\}|\[[^\[\]]*\]|[^,{}\[\]]+))', text)
             if m:
-                return (text[: m.end()] + "," + m.group(1) + text[m.end():]).encode(), "duplicate_key"
-        return "\n".join(lines).encode(), kind
+                return (text[: m.end()] + "," + m.group(1) + text[m.end():]).encode("utf-8", "surrogateescape"), \
+                    "duplicate_key"
+        return "\n".join(lines).encode("utf-8", "surrogateescape"), kind
     if kind == "bom":
         return b"\xef\xbb\xbf" + data, kind
     if kind == "crlf":
@@ -206,13 +207,13 @@ def mutate(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     if kind == "swap_lines":
         lines = text.split("\n")
         rng.shuffle(lines)
-        return "\n".join(lines).encode(), kind
+        return "\n".join(lines).encode("utf-8", "surrogateescape"), kind
     if kind == "empty":
         return rng.choice([b"", b"\n", b" ", b"{}", b"[]", b"null"]), kind
     out = _json_mutate(text, rng)
     if out is None:
         return data, "json_type(none)"
-    return out.encode("utf-8", "surrogatepass"), "json_type"
+    return out.encode("utf-8", "surrogateescape"), "json_type"
 
 
 def user_actions(fmt: str, path: Path, folder: Path) -> Callable[[], Any]:
