@@ -11,7 +11,7 @@ An outcome is *loaded*, *project error* (a ``MomentSearchError``), *foreign exce
 else: a bug) or *hang* (over 10 s). The script prints a table, writes JSON, and lists the first
 foreign exceptions of each kind with the mutation that caused them.
 
-    python benchmarks/fuzz_loaders.py --n 10000 --out runs/fuzz
+    python benchmarks/fuzz_loaders.py --n 10000     # writes benchmarks/results/fuzz_loaders.json
 """
 
 from __future__ import annotations
@@ -295,7 +295,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=10_000, help="mutants per format")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--formats", nargs="*", default=list(SEEDS))
-    ap.add_argument("--out", type=Path, default=Path("runs/fuzz"))
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = ap.parse_args()
     results = []
     print(f"{'format':<15} {'mutants':>8} {'loaded':>8} {'project error':>14} {'foreign':>8} {'hang':>5} {'s':>6}")
@@ -312,9 +312,9 @@ def main() -> None:
                 print(f"    {rec['count']:>5} x {key} ({rec['mutation']}): {rec.get('message', '')[:120]}")
     args.out.mkdir(parents=True, exist_ok=True)
     total = sum(r["outcomes"].get("foreign exception", 0) + r["outcomes"].get("hang", 0) for r in results)
-    (args.out / "fuzz.json").write_text(json.dumps({"n_per_format": args.n, "seed": args.seed, "results": results,
+    (args.out / "fuzz_loaders.json").write_text(json.dumps({"n_per_format": args.n, "seed": args.seed, "results": results,
                                                     "foreign_and_hangs": total}, indent=1, ensure_ascii=True))
-    print(f"foreign exceptions + hangs over {len(results)} formats x {args.n}: {total}; details in {args.out / 'fuzz.json'}")
+    print(f"foreign exceptions + hangs over {len(results)} formats x {args.n}: {total}; details in {args.out / 'fuzz_loaders.json'}")
 
 
 if __name__ == "__main__":
