@@ -113,9 +113,9 @@ def test_clue_mining_weights_are_l2_normalised_query_conditioned_and_switchable(
 
 
 def _minute_cfg(bench: Path, out: Path, **model: object) -> TrainConfig:
-    return TrainConfig(dataset=DatasetConfig(benchmark=str(bench)), out_dir=str(out), epochs=9, batch_size=64, lr=2e-3,
+    return TrainConfig(dataset=DatasetConfig(benchmark=str(bench)), out_dir=str(out), epochs=15, batch_size=64, lr=2e-3,
                        val_split="test", k_videos=9, num_threads=2,
-                       model={"name": "minute", "hidden": 64, "retriever_epochs": 6, "localizer_batch_size": 32,
+                       model={"name": "minute", "hidden": 64, "retriever_epochs": 12, "localizer_batch_size": 32,
                               "n_negatives": 2, "negative_pool": 8, "n_max": 20, "localizer_layers": 1, **model})
 
 
@@ -125,7 +125,7 @@ def test_negative_pools_leave_out_the_positive_video_and_draws_are_distinct(tiny
     tr = Trainer(_minute_cfg(tiny_benchmark, tmp_path), progress=False)
     from momentsearch.models.family import Step
 
-    stats = tr.family.prepare_epoch(tr.model, tr.train_data, Step(6, torch.Generator().manual_seed(0)), tr.device)
+    stats = tr.family.prepare_epoch(tr.model, tr.train_data, Step(12, torch.Generator().manual_seed(0)), tr.device)
     src = tr.train_data
     assert "mining_seconds" in stats and src.phase == "localizer" and src.pool.shape == (len(src), 8)
     assert not (src.pool == src.positive[:, None]).any()
@@ -139,8 +139,8 @@ def test_minute_trains_in_two_phases_resumes_and_searches(tiny_benchmark: Path, 
     cfg = _minute_cfg(tiny_benchmark, tmp_path / "run")
     trainer = train(cfg, progress=False)
     h = trainer.history
-    assert all("loss_retriever" in r for r in h[:6]) and all("loss_localizer" in r for r in h[6:])
-    assert h[5]["loss"] < 0.8 * h[0]["loss"] and h[-1]["loss"] < h[6]["loss"]
+    assert all("loss_retriever" in r for r in h[:12]) and all("loss_localizer" in r for r in h[12:])
+    assert h[11]["loss"] < 0.8 * h[0]["loss"] and h[-1]["loss"] < h[12]["loss"]
     assert h[-1]["positive_video_mass"] > 1 / 3  # Shared-Norm: more start mass on the positive than chance
     ckpt = trainer.ckpt_dir / "best.pt"
     assert load_checkpoint(ckpt).family.name == "minute"
@@ -148,17 +148,18 @@ def test_minute_trains_in_two_phases_resumes_and_searches(tiny_benchmark: Path, 
     test = SyntheticBenchmark.load(tiny_benchmark).corpus.split("test")
     rnd = random_ranker(test, seed=0)
     chance = evaluate_ranked(rnd["VR"], test, ("VR",)) | evaluate_ranked(rnd["VCMR"], test, ("VCMR",))
-    # 9 test videos, 85 queries; the retriever is weak at this size (VR r1 14.1 vs 12.9 measured), the localizer is not
-    assert ev.row["VR r1"] > chance["VR"]["r1"], (ev.row, chance["VR"])
+    # 9 test videos, 85 queries. Measured when written (2 threads): VR r1 21.2 vs 12.9 by chance, VCMR 0.5-r10
+    # 24.7 vs 9.4. (With 6 retriever epochs the retriever was at chance, VR r1 10.6.)
+    assert ev.row["VR r1"] >= chance["VR"]["r1"] + 4, (ev.row, chance["VR"])
     assert ev.row["VCMR 0.5-r10"] >= chance["VCMR"]["0.5-r10"] + 8, (ev.row, chance["VCMR"])
     hits = momentsearch.load(ckpt).search("a person opens the fridge", k=3)
     assert len(hits) == 3 and hits[0].score >= hits[1].score and hits[0].video_id in test.videos
     # interrupted after the first localizer epoch and resumed: the pool is mined again, same weights
     part = train(_minute_cfg(tiny_benchmark, tmp_path / "part").__class__(
-        **{**cfg.__dict__, "out_dir": str(tmp_path / "part"), "epochs": 7}), progress=False)
-    assert part.history[-1]["epoch"] == 7
+        **{**cfg.__dict__, "out_dir": str(tmp_path / "part"), "epochs": 13}), progress=False)
+    assert part.history[-1]["epoch"] == 13
     resumed = train(_minute_cfg(tiny_benchmark, tmp_path / "part"), progress=False)
-    assert [r["epoch"] for r in resumed.history] == list(range(1, 10))
+    assert [r["epoch"] for r in resumed.history] == list(range(1, 16))
     full = trainer.model.state_dict()
     for k, v in resumed.model.state_dict().items():
         assert torch.equal(v, full[k]), k
