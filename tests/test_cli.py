@@ -144,11 +144,15 @@ def test_bad_cli_arguments_are_refused_with_a_readable_error(tmp_path: Path) -> 
         (["data", "convert", gt, "--out", str(tmp_path)], "is a folder"),
         (["data", "convert", gt, "--out", str(tmp_path / "plain" / "c.jsonl")], "plain is a file"),
         (["generate", "--preset", "tiny", "--out", str(tmp_path / "plain")], "is a file"),
+        (["relevance", "--dataset", gt, "--proxy", "bow", "--out", str(tmp_path)], "is a folder"),
     ]
     for args, message in cases:
         code, text = outcome(runner.invoke(app, args))
         assert code == 2 and message in text, (args, text)
     assert (tmp_path / "plain").read_text() == "x"
+    for k in ("0", "-1"):  # used to print every moment
+        res = runner.invoke(app, ["search", str(tmp_path / "none.pt"), "a query", "-k", k])
+        assert res.exit_code == 2 and "-k" in res.output
     # a named pipe is refused instead of blocking forever
     fifo = tmp_path / "pipe.jsonl"
     os.mkfifo(fifo)

@@ -78,6 +78,17 @@ def remove_stale_temporaries(target: Path) -> list[Path]:
     return removed
 
 
+def output_file(path: str | Path) -> Path:
+    """Check before long work that ``path`` can be written as a file: not a folder, not under a file."""
+    p = Path(path)
+    if p.is_dir():
+        raise MomentSearchError(f"{p}: is a folder; name a file to write")
+    blocker = next((q for q in p.parents if q.exists() and not q.is_dir()), None)
+    if blocker is not None:
+        raise MomentSearchError(f"{p}: cannot create its folder, {blocker} is a file")
+    return p
+
+
 def output_folder(path: str | Path) -> Path:
     """``path`` created as a folder (with its parents); a file in the way is the project's error."""
     p = Path(path)

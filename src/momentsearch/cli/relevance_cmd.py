@@ -10,7 +10,7 @@ from scipy import sparse
 
 from momentsearch.data.loaders import load_corpus
 from momentsearch.evaluation.report import figure, save_png
-from momentsearch.fileio import atomic_path, write_json
+from momentsearch.fileio import atomic_path, output_file, write_json
 from momentsearch.relevance.matrix import query_moment, sparse_query_relevance
 from momentsearch.relevance.proxies import BowIndex, PosIndex, embedding_cosine
 from momentsearch.text.encoders import QueryFeatureCache, sentence_embeddings
@@ -29,6 +29,7 @@ def run_relevance(dataset: Path, proxy: str, out: Path, format: str | None = Non
                   threshold: float = 0.0, cache: Path | None = None) -> dict[str, object]:
     if proxy not in PROXIES:
         raise typer.BadParameter(f"unknown proxy {proxy!r}; choose one of {PROXIES}")
+    output_file(out)  # before minutes of work, not after
     corpus = load_corpus(dataset, format)
     texts = [m.text for m in corpus.moments]
     if proxy == "meteor":
