@@ -16,7 +16,7 @@ from momentsearch.data.relevance import MomentRelevance
 from momentsearch.evaluation import Submission, evaluate_submission, instance_bounds, multi_positive_recall
 from momentsearch.evaluation.bounds import GEOMETRIC_MEAN_KS, geometric_mean
 from momentsearch.evaluation.ndcg import ranked_ndcg
-from momentsearch.evaluation.ndcg_iou import DEFAULT_NDCG_IOUS, DEFAULT_NDCG_KS, ndcg_iou
+from momentsearch.evaluation.ndcg_iou import DEFAULT_NDCG_IOUS, DEFAULT_NDCG_KS, ndcg_iou, ndcg_iou_key
 from momentsearch.evaluation.predictions import RankedMoments
 from momentsearch.evaluation.report import flatten, fmt, markdown_table
 from momentsearch.errors import MomentSearchError
@@ -30,7 +30,6 @@ EVAL_COLUMNS = ["VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.5-r100", "VCMR 0.7-r1", "
                 "SVMR 0.5-r1", "SVMR 0.5-r5", "SVMR 0.7-r1", "VR r1", "VR r10", "VR r100", "MP-VCMR 0.5-r1",
                 "MP-VCMR 0.5-r10", "MP-VR r1", "nDCG VR", "nDCG VCMR 0.5", "lower VCMR 0.5-gmean",
                 "VCMR 0.5-gmean", "upper VCMR 0.5-gmean"]
-NDCG_IOU_COLUMNS = [f"NDCG@{k} IoU{t:g}" for k in DEFAULT_NDCG_KS for t in DEFAULT_NDCG_IOUS]
 
 
 @dataclass
@@ -62,7 +61,7 @@ def ndcg_iou_table(row: dict[str, float]) -> str:
     ious = list(DEFAULT_NDCG_IOUS)
     lines = ["| NDCG@K,IoU | " + " | ".join(f"IoU {t:g}" for t in ious) + " |", "|---|" + "---:|" * len(ious)]
     for k in DEFAULT_NDCG_KS:
-        lines.append(f"| K={k} | " + " | ".join(fmt(row[f"NDCG@{k} IoU{t:g}"]) for t in ious) + " |")
+        lines.append(f"| K={k} | " + " | ".join(fmt(row[ndcg_iou_key(k, t)]) for t in ious) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from momentsearch.evaluation.ndcg_iou import NDCG_IOU_COLUMNS
 from momentsearch.evaluation.report import figure, print_table, save_png
 from momentsearch.fileio import atomic_open, write_json
 
@@ -15,7 +16,7 @@ from momentsearch.fileio import atomic_open, write_json
 COLUMNS = ["VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.5-r100", "VCMR 0.7-r1", "VCMR 0.7-r10", "VCMR 0.7-r100",
            "SVMR 0.5-r5", "VR r10", "VR r100", "MP-VCMR 0.5-r1", "MP-VCMR 0.5-r10", "nDCG VR", "nDCG VCMR 0.5"]
 # TVR-Ranking's NDCG@K,IoU against the oracle's grades (a second table)
-NDCG_COLUMNS = [f"NDCG@{k} IoU{t}" for k in (10, 20, 40) for t in ("0.3", "0.5", "0.7")]
+NDCG_COLUMNS = NDCG_IOU_COLUMNS
 PLOT_COLUMNS = ["VCMR 0.5-r10", "VCMR 0.5-r100", "SVMR 0.5-r5", "VR r10", "MP-VCMR 0.5-r10", "nDCG VR", "nDCG VCMR 0.5"]
 
 

@@ -29,7 +29,16 @@ DEFAULT_NDCG_KS = (10, 20, 40)
 DEFAULT_NDCG_IOUS = (0.3, 0.5, 0.7)
 
 
+def ndcg_iou_key(k: int, iou: float) -> str:
+    """The metric's name in rows and tables, e.g. ``"NDCG@10 IoU0.5"``."""
+    return f"NDCG@{k} IoU{iou:g}"
+
+
+NDCG_IOU_COLUMNS = [ndcg_iou_key(k, t) for k in DEFAULT_NDCG_KS for t in DEFAULT_NDCG_IOUS]
+
+
 def _iou(st: float, ed: float, gst: np.ndarray, ged: np.ndarray) -> np.ndarray:
+    # float64, as TVR-Ranking's reference computes it (evaluation.tiou follows TVR's float32 instead)
     inter = np.maximum(0.0, np.minimum(ed, ged) - np.maximum(st, gst))
     union = (ed - st) + (ged - gst) - inter
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -114,7 +123,7 @@ def ndcg_iou(
                 break
             for k in ks:
                 scores[(k, t)].append(res[k])
-    out: dict[str, float | None] = {f"NDCG@{k} IoU{t:g}": round(float(np.mean(v)) * 100, 2) if v else None
+    out: dict[str, float | None] = {ndcg_iou_key(k, t): round(float(np.mean(v)) * 100, 2) if v else None
            for (k, t), v in scores.items()}
     out["n_queries"] = len(scores[(ks[0], ious[0])])
     return out

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from momentsearch.data.corpus import Corpus
+from momentsearch.data.loaders._common import parse_json, read_json, require_file, text_lines
 from momentsearch.data.loaders.activitynet import load_activitynet
 from momentsearch.data.loaders.charades_sta import load_charades_sta
 from momentsearch.data.loaders.didemo import load_didemo
@@ -41,15 +42,11 @@ def detect_format(path: str | Path) -> str:
         if (p / CORPUS_FILE_IN_DIR).exists():
             return "jsonl"
         raise AnnotationError(p, f"a folder, but it has no {CORPUS_FILE_IN_DIR}; name an annotation file")
-    from momentsearch.data.loaders._common import require_file
-
     require_file(p)
     suffix = p.suffix.lower()
     if suffix == ".txt":
         return "charades-sta"
     if suffix == ".jsonl":
-        from momentsearch.data.loaders._common import parse_json, text_lines
-
         lineno, first = next(((n, ln) for n, ln in text_lines(p) if ln.strip()), (1, ""))
         rec = parse_json(p, first, lineno) if first else {}
         if isinstance(rec, dict) and "record" in rec:
@@ -58,8 +55,6 @@ def detect_format(path: str | Path) -> str:
             return "tvr"
         raise AnnotationError(p, "a .jsonl file that is neither momentsearch's corpus format nor TVR's", line=1)
     if suffix == ".json":
-        from momentsearch.data.loaders._common import read_json
-
         data = read_json(p)
         if isinstance(data, list):
             if data and isinstance(data[0], dict) and "pair_id" in data[0] and "relevance" in data[0]:
