@@ -23,13 +23,18 @@ from typing import IO, Any
 from momentsearch.errors import MomentSearchError
 
 
+def make_folder(folder: Path, target: Path) -> None:
+    """Create ``folder`` (for ``target``) with its parents; a file in the way is the project's error, naming it."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        blocker = next((p for p in [folder, *folder.parents] if p.exists() and not p.is_dir()), None)
+        raise MomentSearchError(f"{target}: cannot create its folder, {blocker or folder} is a file") from None
+
+
 def make_parent(target: Path) -> None:
     """Create ``target``'s folder; a file in the way is the project's error, naming it."""
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        blocker = next((p for p in [target.parent, *target.parent.parents] if p.exists() and not p.is_dir()), None)
-        raise MomentSearchError(f"{target}: cannot create its folder, {blocker or target.parent} is a file") from None
+    make_folder(target.parent, target)
 
 
 def _temp_prefix(target: Path) -> str:
@@ -94,7 +99,7 @@ def output_folder(path: str | Path) -> Path:
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise MomentSearchError(f"{p}: is a file; name a folder to write into")
-    make_parent(p / "x")
+    make_folder(p, p)
     return p
 
 

@@ -167,6 +167,12 @@ def parse_span(raw: Any, duration: float | None, err: Any) -> tuple[Span, list[s
     ):
         raise err(f"span must be [start, end] with two finite numbers, got {raw!r}")
     st, ed = float(raw[0]), float(raw[1])
+    span, _ = clean_span(st, ed, duration)
+    return span, span_quirks(st, ed, duration, span)
+
+
+def span_quirks(st: float, ed: float, duration: float | None, span: Span) -> list[str]:
+    """The names of what cleaning the annotated (st, ed) into ``span`` corrected or met."""
     quirks = []
     if st > ed:
         quirks.append("start_after_end")
@@ -174,10 +180,9 @@ def parse_span(raw: Any, duration: float | None, err: Any) -> tuple[Span, list[s
         quirks.append("end_after_duration")
     if min(st, ed) < 0:
         quirks.append("negative_start")
-    span, _ = clean_span(st, ed, duration)
     if span[1] <= span[0]:
         quirks.append("zero_length_span")  # kept (it can match nothing at tIoU > 0), and counted
-    return span, quirks
+    return quirks
 
 
 def moment_meta(raw_spans: list[list[float]], quirks: list[str], extra: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from momentsearch.data.loaders._common import (
     names_its_file,
     optional_field,
     require_file,
+    span_quirks,
 )
 from momentsearch.errors import AnnotationError
 from momentsearch.fileio import write_jsonl
@@ -68,15 +69,14 @@ def write_jsonl_corpus(corpus: Corpus, path: str | Path) -> Path:
 def clamped(m: Moment, duration: float | None) -> Moment:
     """``m`` with its spans ordered and clamped to [0, duration] (the corpus policy); a changed span is
     named in ``meta["quirks"]`` and the first raw spans kept, as the other loaders do."""
-    spans, quirks = [], set()
+    spans, quirks, any_changed = [], set(), False
     for st, ed in m.spans:
         span, changed = clean_span(st, ed, duration)
-        if changed:
-            quirks |= {q for q, bad in (("start_after_end", st > ed), ("negative_start", min(st, ed) < 0),
-                                        ("end_after_duration", duration is not None and max(st, ed) > duration),
-                                        ("zero_length_span", span[1] <= span[0])) if bad}
+        if changed:  # a span stored clean is left as it is (and not re-flagged): the round trip stays lossless
+            quirks |= set(span_quirks(st, ed, duration, span))
+            any_changed = True
         spans.append(span)
-    if not quirks:
+    if not any_changed:
         return m
     meta = dict(m.meta)
     meta["quirks"] = sorted(set(meta.get("quirks", [])) | quirks)
