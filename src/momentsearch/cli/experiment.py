@@ -30,15 +30,21 @@ from momentsearch.fileio import write_json
 
 
 
+TABLE_KINDS = ("pairs", "proxy", "oracle", "oracle_confidence", "oracle_count")
+
+
 @dataclass(frozen=True)
 class TableSpec:
     """A relevance table over the experiment's benchmark: ``momentsearch pairs`` or ``relevance``,
-    or (``oracle``) the synthetic oracle's true relevance between training queries."""
+    or (``oracle``) the synthetic oracle's true relevance between training queries, or one of the
+    diagnosis tables of :mod:`momentsearch.relevance.oracle_pairs`: ``oracle_confidence`` (the
+    detector's pairs, C = the true grade) and ``oracle_count`` (true pairs at the detector's count)."""
 
-    kind: str  # pairs | proxy | oracle
-    detector: str = "vp"  # pairs: sent | vp | np-vp
+    kind: str  # pairs | proxy | oracle | oracle_confidence | oracle_count
+    detector: str = "vp"  # pairs, oracle_*: sent | vp | np-vp
     proxy: str = "bow"  # proxy: bow | pos | synset | meteor | cosine
     top_k: int = 100  # proxy: stored entries per query
+    theta: float = 0.7  # oracle_*: the detector's threshold (the count to match; the precision reported)
 
 
 @dataclass(frozen=True)
@@ -61,8 +67,8 @@ class ExperimentConfig:
         if not self.seeds:
             raise ConfigError(f"experiment {self.name!r}: no seeds")
         for t in self.tables.values():
-            if t.kind not in ("pairs", "proxy", "oracle"):
-                raise ConfigError(f"experiment {self.name!r}: table kind must be pairs, proxy or oracle, got {t.kind!r}")
+            if t.kind not in TABLE_KINDS:
+                raise ConfigError(f"experiment {self.name!r}: table kind must be one of {TABLE_KINDS}, got {t.kind!r}")
 
 
 def _resolve(p: str) -> Path:
@@ -72,11 +78,6 @@ def _resolve(p: str) -> Path:
 
 def prepare(exp: ExperimentConfig) -> tuple[Path, dict[str, Path]]:
     """Generate the benchmark and compute the relevance tables where missing."""
-    from momentsearch.cli.relevance_cmd import (
-        run_oracle_pairs,
-        run_pairs,
-        run_relevance,
-    )
     from momentsearch.data.synthetic import SyntheticBenchmark, generate, load_preset
     from momentsearch.text.encoders import QueryFeatureCache
 
@@ -88,27 +89,45 @@ def prepare(exp: ExperimentConfig) -> tuple[Path, dict[str, Path]]:
     # every caption encoded once, before any worker starts: workers then only read the cache
     corpus = SyntheticBenchmark.load(bench).corpus
     QueryFeatureCache(bench / "features" / "queries_minilm.h5").ensure([m.text for m in corpus.moments])
-    paths: dict[str, Path] = {}
     folder = bench / "relevance"
-    for name, spec in exp.tables.items():
-        folder.mkdir(parents=True, exist_ok=True)
-        if spec.kind == "pairs":
-            prefix = folder / f"pairs_{spec.detector}"
-            if not prefix.with_suffix(".queries.json").exists() or not prefix.with_suffix(".psi.npz").exists():
-                typer.echo(f"table {name}: Phi_{spec.detector} pairs over {bench}")
-                run_pairs(bench, spec.detector, prefix, n_examples=0)
-        elif spec.kind == "oracle":
-            prefix = folder / "oracle_train"
-            if not prefix.with_suffix(".queries.json").exists() or not prefix.with_suffix(".qq.npz").exists():
-                typer.echo(f"table {name}: oracle relevance between training queries")
-                run_oracle_pairs(bench, prefix)
-        else:
-            prefix = folder / f"proxy_{spec.proxy}_top{spec.top_k}.npz"
-            if not prefix.with_suffix(".qq.npz").exists() or not prefix.with_suffix(".queries.json").exists():
-                typer.echo(f"table {name}: {spec.proxy} relevance over {bench}")
-                run_relevance(bench, spec.proxy, prefix, top_k=spec.top_k)
-        paths[name] = prefix
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {name: _table(bench, folder, spec, corpus) for name, spec in exp.tables.items()}
     return bench, paths
+
+
+def _table(bench: Path, folder: Path, spec: TableSpec, corpus: Any) -> Path:
+    """The prefix of one table, computed where its files are missing."""
+    from momentsearch.cli.relevance_cmd import run_oracle_pairs, run_pairs, run_relevance
+    from momentsearch.relevance import oracle_pairs
+
+    def missing(prefix: Path, *names: str) -> bool:
+        return not all(prefix.with_suffix(f".{n}").exists() for n in ("queries.json", *names))
+
+    if spec.kind == "pairs":
+        prefix = folder / f"pairs_{spec.detector}"
+        if missing(prefix, "psi.npz"):
+            typer.echo(f"table: Phi_{spec.detector} pairs over {bench}")
+            run_pairs(bench, spec.detector, prefix, n_examples=0)
+    elif spec.kind == "oracle":
+        prefix = folder / "oracle_train"
+        if missing(prefix, "qq.npz"):
+            typer.echo("table: oracle relevance between training queries")
+            run_oracle_pairs(bench, prefix)
+    elif spec.kind == "proxy":
+        prefix = folder / f"proxy_{spec.proxy}_top{spec.top_k}.npz"
+        if missing(prefix, "qq.npz"):
+            typer.echo(f"table: {spec.proxy} relevance over {bench}")
+            run_relevance(bench, spec.proxy, prefix, top_k=spec.top_k)
+    else:
+        detector = _table(bench, folder, TableSpec("pairs", spec.detector), corpus)
+        oracle = _table(bench, folder, TableSpec("oracle"), corpus)
+        prefix = folder / f"{spec.kind}_{spec.detector}_{spec.theta:g}"
+        if missing(prefix, "psi.npz"):
+            video_of = {m.query_id: m.video_id for m in corpus.moments}
+            make = oracle_pairs.oracle_confidence if spec.kind == "oracle_confidence" else oracle_pairs.oracle_at_count
+            stats = make(detector, oracle, prefix, spec.theta, video_of)
+            typer.echo(f"table {prefix.name}: " + ", ".join(f"{k} {v}" for k, v in stats.items() if k[0] != "o"))
+    return prefix
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

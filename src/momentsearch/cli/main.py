@@ -60,11 +60,15 @@ def data_info(
     path: Annotated[Path, typer.Argument(help="Annotation file, or a synthetic benchmark folder.")],
     format: Annotated[Optional[str], typer.Option("--format", "-f", help=FORMAT_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    annotations: Annotated[Optional[Path], typer.Option(
+        help="MVMR pool files only: the annotation split the pools were built from (default: guessed from "
+             "the file name, e.g. ../charades_sta/charades_sta_test.txt beside mvmr/).")] = None,
 ) -> None:
-    """Counts of queries, videos and moments, durations and span statistics of an annotation file."""
+    """Counts of queries, videos and moments, durations and span statistics of an annotation file;
+    for an MVMR pool file, its statistics beside the MVMR paper's Table 3."""
     from momentsearch.cli.data_cmd import run_info
 
-    run_info(path, format, as_json)
+    run_info(path, format, as_json, annotations)
 
 
 @data_app.command("convert")

@@ -64,6 +64,8 @@ def detect_format(path: str | Path) -> str:
             return "didemo"
         first = next(iter(data.values()), None) if isinstance(data, dict) else None
         if isinstance(first, dict):
+            if "retrieval_pool" in first:
+                return "mvmr"
             if "fps" in first or "num_frames" in first:
                 return "tacos"
             if "timestamps" in first and "duration" in first:
@@ -77,6 +79,9 @@ def load_corpus(path: str | Path, format: str | None = None, **kwargs: object) -
     """Load any supported annotation file (or a synthetic benchmark folder)."""
     p = Path(path)
     fmt = format or detect_format(p)
+    if fmt == "mvmr":
+        raise AnnotationError(p, "this is an MVMR pool file (retrieval pools over an annotation split), not a corpus; "
+                                 "`momentsearch data info` reports it, `momentsearch.data.mvmr.load_mvmr_pools` loads it")
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose one of {sorted(FORMATS)}")
     if p.is_dir():
