@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from momentsearch.data.batching import pad_tokens
@@ -80,6 +81,15 @@ class Searcher:
     @property
     def video_ids(self) -> list[str]:
         return self.index.video_ids
+
+    def video_scores(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+        """(len(texts), V) the retriever's score of every video, in :attr:`video_ids` order."""
+        out = []
+        for s in range(0, len(texts), batch_size):
+            tokens, mask = pad_tokens(self.queries.encode_many(list(texts[s: s + batch_size])), self.family.max_tokens)
+            with self._lock, torch.no_grad():
+                out.append(self.engine.stages.retriever.score_videos(tokens, mask).float().cpu().numpy())
+        return np.concatenate(out) if out else np.zeros((0, len(self.video_ids)), np.float32)
 
     def search(self, text: str, k: int = 10) -> list[Hit]:
         return self.search_many([text], k)[0]

@@ -211,12 +211,46 @@ def evaluate_cmd(
     ranking: Annotated[Optional[Path], typer.Option(
         help="A TVR-Ranking file (graded query-moment pairs): rank its queries over the split's videos and "
              "report NDCG@K,IoU for K 10, 20, 40 and IoU 0.3, 0.5, 0.7.")] = None,
+    mvmr_pools: Annotated[Optional[Path], typer.Option(
+        help="An MVMR pool file over this split (`momentsearch build-mvmr`, or the authors' release): also "
+             "rank each pooled query within its pool and report MVMR R@{1,5,10,20,50} beside NLVL.")] = None,
 ) -> None:
     """Rank a split with a trained model; write TVR-format predictions and the metrics (JSON, markdown)."""
     _require_models()
     from momentsearch.cli.model_cmds import run_evaluate
 
-    run_evaluate(checkpoint, split, out, relevance=relevance, equivalent=equivalent, device=device, ranking=ranking)
+    run_evaluate(checkpoint, split, out, relevance=relevance, equivalent=equivalent, device=device, ranking=ranking,
+                 mvmr_pools=mvmr_pools)
+
+
+@app.command("build-mvmr")
+def build_mvmr_cmd(
+    dataset: Annotated[Path, typer.Option("--dataset", "-d", help="Any annotation file the loaders read, or a "
+                                                                   "synthetic benchmark folder.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output pool file (.json, the authors' format).")],
+    n: Annotated[int, typer.Option(min=2, help="Videos per pool (the paper: 50; TACoS 5).")] = 50,
+    k: Annotated[int, typer.Option(min=1, help="At most this many positive videos per pool, the gold one included.")] = 5,
+    t_pos: Annotated[float, typer.Option(help="t+: positive candidates have s_te >= t+.")] = 0.9,
+    t_neg: Annotated[float, typer.Option(help="t-: negative candidates have s_te <= t-.")] = 0.5,
+    split: Annotated[Optional[str], typer.Option(help="The split to pool (default: test, or the file's only split).")] = None,
+    scorer: Annotated[Optional[Path], typer.Option(
+        help="A checkpoint trained on this dataset: its video score is s_tv (Eqs. 2-3). Default: none, the "
+             "text filter only.")] = None,
+    compare: Annotated[Optional[Path], typer.Option(
+        help="A released pool file over the same split: report how its extra positives coincide with ours.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the random draws of positives and negatives.")] = 0,
+    format: Annotated[Optional[str], typer.Option("--format", "-f", help=FORMAT_HELP)] = None,
+) -> None:
+    """Build MVMR retrieval pools (Yang et al. Sec. 4): per query the gold video, up to k-1 extra positive
+    videos and negatives up to n, filtered by text similarity (and a model's score with --scorer)."""
+    from momentsearch.cli.mvmr_cmd import run_build_mvmr
+    from momentsearch.relevance.pool_builder import PoolConfig
+
+    try:
+        cfg = PoolConfig(n, k, t_pos, t_neg, seed)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    run_build_mvmr(dataset, out, cfg, split, scorer, compare, format)
 
 
 @app.command("search")

@@ -23,7 +23,7 @@ def run_train(config: Path, overrides: dict[str, Any] | None = None, resume: boo
 
 def run_evaluate(checkpoint: Path, split: str = "test", out: Path | None = None, progress: bool = True,
                  relevance: Path | None = None, equivalent: float = 0.8, device: str = "auto",
-                 ranking: Path | None = None) -> Evaluation:
+                 ranking: Path | None = None, mvmr_pools: Path | None = None) -> Evaluation:
     out = out or checkpoint.parent.parent / f"eval_{split}"
     ev = evaluate(checkpoint, split, out, progress, relevance, equivalent, device, ranking=ranking)
     name = checkpoint.stem
@@ -34,6 +34,13 @@ def run_evaluate(checkpoint: Path, split: str = "test", out: Path | None = None,
         r = ev.metrics["ranking"]
         print_table({name: r}, [k for k in r if k.startswith("NDCG@")],
                     title=f"NDCG@K,IoU against {ranking} ({r['n_queries']} queries)")
+    if mvmr_pools is not None:
+        from momentsearch.api import evaluate_mvmr
+
+        mv = evaluate_mvmr(checkpoint, mvmr_pools, split, out, progress, device)
+        m = mv.metrics
+        print_table({name: mv.row}, list(mv.row), title=f"MVMR protocol: {m['n_queries']} pooled queries, pools of "
+                    f"{m['pool_size']} videos, {m['positives_per_query']:.2f} positive moments per query")
     typer.echo(f"predictions and metrics written to {out}")
     return ev
 

@@ -23,9 +23,10 @@ def rank_split(
     family: ModelFamily, model: nn.Module, corpus: Corpus, store: FeatureStore, queries: QueryFeatures,
     clip_lengths: Mapping[str, float], k_videos: int = 100, nms_threshold: float = 0.7, batch_size: int = 64,
     query_ids: Sequence[str] | None = None, index: VideoIndex | None = None, progress: bool = True,
-    device: torch.device | None = None, n_moments: int = 100,
+    device: torch.device | None = None, n_moments: int = 100, pools: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[dict[str, RankedMoments], VideoIndex]:
-    """{"VCMR", "SVMR", "VR"} rankings for the split's annotated queries (or ``query_ids``)."""
+    """{"VCMR", "SVMR", "VR"} rankings for the split's annotated queries (or ``query_ids``). With
+    ``pools`` (query id -> video ids, the MVMR protocol) each query is answered from its pool only."""
     device = device or torch.device("cpu")
     model.eval()
     if index is None:
@@ -41,7 +42,8 @@ def rank_split(
         chunk = ms[s: s + batch_size]
         qids = [m.query_id for m in chunk]
         tokens, mask = pad_tokens([queries.get(m.query_id, m.text) for m in chunk], family.max_tokens)
-        res = engine.search(qids, tokens, mask)
+        res = engine.search(qids, tokens, mask, None if pools is None else
+                            [[vindex[v] for v in pools[q]] for q in qids])
         vcmr.append(res.vcmr)
         vr.append(res.vr)
         gt = np.array([vindex[m.video_id] for m in chunk])  # type: ignore[index]

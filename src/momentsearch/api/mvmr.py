@@ -1,0 +1,73 @@
+"""Evaluate a checkpoint under the MVMR protocol: each pooled query ranks the moments of its pool's
+videos only (:mod:`momentsearch.evaluation.mvmr`), beside the NLVL numbers on its gold video.
+
+    import momentsearch
+    result = momentsearch.evaluate_mvmr("runs/xml/checkpoints/best.pt", "pools.json")
+    print(result.row["MVMR 0.5-r1"], result.row["NLVL 0.5-r1"])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from momentsearch.data.dataset import open_dataset
+from momentsearch.data.mvmr import MVMRPools, load_mvmr_pools
+from momentsearch.errors import MomentSearchError
+from momentsearch.evaluation.mvmr import mvmr_metrics
+from momentsearch.evaluation.predictions import RankedMoments
+from momentsearch.evaluation.report import flatten, markdown_table
+from momentsearch.fileio import atomic_open, write_json
+from momentsearch.search.run import rank_split
+from momentsearch.text.queries import dataset_query_features
+from momentsearch.training.checkpoint import load_checkpoint
+from momentsearch.training.device import resolve_device, torch_settings
+
+
+@dataclass
+class MVMREvaluation:
+    row: dict[str, float]  # e.g. row["MVMR 0.5-r1"], row["NLVL 0.5-r1"], row["MVMR-VR r1"]
+    metrics: dict[str, Any]
+    ranked: dict[str, RankedMoments]
+    markdown: str
+
+
+def mvmr_row(metrics: dict[str, Any]) -> dict[str, float]:
+    return flatten({k: metrics[k] for k in ("MVMR", "NLVL", "MVMR-VR") if k in metrics})
+
+
+def evaluate_mvmr(checkpoint: str | Path, pools: str | Path | MVMRPools, split: str = "test",
+                  out: str | Path | None = None, progress: bool = True, device: str = "auto",
+                  num_threads: int | None = None) -> MVMREvaluation:
+    """Rank every pooled query of ``split`` within its pool and score it with the MVMR protocol."""
+    ckpt = load_checkpoint(checkpoint)
+    cfg = ckpt.train_config
+    dev = resolve_device(device)
+    dataset = open_dataset(cfg.dataset)
+    corpus = dataset.split(split)
+    pooled = pools if isinstance(pools, MVMRPools) else load_mvmr_pools(pools, corpus)
+    outside = [q for q in pooled.pools if q not in {m.query_id for m in corpus.moments}]
+    if outside:
+        raise MomentSearchError(f"{len(outside)} pooled queries are not queries of split {split!r} of "
+                                f"{dataset.name}, e.g. {outside[:3]}: build the pools over that split")
+    threads = cfg.num_threads if num_threads is None else num_threads
+    with torch_settings(threads, cfg.deterministic, dev), dataset.features() as store:
+        queries = dataset_query_features(dataset.config.query_features, dataset.config.query_cache)
+        ranked, index = rank_split(ckpt.family, ckpt.model.to(dev), corpus, store, queries,
+                                   dataset.clip_lengths(corpus), pooled.pool_size, cfg.nms_threshold,
+                                   query_ids=list(pooled.pools), progress=progress, device=dev,
+                                   n_moments=100, pools=pooled.pools)
+    metrics = mvmr_metrics(ranked, pooled, index.video_ids)
+    row = mvmr_row(metrics)
+    name = ckpt.family.name.upper()
+    md = (f"# {name} under the MVMR protocol, {dataset.name} split {split}\n\n{metrics['n_queries']} pooled queries, "
+          f"pools of {pooled.pool_size} videos, {metrics['positives_per_query']:.2f} positive moments per query; "
+          f"checkpoint `{checkpoint}`.\n\n" + markdown_table({name: row}, list(row)) + "\n")
+    if out is not None:
+        o = Path(out)
+        write_json(o / "mvmr_metrics.json", {"checkpoint": str(checkpoint), "family": ckpt.family.name,
+                                             "split": split, "pools": pooled.name, "metrics": metrics})
+        with atomic_open(o / "mvmr_metrics.md") as fh:
+            fh.write(md)
+    return MVMREvaluation(row, metrics, ranked, md)
