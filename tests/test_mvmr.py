@@ -124,6 +124,7 @@ def test_mvmr_recall_counts_any_positive_by_hand() -> None:
     assert cut.video_idx.tolist() == [[1, -1], [1, -1]] and cut.start[0, 0] == 1.0
 
 
+@pytest.mark.slow
 def test_protocol_with_the_whole_split_as_pool_is_standard_vcmr(tiny_benchmark: Path, tmp_path: Path) -> None:
     from test_xml_training import tiny_cfg
 

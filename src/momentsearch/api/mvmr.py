@@ -12,6 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from momentsearch.api.searcher import load
+from momentsearch.data.corpus import Corpus
 from momentsearch.data.dataset import open_dataset
 from momentsearch.data.mvmr import MVMRPools, load_mvmr_pools
 from momentsearch.errors import MomentSearchError
@@ -31,6 +35,19 @@ class MVMREvaluation:
     metrics: dict[str, Any]
     ranked: dict[str, RankedMoments]
     markdown: str
+
+
+def checkpoint_video_scores(checkpoint: str | Path, split: str, corpus: Corpus) -> np.ndarray:
+    """s_tv from a trained model: its retriever's score of every (query, video) of the split, in the
+    corpus' query and video order."""
+    searcher = load(checkpoint, split=split)
+    missing = [v for v in corpus.videos if v not in set(searcher.video_ids)]
+    if missing:
+        raise MomentSearchError(f"{checkpoint}: its index of split {split!r} lacks {len(missing)} videos of the "
+                                f"annotations, e.g. {missing[:3]}: the scorer must be trained on this dataset")
+    scores = searcher.video_scores([m.text for m in corpus.moments])
+    col = {v: i for i, v in enumerate(searcher.video_ids)}
+    return scores[:, [col[v] for v in corpus.videos]]
 
 
 def mvmr_row(metrics: dict[str, Any]) -> dict[str, float]:

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import typer
 
+from momentsearch.api.mvmr import checkpoint_video_scores
 from momentsearch.data.loaders import load_corpus
 from momentsearch.data.mvmr import load_mvmr_pools, write_mvmr_pools
 from momentsearch.errors import MomentSearchError
@@ -22,21 +22,6 @@ from momentsearch.relevance.pool_builder import (
     text_similarity,
 )
 from momentsearch.text.encoders import QueryFeatureCache, sentence_embeddings
-
-
-def scorer_scores(checkpoint: Path, split: str, corpus: Any) -> np.ndarray:
-    """s_tv from a trained model: its retriever's score of every (query, video) of the split, in the
-    corpus' query and video order."""
-    from momentsearch.api import load
-
-    searcher = load(checkpoint, split=split)
-    missing = [v for v in corpus.videos if v not in set(searcher.video_ids)]
-    if missing:
-        raise MomentSearchError(f"{checkpoint}: its index of split {split!r} lacks {len(missing)} videos of the "
-                                f"annotations, e.g. {missing[:3]}: the scorer must be trained on this dataset")
-    scores = searcher.video_scores([m.text for m in corpus.moments])
-    col = {v: i for i, v in enumerate(searcher.video_ids)}
-    return scores[:, [col[v] for v in corpus.videos]]
 
 
 def run_build_mvmr(dataset: Path, out: Path, cfg: PoolConfig, split: str | None = None,
@@ -57,7 +42,7 @@ def run_build_mvmr(dataset: Path, out: Path, cfg: PoolConfig, split: str | None 
     emb = sentence_embeddings(QueryFeatureCache(out.with_suffix(".minilm.h5")), [m.text for m in part.moments],
                               progress=progress)
     s_te, arg = text_similarity(part, emb, progress=progress)
-    s_tv = scorer_scores(scorer, split, part) if scorer is not None else None
+    s_tv = checkpoint_video_scores(scorer, split, part) if scorer is not None else None
     pools, stats = build_pools(part, s_te, arg, cfg, s_tv)
     if not pools.pools:
         raise MomentSearchError(f"no query of {dataset} split {split} has {cfg.n} candidate videos; lower --n or "

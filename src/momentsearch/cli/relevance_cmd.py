@@ -6,23 +6,16 @@ from pathlib import Path
 
 import numpy as np
 import typer
-from scipy import sparse
 
 from momentsearch.data.loaders import load_corpus
 from momentsearch.evaluation.report import figure, save_png
-from momentsearch.fileio import atomic_path, output_file, write_json
-from momentsearch.relevance.matrix import query_moment, sparse_query_relevance
+from momentsearch.fileio import output_file, write_json
+from momentsearch.relevance.matrix import query_moment, save_sparse, sparse_query_relevance
 from momentsearch.relevance.proxies import BowIndex, PosIndex, embedding_cosine
 from momentsearch.text.encoders import QueryFeatureCache, sentence_embeddings
 
 PROXIES = ("bow", "pos", "synset", "meteor", "cosine")
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9)
-
-
-def save_sparse(path: Path, m: sparse.spmatrix) -> None:
-    """A scipy sparse matrix as .npz, written to a temp file and renamed into place."""
-    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-        sparse.save_npz(fh, sparse.csr_matrix(m))
 
 
 def run_relevance(dataset: Path, proxy: str, out: Path, format: str | None = None, top_k: int = 100,

@@ -10,6 +10,7 @@ query's relevance to every other query's annotated moment, as a :class:`MomentRe
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 from scipy import sparse
@@ -17,6 +18,7 @@ from tqdm import tqdm
 
 from momentsearch.data.corpus import Corpus
 from momentsearch.data.relevance import MomentRelevance
+from momentsearch.fileio import atomic_path
 
 BlockFn = Callable[[np.ndarray], np.ndarray]  # row indices -> (len(rows), Q) relevance in [0, 1]
 
@@ -66,3 +68,9 @@ def query_video(rel: MomentRelevance) -> sparse.csr_matrix:
     """(Q, V) CSR of video-level relevance: the max over the video's moments (MVMR Eq. 1)."""
     q, v, val = rel.video_relevance()
     return sparse.csr_matrix((val, (q, v)), shape=(len(rel.query_ids), len(rel.video_ids)))
+
+
+def save_sparse(path: Path, m: sparse.spmatrix) -> None:
+    """A scipy sparse matrix as .npz, written to a temp file and renamed into place."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        sparse.save_npz(fh, sparse.csr_matrix(m))

@@ -21,6 +21,7 @@ import numpy as np
 from scipy import sparse
 
 from momentsearch.fileio import write_json
+from momentsearch.relevance.matrix import save_sparse
 from momentsearch.relevance.training_pairs import table_query_ids
 
 
@@ -29,8 +30,6 @@ def _load(prefix: Path, name: str) -> sparse.csr_matrix:
 
 
 def _save(prefix: Path, ids: list[str], phi: sparse.csr_matrix, psi: sparse.csr_matrix, stats: dict) -> dict:
-    from momentsearch.cli.relevance_cmd import save_sparse
-
     save_sparse(prefix.with_suffix(".phi.npz"), phi)
     save_sparse(prefix.with_suffix(".psi.npz"), psi)
     write_json(prefix.with_suffix(".queries.json"), ids)
