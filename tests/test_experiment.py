@@ -51,3 +51,23 @@ conditions:
     assert [p.stat().st_mtime for p in results] == stamp
     with pytest.raises(ConfigError, match="no condition"):
         run_experiment(cfg, jobs=1, only=["+SL"])
+
+
+def test_diagnosis_tables_at_two_thetas_get_their_own_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table named after theta 0.7 must not share files with theta 0.9 (Path.with_suffix cuts at the dot)."""
+    from momentsearch.cli.experiment import TableSpec, _table
+    from momentsearch.relevance import oracle_pairs
+
+    for name in ("pairs_np-vp.queries.json", "pairs_np-vp.psi.npz", "oracle_train.queries.json", "oracle_train.qq.npz"):
+        (tmp_path / name).write_text("")  # present: _table does not recompute them
+
+    def fake(detector: Path, oracle: Path, out: Path, theta: float, video_of: object) -> dict:
+        for suffix in (".queries.json", ".psi.npz"):
+            out.with_suffix(suffix).write_text(str(theta))
+        return {}
+
+    monkeypatch.setattr(oracle_pairs, "oracle_confidence", fake)
+    a = _table(tmp_path, tmp_path, TableSpec("oracle_confidence", "np-vp", theta=0.7), corpus=type("C", (), {"moments": []}))
+    b = _table(tmp_path, tmp_path, TableSpec("oracle_confidence", "np-vp", theta=0.9), corpus=type("C", (), {"moments": []}))
+    assert a != b
+    assert a.with_suffix(".psi.npz").read_text() == "0.7" and b.with_suffix(".psi.npz").read_text() == "0.9"

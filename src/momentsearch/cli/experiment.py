@@ -121,7 +121,8 @@ def _table(bench: Path, folder: Path, spec: TableSpec, corpus: Any) -> Path:
     else:
         detector = _table(bench, folder, TableSpec("pairs", spec.detector), corpus)
         oracle = _table(bench, folder, TableSpec("oracle"), corpus)
-        prefix = folder / f"{spec.kind}_{spec.detector}_{spec.theta:g}"
+        # no dot in the name: Path.with_suffix would cut "_0.7" to "_0", and theta 0.7 and 0.9 would share files
+        prefix = folder / f"{spec.kind}_{spec.detector}_{spec.theta:g}".replace(".", "p")
         if missing(prefix, "psi.npz"):
             video_of = {m.query_id: m.video_id for m in corpus.moments}
             make = oracle_pairs.oracle_confidence if spec.kind == "oracle_confidence" else oracle_pairs.oracle_at_count
