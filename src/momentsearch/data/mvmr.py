@@ -100,7 +100,7 @@ class MVMRPools:
         pos = [len(p) for p in self.positives.values()]
         all_lens = [p.span[1] - p.span[0] for ps in self.positives.values() for p in ps]
         gold_lens = [ps[0].span[1] - ps[0].span[0] for ps in self.positives.values() if ps]
-        vids = {moments[q].video_id for q in self.pools}
+        vids = list(dict.fromkeys(moments[q].video_id for q in self.pools))  # ordered: sums repeat exactly
         sizes = Counter(len(p) for p in self.pools.values())
         mean = (lambda xs: float(np.mean(xs)) if len(xs) else math.nan)
         return {
