@@ -41,12 +41,12 @@ def checkpoint_video_scores(checkpoint: str | Path, split: str, corpus: Corpus) 
     """s_tv from a trained model: its retriever's score of every (query, video) of the split, in the
     corpus' query and video order."""
     searcher = load(checkpoint, split=split)
-    missing = [v for v in corpus.videos if v not in set(searcher.video_ids)]
+    col = {v: i for i, v in enumerate(searcher.video_ids)}
+    missing = [v for v in corpus.videos if v not in col]
     if missing:
         raise MomentSearchError(f"{checkpoint}: its index of split {split!r} lacks {len(missing)} videos of the "
                                 f"annotations, e.g. {missing[:3]}: the scorer must be trained on this dataset")
     scores = searcher.video_scores([m.text for m in corpus.moments])
-    col = {v: i for i, v in enumerate(searcher.video_ids)}
     return scores[:, [col[v] for v in corpus.videos]]
 
 
@@ -64,7 +64,8 @@ def evaluate_mvmr(checkpoint: str | Path, pools: str | Path | MVMRPools, split: 
     dataset = open_dataset(cfg.dataset)
     corpus = dataset.split(split)
     pooled = pools if isinstance(pools, MVMRPools) else load_mvmr_pools(pools, corpus)
-    outside = [q for q in pooled.pools if q not in {m.query_id for m in corpus.moments}]
+    split_queries = {m.query_id for m in corpus.moments}
+    outside = [q for q in pooled.pools if q not in split_queries]
     if outside:
         raise MomentSearchError(f"{len(outside)} pooled queries are not queries of split {split!r} of "
                                 f"{dataset.name}, e.g. {outside[:3]}: build the pools over that split")

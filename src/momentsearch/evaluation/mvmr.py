@@ -59,8 +59,9 @@ def mvmr_metrics(ranked: dict[str, RankedMoments], pools: MVMRPools, video_ids: 
     if "VR" in ranked:
         out["MVMR-VR"] = multi_positive_recall(ranked["VR"], rel, MVMR_IOUS, ks)["VR"]
     if "SVMR" in ranked:
+        vindex = {v: i for i, v in enumerate(rel.video_ids)}
         gold = MomentRelevance.from_rows(
             rel.query_ids, rel.video_ids,
-            [[(rel.video_ids.index(ps[0].video_id), *ps[0].span, 1.0)] for ps in pools.positives.values()])
+            [[(vindex[ps[0].video_id], *ps[0].span, 1.0)] for ps in pools.positives.values()])
         out["NLVL"] = multi_positive_recall(ranked["SVMR"], gold, MVMR_IOUS, NLVL_KS)["VCMR"]
     return out

@@ -66,6 +66,14 @@ def _quality(r: np.ndarray, c: np.ndarray, grade: sparse.csr_matrix) -> dict[str
             "mean_grade": float(g.mean()) if len(g) else nan}
 
 
+def _detected_at(phi: sparse.csr_matrix, videos: list[str], theta: float,
+                 grade: sparse.csr_matrix) -> tuple[int, dict[str, float]]:
+    """How many other-video pairs the detector finds at ``theta``, and how true they are."""
+    r, c, d = _cross_video(phi, videos)
+    at = d >= np.float32(theta)
+    return int(at.sum()), _quality(r[at], c[at], grade)
+
+
 def oracle_confidence(detector: Path, oracle: Path, out: Path, theta: float,
                       video_of: Mapping[str, str]) -> dict:
     """The detector's pairs with C = the oracle's grade."""
@@ -73,10 +81,9 @@ def oracle_confidence(detector: Path, oracle: Path, out: Path, theta: float,
     c = phi.tocoo()
     value = np.asarray(grade[c.row, c.col]).ravel().astype(np.float32) if c.nnz else np.zeros(0, np.float32)
     psi = sparse.csr_matrix((np.maximum(value, 0.0), (c.row, c.col)), shape=phi.shape)
-    r, cc, d = _cross_video(phi, [video_of[q] for q in ids])
-    at = d >= np.float32(theta)
+    count, quality = _detected_at(phi, [video_of[q] for q in ids], theta, grade)
     stats = {"detector": str(detector), "oracle": str(oracle), "theta": theta, "n_queries": len(ids),
-             "pairs_at_theta": int(at.sum()), "detected_at_theta": _quality(r[at], cc[at], grade)}
+             "pairs_at_theta": count, "detected_at_theta": quality}
     return _save(out, ids, phi, psi, stats)
 
 
@@ -85,9 +92,7 @@ def oracle_at_count(detector: Path, oracle: Path, out: Path, theta: float, video
     """The oracle's best pairs, as many as the detector's (other-video) pairs at ``theta``."""
     ids, phi, grade = _aligned(detector, oracle)
     videos = [video_of[q] for q in ids]
-    r, c, d = _cross_video(phi, videos)
-    at = d >= np.float32(theta)
-    count = int(at.sum())
+    count, quality = _detected_at(phi, videos, theta, grade)
     tr, tc, tv = _cross_video(grade, videos)
     tv = tv.astype(np.float32)
     # a perfect detector at this count: the highest grades first, ties in random order
@@ -97,7 +102,7 @@ def oracle_at_count(detector: Path, oracle: Path, out: Path, theta: float, video
     new_phi = sparse.csr_matrix((np.ones(len(pick), np.float32), (tr[pick], tc[pick])), shape=shape)
     new_psi = sparse.csr_matrix((tv[pick], (tr[pick], tc[pick])), shape=shape)
     stats = {"detector": str(detector), "oracle": str(oracle), "theta": theta, "n_queries": len(ids),
-             "detector_pairs_at_theta": count, "detected_at_theta": _quality(r[at], c[at], grade),
+             "detector_pairs_at_theta": count, "detected_at_theta": quality,
              "true_pairs_available": int(len(tr)), "pairs_drawn": int(len(pick)),
              "mean_grade_of_drawn": float(tv[pick].mean()) if len(pick) else float("nan")}
     return _save(out, ids, new_phi, new_psi, stats)

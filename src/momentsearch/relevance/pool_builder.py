@@ -67,14 +67,22 @@ def text_similarity(corpus: Corpus, emb: np.ndarray, block: int = 1024,
     return s_te, arg
 
 
-def build_pools(corpus: Corpus, s_te: np.ndarray, arg: np.ndarray, cfg: PoolConfig,
-                s_tv: np.ndarray | None = None) -> tuple[MVMRPools, dict[str, Any]]:
-    """Pools for every annotated query of ``corpus`` (one split) and the statistics of the candidates."""
-    vids = list(corpus.videos)
-    vindex = {v: i for i, v in enumerate(vids)}
-    ms = corpus.moments
-    gold = np.array([vindex[m.video_id] for m in ms])  # type: ignore[index]
-    rows = np.arange(len(ms))
+@dataclass
+class Candidates:
+    """The filters of Eqs. 2-3 over a (Q, V) s_te: ``pos`` / ``neg`` masks, the gold video of each query."""
+
+    pos: np.ndarray
+    neg: np.ndarray
+    gold: np.ndarray
+    mu_gold: float | None
+    mu_neg: float | None
+
+
+def candidate_masks(corpus: Corpus, s_te: np.ndarray, cfg: PoolConfig, s_tv: np.ndarray | None = None) -> Candidates:
+    """Positive and negative candidates of every query (its own video excluded from both)."""
+    vindex = {v: i for i, v in enumerate(corpus.videos)}
+    gold = np.array([vindex[m.video_id] for m in corpus.moments])  # type: ignore[index]
+    rows = np.arange(len(gold))
     pos = s_te >= np.float32(cfg.t_pos)
     neg = s_te <= np.float32(cfg.t_neg)
     pos[rows, gold] = neg[rows, gold] = False
@@ -85,6 +93,16 @@ def build_pools(corpus: Corpus, s_te: np.ndarray, arg: np.ndarray, cfg: PoolConf
         pos &= s_tv >= mu_gold
         neg &= s_tv <= mu_neg
     neg &= ~pos  # t- = t+ must not put one video on both sides
+    return Candidates(pos, neg, gold, mu_gold, mu_neg)
+
+
+def build_pools(corpus: Corpus, s_te: np.ndarray, arg: np.ndarray, cfg: PoolConfig,
+                s_tv: np.ndarray | None = None) -> tuple[MVMRPools, dict[str, Any]]:
+    """Pools for every annotated query of ``corpus`` (one split) and the statistics of the candidates."""
+    vids = list(corpus.videos)
+    ms = corpus.moments
+    c = candidate_masks(corpus, s_te, cfg, s_tv)
+    pos, neg, gold, mu_gold, mu_neg = c.pos, c.neg, c.gold, c.mu_gold, c.mu_neg
     rng = np.random.default_rng(cfg.seed)
     pools: dict[str, list[str]] = {}
     positives: dict[str, list[Positive]] = {}
@@ -114,17 +132,8 @@ def positive_candidates(corpus: Corpus, s_te: np.ndarray, cfg: PoolConfig, s_tv:
                         ) -> dict[str, set[str]]:
     """Per query, every video that passes the positive filter (before drawing k - 1 of them)."""
     vids = list(corpus.videos)
-    out = {}
-    mu = None
-    if s_tv is not None:
-        gold = [vids.index(m.video_id) for m in corpus.moments]  # type: ignore[arg-type]
-        mu = s_tv[np.arange(len(gold)), gold].mean()
-    for i, m in enumerate(corpus.moments):
-        ok = s_te[i] >= np.float32(cfg.t_pos)
-        if mu is not None:
-            ok &= s_tv[i] >= mu  # type: ignore[index]
-        out[m.query_id] = {vids[v] for v in np.flatnonzero(ok)} - {m.video_id}
-    return out
+    pos = candidate_masks(corpus, s_te, cfg, s_tv).pos
+    return {m.query_id: {vids[v] for v in np.flatnonzero(pos[i])} for i, m in enumerate(corpus.moments)}
 
 
 def compare_pools(ours: MVMRPools, theirs: MVMRPools, candidates: dict[str, set[str]]) -> dict[str, Any]:
