@@ -46,7 +46,7 @@ PAPER_TABLE3 = {
 }
 # Where the released files' annotations lie, relative to the pool file's folder (../shared/data layout).
 ANNOTATIONS_BESIDE = {"charades": "../charades_sta/charades_sta_test.txt", "tacos": "../tacos/test.json",
-                      "activitynet": "../activitynet_captions/val.json"}
+                      "activitynet": "../activitynet_captions/test.json"}  # 2D-TAN test.json = val_2
 
 
 @dataclass
