@@ -13,7 +13,8 @@ from momentsearch.errors import ConfigError
 from momentsearch.models.family import ModelFamily
 
 FAMILIES: dict[str, type[ModelFamily]] = {}
-BUILTIN = ("momentsearch.models.xml", "momentsearch.models.minute")
+BUILTIN = ("momentsearch.models.xml", "momentsearch.models.minute", "momentsearch.models.mmn",
+           "momentsearch.models.span")
 _loaded = False
 
 

@@ -1,0 +1,84 @@
+"""MMN / RMMN's search: every video is encoded once into its 2D map in the two joint spaces; a query
+is one vector per space, and a moment's score s (Eq. 10) is comparable across videos (a bi-encoder),
+so the retriever is exact: a video's score is its best moment's.
+
+The index stores, per video, N rows (one per start clip i) of (N, 2, d) unit vectors: row i holds the
+moments [i, j]. Each video's clip length in the index is duration / N, so cell (i, j) is the span
+[i dur / N, (j + 1) dur / N) for the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from momentsearch.data.batching import load_video_batch
+from momentsearch.data.corpus import Video
+from momentsearch.data.features import FeatureStore
+from momentsearch.models.mmn.network import MMN
+from momentsearch.search.index import VideoIndex
+
+ARRAY = "map"
+
+
+@torch.no_grad()
+def encode_corpus(model: MMN, store: FeatureStore, videos: Sequence[Video], device: torch.device,
+                  batch_size: int = 32, progress: bool = True, max_clips: int = 100_000) -> VideoIndex:
+    was_training = model.training
+    model.eval()
+    n = model.cfg.num_clips
+    parts = []
+    for s in tqdm(range(0, len(videos), batch_size), desc="indexing videos", unit="batch", disable=not progress):
+        chunk = videos[s: s + batch_size]
+        streams, mask = load_video_batch(store, [v.video_id for v in chunk], max_clips, model.cfg.subtitle_dim > 0)
+        parts.append(model.encode_videos([x.to(device) for x in streams], mask.to(device)).half().cpu().numpy())
+    model.train(was_training)
+    maps = np.concatenate(parts) if parts else np.zeros((0, n, n, 2, model.cfg.joint_dim), np.float16)
+    durations = np.array([v.duration for v in videos], np.float64)
+    return VideoIndex([v.video_id for v in videos], durations, durations / n, np.arange(len(videos) + 1) * n,
+                      {ARRAY: maps.reshape(-1, n, 2, model.cfg.joint_dim)})
+
+
+class MapStages:
+    """Retriever and localizer at once: ``score_videos`` (B, V) and ``localize`` (B, K, N, N)."""
+
+    def __init__(self, model: MMN, index: VideoIndex, device: torch.device | None = None, chunk_videos: int = 256):
+        self.model = model.eval()
+        self.index = index
+        self.device = device or torch.device("cpu")
+        self.chunk = chunk_videos
+        n = model.cfg.num_clips
+        if index.offsets[-1] != len(index) * n:
+            raise ValueError(f"the index does not hold {n} rows per video: it was not built for this model")
+        self.n = n
+
+    def _maps(self, videos: np.ndarray) -> torch.Tensor:
+        a = self.index.array(ARRAY)
+        rows = (videos[:, None] * self.n + np.arange(self.n)[None]).reshape(-1)
+        return torch.from_numpy(np.asarray(a[rows], np.float32)).reshape(len(videos), self.n, self.n, 2, -1
+                                                                          ).to(self.device)
+
+    @torch.no_grad()
+    def score_videos(self, tokens: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
+        q = self.model.encode_queries(tokens.to(self.device), token_mask.to(self.device))
+        out = []
+        for s in range(0, len(self.index), self.chunk):
+            vids = np.arange(s, min(s + self.chunk, len(self.index)))
+            out.append(self.model.scores(q, self._maps(vids)).flatten(2).max(-1).values.cpu())
+        return torch.cat(out, dim=1) if out else torch.zeros(len(tokens), 0)
+
+    @torch.no_grad()
+    def localize(self, tokens: torch.Tensor, token_mask: torch.Tensor, videos: np.ndarray,
+                 video_scores: torch.Tensor | None = None) -> torch.Tensor:
+        q = self.model.encode_queries(tokens.to(self.device), token_mask.to(self.device))
+        return torch.stack([self.model.scores(q[b: b + 1], self._maps(videos[b]))[0].double().cpu()
+                            for b in range(len(videos))])
+
+
+def training_index(model: MMN, store: FeatureStore, videos: Sequence[Video], clip_lengths: Mapping[str, float],
+                   device: torch.device) -> MapStages:
+    """The stages over the training videos (CM-ANS mining)."""
+    return MapStages(model, encode_corpus(model, store, videos, device, progress=False), device)

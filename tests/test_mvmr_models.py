@@ -1,0 +1,166 @@
+"""MMN / RMMN (reliable true negatives, CM-ANS) and the CET / BET baselines of the MVMR paper."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from scipy import sparse
+
+from momentsearch.models.family import Step
+from momentsearch.models.mmn.batches import cell_iou, span_iou
+from momentsearch.models.mmn.config import MMNConfig
+from momentsearch.models.mmn.loss import margin_nll
+from momentsearch.models.mmn.negatives import ans_weights, draw, top_candidates, unreliable_pairs
+from momentsearch.models.mmn.network import MMN, moment_map, segment_pool
+from momentsearch.models.registry import create_family, family_names
+from momentsearch.models.span.loss import interpolated_labels, span_bce
+from momentsearch.models.span.search import moment_probs
+
+
+def test_families_are_registered() -> None:
+    assert {"mmn", "cet", "bet"} <= set(family_names())
+    assert create_family({"name": "bet"}).cfg.cos_scale == 10.0
+    with pytest.raises(ValueError, match="odd kernel_size"):
+        MMNConfig(kernel_size=4)
+
+
+def test_segment_pool_averages_equal_segments_of_the_real_clips() -> None:
+    x = torch.tensor([[1.0, 2, 3, 4, 5]])[..., None]
+    full = torch.ones(1, 5, dtype=torch.bool)
+    assert segment_pool(x, full, 2).flatten().tolist() == [1.5, 4.0]  # clips [0, 2) and [2, 5)
+    part = torch.tensor([[True, True, True, False, False]])
+    assert segment_pool(x, part, 2).flatten().tolist() == [1.0, 2.5]  # padding never enters
+    assert segment_pool(x, part, 6).flatten().tolist() == [1.0, 1.0, 2.0, 2.0, 3.0, 3.0]  # N > clips repeats
+
+
+def test_moment_map_is_the_running_max_within_the_span() -> None:
+    f = torch.tensor([[[1.0, 3.0, 2.0]]])
+    assert moment_map(f, 3)[0, 0].tolist() == [[1, 3, 3], [0, 3, 3], [0, 0, 2]]
+    assert moment_map(f, 2)[0, 0].tolist() == [[1, 3, 0], [0, 3, 3], [0, 0, 2]]
+
+
+def test_cell_iou_and_span_iou_by_hand() -> None:
+    iou = cell_iou(0.0, 5.0, 10.0, 2)  # cells [0, 5), [0, 10), [5, 10)
+    assert iou.tolist() == [[1.0, 0.5], [0.0, 0.0]]
+    assert span_iou(np.array([0.0, 4.0]), np.array([2.0, 6.0])) == pytest.approx(2 / 6)
+
+
+def test_scores_are_eq10_in_the_unit_interval() -> None:
+    torch.manual_seed(0)
+    cfg = MMNConfig(hidden=8, joint_dim=4, num_clips=4, conv_layers=1, kernel_size=3, n_heads=2, max_span=2,
+                    max_tokens=5).with_inputs(6, 0, 5)
+    model = MMN(cfg).eval()
+    m = model.encode_videos([torch.randn(2, 7, 6)], torch.ones(2, 7, dtype=torch.bool)).detach()
+    q = model.encode_queries(torch.randn(3, 5, 5), torch.ones(3, 5, dtype=torch.bool)).detach()
+    s = model.scores(q, m)
+    assert s.shape == (3, 2, 4, 4) and (s >= 0).all() and (s <= 1).all()
+    assert (s[:, :, 0, 2:] == 0).all() and (s[:, :, 1, 0] == 0).all()  # longer than max_span / end before start
+    cos_iou = float(q[1, 0] @ m[0, 1, 2, 0])
+    cos_rmm = float(q[1, 1] @ m[0, 1, 2, 1])
+    want = 1 / (1 + math.exp(-10 * cos_iou)) * ((1 + cos_rmm) / 2) ** 0.5
+    assert float(s[1, 0, 1, 2]) == pytest.approx(want, rel=1e-5)
+
+
+def test_mutual_matching_nll_by_hand() -> None:
+    # logits [(0.5 - 0.4) / 0.1, 0.2 / 0.1] = [1, 2]; the masked 0.9 does not count
+    got = margin_nll(torch.tensor([0.5]), torch.tensor([[0.2, 0.9]]), torch.tensor([[True, False]]), 0.4, 0.1)
+    assert float(got) == pytest.approx(math.log(1 + math.e), rel=1e-6)
+    # the margin pulls the positive to be above every negative by psi: equal cosines still cost
+    eq = margin_nll(torch.tensor([0.5]), torch.tensor([[0.5]]), torch.tensor([[True]]), 0.4, 0.1)
+    assert float(eq) == pytest.approx(math.log(1 + math.exp(4)), rel=1e-6)
+
+
+def test_true_negatives_are_the_pairs_below_t_tr() -> None:
+    emb = np.array([[1.0, 0, 0], [0.99, 0.141, 0], [0, 0, 1]], np.float32)  # q0 ~ q1 (cos 0.99), q2 apart
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    bad = unreliable_pairs(emb, np.array([0, 1, 2]), 3, t_tr=0.9).toarray()
+    assert bad.tolist() == [[True, True, False], [True, True, False], [False, False, True]]
+
+
+def test_cm_ans_weights_peak_at_the_positives_mean_and_draws_follow_them() -> None:
+    r = np.array([[0.5, 0.9, 0.1]])
+    w = ans_weights(r, np.array([0.9]), a=10.0, b=0.0)
+    assert np.allclose(w, [[-1.6, 0.0, -6.4]])  # hard (near the positive) > easy; b shifts the peak
+    rows = 20000
+    cands = np.repeat(np.array([[7, 8, 9]]), rows, 0)
+    got = draw(cands, np.repeat(w, rows, 0), np.ones((rows, 3), bool), 1, torch.Generator().manual_seed(0))
+    p = np.exp(w[0]) / np.exp(w[0]).sum()
+    freq = np.array([(got == c).mean() for c in (7, 8, 9)])
+    assert np.abs(freq - p).max() < 0.01, (freq, p)
+    two = draw(cands[:50], np.repeat(w, 50, 0), np.ones((50, 3), bool), 2, torch.Generator().manual_seed(1))
+    assert all(len(set(row)) == 2 for row in two)  # without replacement
+    none = draw(cands[:1], w, np.zeros((1, 3), bool), 2, torch.Generator())
+    assert none.tolist() == [[-1, -1]]
+
+
+def test_top_candidates_leave_out_excluded_pairs_both_ways() -> None:
+    r = np.array([[0.9, 0.1, 0.5], [0.2, 0.8, 0.7], [0.3, 0.6, 0.4]])
+    excluded = sparse.csr_matrix(np.eye(3, dtype=bool))
+    row_top, row_r, col_top, col_r = top_candidates(lambda s, e: r[s:e], 3, 3, 1, 1, excluded, block=2)
+    assert row_top.ravel().tolist() == [2, 2, 1] and np.allclose(row_r.ravel(), [0.5, 0.7, 0.6])
+    assert col_top.ravel().tolist() == [2, 2, 1] and np.allclose(col_r.ravel(), [0.3, 0.6, 0.7])
+
+
+def test_interpolated_labels_eq14_and_bce() -> None:
+    y_s, y_e = interpolated_labels(torch.tensor([1]), torch.tensor([3]), 5, k=1.0)
+    assert torch.allclose(y_s, torch.tensor([[0, 1, 2 / 3, 1 / 3, 0]]))
+    assert torch.allclose(y_e, torch.tensor([[0, 1 / 3, 2 / 3, 1, 0]]))
+    y_s10, _ = interpolated_labels(torch.tensor([1]), torch.tensor([3]), 5, k=10.0)
+    assert torch.allclose(y_s10, y_s**10)
+    one, _ = interpolated_labels(torch.tensor([2]), torch.tensor([2]), 4, k=10.0)
+    assert one.tolist() == [[0, 0, 1, 0]]  # a one-clip moment: 1 at its clip
+    # BCE at logits 0 is log 2 for any label; a padded clip does not count
+    zero = torch.zeros(1, 5)
+    mask = torch.tensor([[True, True, True, True, False]])
+    assert float(span_bce(zero, zero, torch.tensor([1]), torch.tensor([3]), mask, 10.0)) == pytest.approx(math.log(2))
+
+
+def test_moment_probs_multiply_start_and_end_within_the_band() -> None:
+    p = moment_probs(torch.tensor([[0.0, 10.0]]), torch.tensor([[0.0, 0.0]]), torch.tensor([[True, True]]),
+                     torch.tensor([[True, True], [False, True]]))
+    s = 1 / (1 + math.exp(-10))
+    assert p[0].flatten().tolist() == pytest.approx([0.25, 0.25, 0.0, s * 0.5])
+
+
+def _cfg(bench: Path, out: Path, epochs: int, **model: object):
+    from momentsearch.data.dataset import DatasetConfig
+    from momentsearch.training.config import TrainConfig
+
+    return TrainConfig(dataset=DatasetConfig(benchmark=str(bench)), out_dir=str(out), epochs=epochs, batch_size=64,
+                       lr=1e-3, val_split="test", k_videos=9, num_threads=2, model=model)
+
+
+def test_reliable_negatives_in_batches_and_the_hard_stage(tiny_benchmark: Path, tmp_path: Path) -> None:
+    from momentsearch.training.trainer import Trainer
+
+    tr = Trainer(_cfg(tiny_benchmark, tmp_path, 3, name="mmn", hidden=16, joint_dim=8, num_clips=8, n_heads=2,
+                      true_negatives=True, hard_negative_start_epoch=2, hard_videos=2, hard_queries=3,
+                      hard_video_candidates=4, hard_query_candidates=6), progress=False)
+    src = tr.train_data
+    lr = tr.optimizer.param_groups[0]["lr"]
+    tr.family.prepare_epoch(tr.model, src, Step(0, torch.Generator().manual_seed(0)), tr.device)
+    batch = src.collate(list(range(40)))
+    pos = src.positive[:40]
+    videos = np.unique(pos)
+    bad = src.unreliable[:40][:, videos].toarray()
+    assert not (batch.neg_video.numpy() & bad).any()  # Eq. 4: no pair at s_te >= t_tr is a negative
+    assert not batch.neg_video.numpy()[np.arange(40), batch.video_col.numpy()].any()
+    assert not batch.neg_query.numpy()[np.arange(40), np.arange(40)].any()
+    loss, parts = tr.family.loss(tr.model, batch, Step(0, torch.Generator()))
+    loss.backward()
+    assert math.isfinite(parts["loss_bce"]) and parts["loss_rmm"] > 0
+    stats = tr.family.prepare_epoch(tr.model, src, Step(2, torch.Generator().manual_seed(0)), tr.device)
+    assert "mining_seconds" in stats and tr.optimizer.param_groups[0]["lr"] == pytest.approx(lr * 0.1)
+    hv, hq = src.hard_videos, src.hard_queries
+    assert hv.shape == (len(src), 2) and not (hv == src.positive[:, None]).any()
+    assert not src.unreliable[np.arange(len(src))[:, None].repeat(2, 1)[hv >= 0], hv[hv >= 0]].any()
+    own_q = src.positive[np.where(hq >= 0, hq, 0)] == np.arange(len(src.videos))[:, None]
+    assert not (own_q & (hq >= 0)).any()  # a video's negative queries are never its own
+    hard = src.collate(list(range(8)))
+    assert len(hard.tokens) >= 8 and hard.neg_video.sum(1).le(2).all() and hard.neg_video.sum(1).ge(1).all()
+    tr.family.prepare_epoch(tr.model, src, Step(1, torch.Generator()), tr.device)
+    assert tr.optimizer.param_groups[0]["lr"] == pytest.approx(lr) and not src.hard
