@@ -71,3 +71,59 @@ def test_diagnosis_tables_at_two_thetas_get_their_own_files(tmp_path: Path, monk
     b = _table(tmp_path, tmp_path, TableSpec("oracle_confidence", "np-vp", theta=0.9), corpus=type("C", (), {"moments": []}))
     assert a != b
     assert a.with_suffix(".psi.npz").read_text() == "0.7" and b.with_suffix(".psi.npz").read_text() == "0.9"
+
+
+def test_mvmr_experiment_adds_pool_and_retriever_columns(tiny_benchmark: Path, tmp_path: Path) -> None:
+    xml = tmp_path / "xml.yaml"
+    xml.write_text("epochs: 1\nbatch_size: 32\nlr: 0.001\nval_split: test\nval_max_queries: 20\n"
+                   "num_threads: 1\nmodel: {name: xml, hidden: 32}\n")
+    mmn = tmp_path / "mmn.yaml"
+    mmn.write_text("epochs: 1\nbatch_size: 32\nlr: 0.001\nval_split: test\nval_max_queries: 20\nnum_threads: 1\n"
+                   "model: {name: mmn, hidden: 16, joint_dim: 16, num_clips: 8, conv_layers: 1, kernel_size: 3, "
+                   "n_heads: 2}\n")
+    cfg = tmp_path / "exp.yaml"
+    cfg.write_text(f"""name: m
+preset: tiny
+train: {mmn}
+benchmark_dir: {tiny_benchmark}
+out_dir: {tmp_path / 'out'}
+runs_dir: {tmp_path / 'runs'}
+seeds: [0]
+mvmr: {{n: 5, k: 3, t_pos: 0.8, t_neg: 0.5, retriever: XML, top_videos: 2}}
+conditions:
+  XML: {{train: {xml}}}
+  MMN: {{}}
+""")
+    agg = run_experiment(cfg, jobs=1)
+    for c in ("XML", "MMN"):
+        row = agg[c]
+        assert 0 <= row["NLVL 0.5-r1"]["mean"] <= 100 and 0 <= row["MVMR 0.5-r1"]["mean"] <= 100
+        # a pool cut to 2 videos holds the gold video at most as often as the whole pool does
+        assert row["top2 MVMR 0.5-r5"]["mean"] <= row["MVMR 0.5-r5"]["mean"] + 1e-9
+    assert "The MVMR protocol" in (tmp_path / "out" / "results.md").read_text()
+    stored = [json.loads(p.read_text()) for p in sorted((tmp_path / "runs").glob("*/seed0/result.json"))]
+    assert all(len(r["mvmr"]) == 2 for r in stored)  # the pool row and the top-2 row, stored once
+    pools = next((tiny_benchmark / "mvmr").glob("pools_test_n5_k3_*.txt"))
+    assert pools.stat().st_size > 0
+    with pytest.raises(ConfigError, match="mvmr.retriever"):
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(cfg.read_text().replace("retriever: XML", "retriever: CET"))
+        run_experiment(bad, jobs=1)
+
+
+def test_top_of_pools_keeps_the_retrievers_best_videos(tiny_benchmark: Path) -> None:
+    import numpy as np
+
+    from momentsearch.api.mvmr import top_of_pools
+    from momentsearch.data.mvmr import MVMRPools, Positive
+    from momentsearch.data.synthetic import SyntheticBenchmark
+
+    test = SyntheticBenchmark.load(tiny_benchmark).corpus.split("test")
+    vids = list(test.videos)
+    m = test.moments[0]
+    pool = [m.video_id] + [v for v in vids if v != m.video_id][:4]
+    pools = MVMRPools("p", test, {m.query_id: pool}, {m.query_id: [Positive(m.video_id, m.span, m.text)]})
+    scores = np.zeros((len(test.moments), len(vids)))
+    scores[0, vids.index(pool[3])], scores[0, vids.index(pool[1])] = 2.0, 1.0
+    cut = top_of_pools(pools, scores, test, 2)
+    assert cut.pools[m.query_id] == [pool[3], pool[1]] and cut.positives == pools.positives

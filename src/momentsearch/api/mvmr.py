@@ -8,7 +8,7 @@ videos only (:mod:`momentsearch.evaluation.mvmr`), beside the NLVL numbers on it
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +54,28 @@ def mvmr_row(metrics: dict[str, Any]) -> dict[str, float]:
     return flatten({k: metrics[k] for k in ("MVMR", "NLVL", "MVMR-VR") if k in metrics})
 
 
+def top_of_pools(pools: MVMRPools, scores: np.ndarray, corpus: Corpus, top_videos: int) -> MVMRPools:
+    """Each pool cut to its ``top_videos`` videos by ``scores`` ((Q, V) in the corpus' query and video
+    order, e.g. :func:`checkpoint_video_scores` of a video retriever): the paper's Table 2 pipeline.
+    Positives stay as they are (gold first), so a gold video the retriever drops is a miss."""
+    if top_videos < 1:
+        raise MomentSearchError(f"top_videos must be >= 1, got {top_videos}")
+    qrow = {m.query_id: i for i, m in enumerate(corpus.moments)}
+    vcol = {v: i for i, v in enumerate(corpus.videos)}
+    cut = {}
+    for q, pool in pools.pools.items():
+        s = scores[qrow[q], [vcol[v] for v in pool]]
+        cut[q] = [pool[i] for i in np.argsort(-s, kind="stable")[:top_videos]]
+    return replace(pools, name=f"{pools.name} (top {top_videos} by a video retriever)", pools=cut)
+
+
 def evaluate_mvmr(checkpoint: str | Path, pools: str | Path | MVMRPools, split: str = "test",
                   out: str | Path | None = None, progress: bool = True, device: str = "auto",
-                  num_threads: int | None = None) -> MVMREvaluation:
-    """Rank every pooled query of ``split`` within its pool and score it with the MVMR protocol."""
+                  num_threads: int | None = None, video_retriever: str | Path | None = None,
+                  top_videos: int = 5) -> MVMREvaluation:
+    """Rank every pooled query of ``split`` within its pool and score it with the MVMR protocol.
+    With ``video_retriever`` (a checkpoint of any family trained on the same data), each pool is
+    first cut to its ``top_videos`` videos by that model's video scores (the paper's Table 2)."""
     ckpt = load_checkpoint(checkpoint)
     cfg = ckpt.train_config
     dev = resolve_device(device)
@@ -69,6 +87,8 @@ def evaluate_mvmr(checkpoint: str | Path, pools: str | Path | MVMRPools, split: 
     if outside:
         raise MomentSearchError(f"{len(outside)} pooled queries are not queries of split {split!r} of "
                                 f"{dataset.name}, e.g. {outside[:3]}: build the pools over that split")
+    if video_retriever is not None:
+        pooled = top_of_pools(pooled, checkpoint_video_scores(video_retriever, split, corpus), corpus, top_videos)
     threads = cfg.num_threads if num_threads is None else num_threads
     with torch_settings(threads, cfg.deterministic, dev), dataset.features() as store:
         queries = dataset_query_features(dataset.config.query_features, dataset.config.query_cache)

@@ -48,6 +48,22 @@ class TableSpec:
 
 
 @dataclass(frozen=True)
+class MVMRSpec:
+    """Also evaluate every run under the MVMR protocol on pools built over the evaluation split
+    (``momentsearch build-mvmr`` with these values, text filter only); with ``retriever`` (a condition
+    of the experiment) also with each pool cut to the ``top_videos`` videos that condition's model of
+    the same seed scores highest (the MVMR paper's Table 2)."""
+
+    n: int = 50
+    k: int = 5
+    t_pos: float = 0.8
+    t_neg: float = 0.5
+    seed: int = 0
+    retriever: str = ""
+    top_videos: int = 5
+
+
+@dataclass(frozen=True)
 class ExperimentConfig:
     name: str
     preset: str  # a synthetic preset name or YAML path
@@ -60,12 +76,16 @@ class ExperimentConfig:
     runs_dir: str = ""  # default runs/experiments/runs/<preset name>: shared by experiments, so that a
     #                     condition two experiments both have (e.g. the XML baseline) is trained once
     eval_split: str = "test"
+    mvmr: MVMRSpec | None = None
 
     def __post_init__(self) -> None:
         if not self.conditions:
             raise ConfigError(f"experiment {self.name!r}: no conditions")
         if not self.seeds:
             raise ConfigError(f"experiment {self.name!r}: no seeds")
+        if self.mvmr is not None and self.mvmr.retriever and self.mvmr.retriever not in self.conditions:
+            raise ConfigError(f"experiment {self.name!r}: mvmr.retriever {self.mvmr.retriever!r} is not one of its "
+                              f"conditions {list(self.conditions)}")
         for t in self.tables.values():
             if t.kind not in TABLE_KINDS:
                 raise ConfigError(f"experiment {self.name!r}: table kind must be one of {TABLE_KINDS}, got {t.kind!r}")
@@ -92,7 +112,24 @@ def prepare(exp: ExperimentConfig) -> tuple[Path, dict[str, Path]]:
     folder = bench / "relevance"
     folder.mkdir(parents=True, exist_ok=True)
     paths = {name: _table(bench, folder, spec, corpus) for name, spec in exp.tables.items()}
+    if exp.mvmr is not None:
+        paths["mvmr pools"] = mvmr_pools(bench, exp.mvmr, exp.eval_split)
     return bench, paths
+
+
+def mvmr_pools(bench: Path, spec: MVMRSpec, split: str) -> Path:
+    """The experiment's MVMR pool file over ``split``, built where missing."""
+    from momentsearch.cli.mvmr_cmd import run_build_mvmr
+    from momentsearch.relevance.pool_builder import PoolConfig
+
+    name = f"{split}_n{spec.n}_k{spec.k}_{spec.t_pos:g}_{spec.t_neg:g}_s{spec.seed}".replace(".", "p")
+    path = bench / "mvmr" / f"pools_{name}.txt"
+    if not path.exists():
+        typer.echo(f"MVMR pools over split {split} of {bench}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        run_build_mvmr(bench, path, PoolConfig(spec.n, spec.k, spec.t_pos, spec.t_neg, spec.seed), split,
+                       progress=False)
+    return path
 
 
 def _table(bench: Path, folder: Path, spec: TableSpec, corpus: Any) -> Path:
@@ -182,8 +219,9 @@ def run_config(exp: ExperimentConfig, condition: str, seed: int, bench: Path, ta
     return d
 
 
-def run_one(cfg_dict: dict[str, Any], split: str) -> dict[str, Any]:
-    """Train (resuming) and evaluate one run; returns and stores its result row."""
+def run_one(cfg_dict: dict[str, Any], split: str, pools: str | None = None) -> dict[str, Any]:
+    """Train (resuming) and evaluate one run; returns and stores its result row. With ``pools`` (an
+    MVMR pool file) its MVMR row joins the metrics (computed once, also for a run stored before)."""
     from momentsearch.api import evaluate
     from momentsearch.training.config import TrainConfig
     from momentsearch.training.trainer import Trainer
@@ -192,7 +230,7 @@ def run_one(cfg_dict: dict[str, Any], split: str) -> dict[str, Any]:
     out = Path(cfg.out_dir)
     done = out / "result.json"
     if done.exists():
-        return json.loads(done.read_text())
+        return _with_mvmr(json.loads(done.read_text()), out, split, pools)
     t0 = time.time()
     trainer = Trainer(cfg, progress=False)
     trainer.resume()
@@ -204,7 +242,28 @@ def run_one(cfg_dict: dict[str, Any], split: str) -> dict[str, Any]:
     result = {"metrics": row, "seconds_per_epoch": sum(epoch_s) / len(epoch_s), "train_seconds": train_s,
               "pairs_per_batch": sum(pairs) / len(pairs), "best_epoch": max(history, key=lambda h: h["selection"])["epoch"]}
     write_json(done, result)
-    return result
+    return _with_mvmr(result, out, split, pools)
+
+
+def _with_mvmr(result: dict[str, Any], out: Path, split: str, pools: str | None, retriever: str | None = None,
+               top_videos: int = 5) -> dict[str, Any]:
+    """``result`` with the run's MVMR row in its metrics (keys "MVMR 0.5-r1", "NLVL 0.5-r1", ...; with a
+    ``retriever`` checkpoint "top5 MVMR 0.5-r1", ...), evaluated and stored in result.json where missing."""
+    if pools is None:
+        return result
+    from momentsearch.api import evaluate_mvmr
+
+    prefix = f"top{top_videos} " if retriever else ""
+    key = f"mvmr:{Path(pools).name}" + (f":{retriever}:{top_videos}" if retriever else "")
+    stored = json.loads((out / "result.json").read_text())
+    if key not in stored.get("mvmr", {}):
+        ev = evaluate_mvmr(out / "checkpoints" / "best.pt", pools, split,
+                           out / (f"eval_mvmr_top{top_videos}_{Path(retriever).parent.parent.parent.name}"
+                                  if retriever else "eval_mvmr"), progress=False,
+                           video_retriever=retriever, top_videos=top_videos)
+        stored["mvmr"] = {**stored.get("mvmr", {}), key: ev.row}
+        write_json(out / "result.json", stored)
+    return {**result, "metrics": {**result["metrics"], **{prefix + k: v for k, v in stored["mvmr"][key].items()}}}
 
 
 def run_experiment(config: Path, jobs: int = 2, only: list[str] | None = None) -> dict[str, Any]:
@@ -224,16 +283,23 @@ def run_experiment(config: Path, jobs: int = 2, only: list[str] | None = None) -
                f"{jobs} at a time; runs under {runs_dir}, results under {out}")
     from tqdm import tqdm
 
+    pools = str(tables["mvmr pools"]) if "mvmr pools" in tables else None
     bar = tqdm(total=len(runs), desc=exp.name, unit="run")
     if jobs <= 1:
         for c, s, d in runs:
-            results[(c, s)] = run_one(d, exp.eval_split)
+            results[(c, s)] = run_one(d, exp.eval_split, pools)
             bar.update()
     else:
         with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-            futures = {pool.submit(run_one, d, exp.eval_split): (c, s) for c, s, d in runs}
+            futures = {pool.submit(run_one, d, exp.eval_split, pools): (c, s) for c, s, d in runs}
             for f in as_completed(futures):
                 results[futures[f]] = f.result()
                 bar.update()
     bar.close()
+    if exp.mvmr is not None and exp.mvmr.retriever:  # Table 2: the retriever's model of the same seed in front
+        ckpt = {s: Path(d["out_dir"]) / "checkpoints" / "best.pt" for c, s, d in runs if c == exp.mvmr.retriever}
+        for c, s, d in tqdm(runs, desc=f"{exp.name}: top {exp.mvmr.top_videos} by {exp.mvmr.retriever}", unit="run"):
+            with_top = _with_mvmr(results[(c, s)], Path(d["out_dir"]), exp.eval_split, pools, str(ckpt[s]),
+                                  exp.mvmr.top_videos)
+            results[(c, s)]["metrics"].update(with_top["metrics"])
     return write_report(exp.name, out, conditions, exp.seeds, results, str(config))

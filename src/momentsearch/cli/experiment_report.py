@@ -17,16 +17,29 @@ COLUMNS = ["VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.5-r100", "VCMR 0.7-r1", "VCMR 
            "SVMR 0.5-r5", "VR r10", "VR r100", "MP-VCMR 0.5-r1", "MP-VCMR 0.5-r10", "nDCG VR", "nDCG VCMR 0.5"]
 # TVR-Ranking's NDCG@K,IoU against the oracle's grades (a second table)
 NDCG_COLUMNS = NDCG_IOU_COLUMNS
+# the MVMR protocol (experiments with `mvmr:`): NLVL on the gold video, MVMR in the pool, and with a video
+# retriever in front (Table 2: "topK " columns); shown only when the runs have them
+MVMR_COLUMNS = ["NLVL 0.5-r1", "NLVL 0.7-r1", "MVMR 0.5-r1", "MVMR 0.7-r1", "MVMR 0.5-r5", "MVMR 0.5-r20",
+                "MVMR 0.5-r50"]
 PLOT_COLUMNS = ["VCMR 0.5-r10", "VCMR 0.5-r100", "SVMR 0.5-r5", "VR r10", "MP-VCMR 0.5-r10", "nDCG VR", "nDCG VCMR 0.5"]
+
+
+def mvmr_columns(results: dict[tuple[str, int], dict[str, Any]]) -> list[str]:
+    """The MVMR columns the runs have: MVMR_COLUMNS, then each "topK " variant of the R@1 / R@5 ones."""
+    have = set().union(*(r["metrics"] for r in results.values())) if results else set()
+    tops = sorted({k.split(" ", 1)[0] for k in have if k.startswith("top") and " MVMR " in k})
+    table2 = [f"{t} MVMR {iou}-r{k}" for t in tops for k in (1, 5) for iou in (0.3, 0.5)]
+    return [c for c in [*MVMR_COLUMNS, *table2] if c in have]
 
 
 def aggregate(conditions: list[str], seeds: list[int], results: dict[tuple[str, int], dict[str, Any]]
               ) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
+    extra = mvmr_columns(results)
     for c in conditions:
         runs = [results[(c, s)] for s in seeds]
         row: dict[str, Any] = {}
-        for col in [*COLUMNS, *NDCG_COLUMNS, "seconds_per_epoch", "pairs_per_batch"]:
+        for col in [*COLUMNS, *NDCG_COLUMNS, *extra, "seconds_per_epoch", "pairs_per_batch"]:
             vals = np.array([r["metrics"][col] if col in r["metrics"] else r.get(col, np.nan) for r in runs], float)
             row[col] = {"mean": float(vals.mean()), "std": float(vals.std(ddof=1)) if len(vals) > 1 else 0.0,
                         "runs": vals.tolist()}
@@ -35,7 +48,7 @@ def aggregate(conditions: list[str], seeds: list[int], results: dict[tuple[str, 
     # order): the difference removes most of the seed-to-seed spread
     ref = conditions[0]
     for c in conditions:
-        for col in [*COLUMNS, *NDCG_COLUMNS]:
+        for col in [*COLUMNS, *NDCG_COLUMNS, *extra]:
             d = np.array(out[c][col]["runs"]) - np.array(out[ref][col]["runs"])
             out[c][col]["delta_mean"] = float(d.mean())
             out[c][col]["delta_std"] = float(d.std(ddof=1)) if len(d) > 1 else 0.0
@@ -57,6 +70,16 @@ def markdown(agg: dict[str, dict[str, Any]], seeds: list[int]) -> str:
     dbody = "".join(f"| {c} | " + " | ".join(f"{row[k]['delta_mean']:+.2f} ± {row[k]['delta_std']:.2f}" for k in dcols)
                     + " |\n" for c, row in agg.items() if c != ref)
     out = head + body + f"\nMean ± standard deviation over seeds {seeds}.\n" + (dhead + dbody if dbody else "")
+    mv = [c for c in agg[ref] if c in MVMR_COLUMNS or c.startswith("top")]
+    if mv:
+        out += ("\nThe MVMR protocol (NLVL: the gold video alone; MVMR: the query's pool; topK: the pool cut to the K "
+                f"videos the retriever ranks highest). Mean ± std; paired difference to {ref} below each row:\n\n"
+                "| condition | " + " | ".join(mv) + " |\n|---|" + "---:|" * len(mv) + "\n")
+        for c, r in agg.items():
+            out += f"| {c} | " + " | ".join(_cell(r[k]) for k in mv) + " |\n"
+            if c != ref:
+                out += f"| {c} − {ref} | " + " | ".join(f"{r[k]['delta_mean']:+.2f} ± {r[k]['delta_std']:.2f}"
+                                                     for k in mv) + " |\n"
     if any(not np.isnan(row[c]["mean"]) for row in agg.values() for c in NDCG_COLUMNS):
         out += ("\nTVR-Ranking's NDCG@K,IoU against the oracle's grades (mean ± std; paired difference to "
                 f"{ref} below each row):\n\n| condition | " + " | ".join(NDCG_COLUMNS) + " |\n|---|"

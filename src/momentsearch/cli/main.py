@@ -214,13 +214,17 @@ def evaluate_cmd(
     mvmr_pools: Annotated[Optional[Path], typer.Option(
         help="An MVMR pool file over this split (`momentsearch build-mvmr`, or the authors' release): also "
              "rank each pooled query within its pool and report MVMR R@{1,5,10,20,50} beside NLVL.")] = None,
+    video_retriever: Annotated[Optional[Path], typer.Option(
+        help="With --mvmr-pools: a checkpoint whose video scores first cut each pool to its --top-videos videos "
+             "(the MVMR paper's Table 2 pipeline).")] = None,
+    top_videos: Annotated[int, typer.Option(min=1, help="With --video-retriever: videos kept per pool.")] = 5,
 ) -> None:
     """Rank a split with a trained model; write TVR-format predictions and the metrics (JSON, markdown)."""
     _require_models()
     from momentsearch.cli.model_cmds import run_evaluate
 
     run_evaluate(checkpoint, split, out, relevance=relevance, equivalent=equivalent, device=device, ranking=ranking,
-                 mvmr_pools=mvmr_pools)
+                 mvmr_pools=mvmr_pools, video_retriever=video_retriever, top_videos=top_videos)
 
 
 @app.command("build-mvmr")

@@ -23,7 +23,8 @@ def run_train(config: Path, overrides: dict[str, Any] | None = None, resume: boo
 
 def run_evaluate(checkpoint: Path, split: str = "test", out: Path | None = None, progress: bool = True,
                  relevance: Path | None = None, equivalent: float = 0.8, device: str = "auto",
-                 ranking: Path | None = None, mvmr_pools: Path | None = None) -> Evaluation:
+                 ranking: Path | None = None, mvmr_pools: Path | None = None, video_retriever: Path | None = None,
+                 top_videos: int = 5) -> Evaluation:
     out = out or checkpoint.parent.parent / f"eval_{split}"
     ev = evaluate(checkpoint, split, out, progress, relevance, equivalent, device, ranking=ranking)
     name = checkpoint.stem
@@ -37,10 +38,12 @@ def run_evaluate(checkpoint: Path, split: str = "test", out: Path | None = None,
     if mvmr_pools is not None:
         from momentsearch.api import evaluate_mvmr
 
-        mv = evaluate_mvmr(checkpoint, mvmr_pools, split, out, progress, device)
+        mv = evaluate_mvmr(checkpoint, mvmr_pools, split, out, progress, device, video_retriever=video_retriever,
+                           top_videos=top_videos)
         m = mv.metrics
+        front = f", top {top_videos} by {video_retriever}" if video_retriever is not None else ""
         print_table({name: mv.row}, list(mv.row), title=f"MVMR protocol: {m['n_queries']} pooled queries, pools of "
-                    f"{m['pool_size']} videos, {m['positives_per_query']:.2f} positive moments per query")
+                    f"{m['pool_size']} videos{front}, {m['positives_per_query']:.2f} positive moments per query")
     typer.echo(f"predictions and metrics written to {out}")
     return ev
 
