@@ -76,8 +76,8 @@ def test_checkpoints_of_other_versions_and_families_are_refused(tiny_benchmark: 
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointError, match="not a readable momentsearch checkpoint"):
         load_checkpoint(tmp_path / "junk.pt")
-    with pytest.raises(ConfigError, match="unknown model family 'mmn'"):
-        TrainConfig(dataset=DatasetConfig(benchmark=str(tiny_benchmark)), model={"name": "mmn"})
+    with pytest.raises(ConfigError, match="unknown model family '2d-tan'"):
+        TrainConfig(dataset=DatasetConfig(benchmark=str(tiny_benchmark)), model={"name": "2d-tan"})
     with pytest.raises(ConfigError, match=r"model\.hiden|unknown key"):
         TrainConfig(dataset=DatasetConfig(benchmark=str(tiny_benchmark)), model={"name": "xml", "hiden": 3})
 

@@ -6,7 +6,8 @@ A family is one folder under ``momentsearch/models/`` that reads like its paper.
 ``model: {name: ...}``. It supplies:
 
 * ``config_class``: its typed config (a frozen dataclass with a ``name`` field), filled from YAML;
-* :meth:`ModelFamily.build`: the network(s), as one ``nn.Module``, for the data's input dims;
+* ``network_class`` (or :meth:`ModelFamily.build` / :meth:`ModelFamily.restore`): the network(s), as
+  one ``nn.Module``, for the data's input dims;
 * :meth:`ModelFamily.batches`: a :class:`BatchSource` (a sampler of index lists and a collate);
 * :meth:`ModelFamily.loss`: the loss of one batch, with its named terms (the model owns its loss);
 * :meth:`ModelFamily.prepare_epoch` (optional): a per-epoch schedule (phases, mined negatives);
@@ -78,6 +79,7 @@ class ModelFamily(ABC):
     name: ClassVar[str]
     version: ClassVar[int] = 1  # bump when a checkpoint of the old version cannot be loaded
     config_class: ClassVar[type]
+    network_class: ClassVar[Any] = None  # built from the config by the default build / restore
 
     def __init__(self, cfg: Any):
         if not isinstance(cfg, self.config_class):
@@ -85,13 +87,17 @@ class ModelFamily(ABC):
         self.cfg = cfg
 
     # ---- the network -------------------------------------------------------------------------
-    @abstractmethod
     def build(self, dims: InputDims) -> nn.Module:
-        """The network for these input dims; ``self.cfg`` becomes the config with the dims filled."""
+        """The network for these input dims; ``self.cfg`` becomes the config with the dims filled
+        (by default ``cfg.with_inputs(visual, subtitle, query)``, then ``network_class(cfg)``)."""
+        self.cfg = self.cfg.with_inputs(dims.visual, dims.subtitle, dims.query)
+        return self.restore()
 
-    @abstractmethod
     def restore(self) -> nn.Module:
         """The network of ``self.cfg`` (dims already filled, as stored in a checkpoint)."""
+        if self.network_class is None:
+            raise NotImplementedError(f"family {self.name!r}: set network_class or override restore()")
+        return self.network_class(self.cfg)
 
     @property
     def max_tokens(self) -> int:
@@ -99,7 +105,16 @@ class ModelFamily(ABC):
         return int(getattr(self.cfg, "max_tokens", 32))
 
     def optimizer(self, model: nn.Module, lr: float) -> torch.optim.Optimizer:
-        return torch.optim.Adam(model.parameters(), lr=lr)
+        """Adam; AdamW with the config's ``weight_decay`` when the config has one."""
+        wd = getattr(self.cfg, "weight_decay", None)
+        if wd is None:
+            return torch.optim.Adam(model.parameters(), lr=lr)
+        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=wd)
+
+    def stamped(self, index: VideoIndex) -> VideoIndex:
+        """``index`` marked as built by this family (and version), as ``encode_corpus`` returns it."""
+        index.meta.update(family=self.name, family_version=self.version)
+        return index
 
     # ---- training ----------------------------------------------------------------------------
     @abstractmethod

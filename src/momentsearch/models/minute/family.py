@@ -15,7 +15,6 @@ from momentsearch.data.corpus import Video
 from momentsearch.data.features import FeatureStore
 from momentsearch.models.family import (
     BatchSource,
-    InputDims,
     ModelFamily,
     Step,
     TrainingData,
@@ -39,17 +38,8 @@ class MINUTEFamily(ModelFamily):
     name = "minute"
     version = 1
     config_class = MINUTEConfig
+    network_class = MINUTE
     cfg: MINUTEConfig
-
-    def build(self, dims: InputDims) -> nn.Module:
-        self.cfg = self.cfg.with_inputs(dims.visual, dims.subtitle, dims.query)
-        return MINUTE(self.cfg)
-
-    def restore(self) -> nn.Module:
-        return MINUTE(self.cfg)
-
-    def optimizer(self, model: nn.Module, lr: float) -> torch.optim.Optimizer:
-        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=self.cfg.weight_decay)
 
     # ---- training ----------------------------------------------------------------------------
     def batches(self, data: TrainingData) -> BatchSource:
@@ -82,9 +72,7 @@ class MINUTEFamily(ModelFamily):
     # ---- search ------------------------------------------------------------------------------
     def encode_corpus(self, model: nn.Module, store: FeatureStore, videos: Sequence[Video],
                       clip_lengths: Mapping[str, float], device: torch.device, progress: bool = True) -> VideoIndex:
-        index = encode_corpus(model, store, videos, clip_lengths, device, progress=progress)  # type: ignore[arg-type]
-        index.meta.update(family=self.name, family_version=self.version)
-        return index
+        return self.stamped(encode_corpus(model, store, videos, clip_lengths, device, progress=progress))  # type: ignore[arg-type]
 
     def stages(self, model: nn.Module, index: VideoIndex, device: torch.device) -> SearchStages:
         return SearchStages(MinuteRetriever(model, index, device),  # type: ignore[arg-type]

@@ -15,7 +15,7 @@ from torch import nn
 from momentsearch.data.batching import pad_tokens
 from momentsearch.data.corpus import Video
 from momentsearch.data.features import FeatureStore
-from momentsearch.models.family import BatchSource, InputDims, ModelFamily, Step, TrainingData
+from momentsearch.models.family import BatchSource, ModelFamily, Step, TrainingData
 from momentsearch.models.mmn.batches import MMNBatch, MMNBatches
 from momentsearch.models.mmn.config import MMNConfig
 from momentsearch.models.mmn.loss import mmn_loss
@@ -32,6 +32,7 @@ class MMNFamily(ModelFamily):
     name = "mmn"
     version = 1
     config_class = MMNConfig
+    network_class = MMN
     cfg: MMNConfig
 
     def __init__(self, cfg: MMNConfig):
@@ -39,15 +40,8 @@ class MMNFamily(ModelFamily):
         self._optimizer: torch.optim.Optimizer | None = None
         self._base_lr = 0.0
 
-    def build(self, dims: InputDims) -> nn.Module:
-        self.cfg = self.cfg.with_inputs(dims.visual, dims.subtitle, dims.query)
-        return MMN(self.cfg)
-
-    def restore(self) -> nn.Module:
-        return MMN(self.cfg)
-
     def optimizer(self, model: nn.Module, lr: float) -> torch.optim.Optimizer:
-        self._optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=self.cfg.weight_decay)
+        self._optimizer = super().optimizer(model, lr)  # kept: the hard stage scales its learning rate
         self._base_lr = lr
         return self._optimizer
 
@@ -90,9 +84,7 @@ class MMNFamily(ModelFamily):
     # ---- search ------------------------------------------------------------------------------
     def encode_corpus(self, model: nn.Module, store: FeatureStore, videos: Sequence[Video],
                       clip_lengths: Mapping[str, float], device: torch.device, progress: bool = True) -> VideoIndex:
-        index = encode_corpus(model, store, videos, device, progress=progress)  # type: ignore[arg-type]
-        index.meta.update(family=self.name, family_version=self.version)
-        return index
+        return self.stamped(encode_corpus(model, store, videos, device, progress=progress))  # type: ignore[arg-type]
 
     def stages(self, model: nn.Module, index: VideoIndex, device: torch.device) -> SearchStages:
         both = MapStages(model, index, device)  # type: ignore[arg-type]

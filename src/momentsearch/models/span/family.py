@@ -9,7 +9,7 @@ from torch import nn
 
 from momentsearch.data.corpus import Video
 from momentsearch.data.features import FeatureStore
-from momentsearch.models.family import BatchSource, InputDims, ModelFamily, Step, TrainingData
+from momentsearch.models.family import BatchSource, ModelFamily, Step, TrainingData
 from momentsearch.models.registry import register
 from momentsearch.models.span.batches import SpanBatch, SpanBatches
 from momentsearch.models.span.config import SpanConfig
@@ -23,22 +23,13 @@ from momentsearch.search.stages import SearchStages
 class _SpanFamily(ModelFamily):
     version = 1
     config_class = SpanConfig
+    network_class = SpanNet
     cfg: SpanConfig
 
     def __init__(self, cfg: SpanConfig):
         super().__init__(cfg)
         if cfg.name != self.name:
             raise TypeError(f"family {self.name!r} got a config for {cfg.name!r}")
-
-    def build(self, dims: InputDims) -> nn.Module:
-        self.cfg = self.cfg.with_inputs(dims.visual, dims.subtitle, dims.query)
-        return SpanNet(self.cfg)
-
-    def restore(self) -> nn.Module:
-        return SpanNet(self.cfg)
-
-    def optimizer(self, model: nn.Module, lr: float) -> torch.optim.Optimizer:
-        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=self.cfg.weight_decay)
 
     def batches(self, data: TrainingData) -> BatchSource:
         return SpanBatches(data.corpus, data.store, data.queries, data.clip_lengths, self.cfg)
@@ -50,9 +41,7 @@ class _SpanFamily(ModelFamily):
 
     def encode_corpus(self, model: nn.Module, store: FeatureStore, videos: Sequence[Video],
                       clip_lengths: Mapping[str, float], device: torch.device, progress: bool = True) -> VideoIndex:
-        index = encode_corpus(model, store, videos, clip_lengths, device, progress=progress)  # type: ignore[arg-type]
-        index.meta.update(family=self.name, family_version=self.version)
-        return index
+        return self.stamped(encode_corpus(model, store, videos, clip_lengths, device, progress=progress))  # type: ignore[arg-type]
 
     def stages(self, model: nn.Module, index: VideoIndex, device: torch.device) -> SearchStages:
         both = SpanStages(model, index, device)  # type: ignore[arg-type]

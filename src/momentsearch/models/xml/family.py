@@ -31,13 +31,11 @@ class XMLFamily(ModelFamily):
     name = "xml"
     version = 1
     config_class = XMLConfig
+    network_class = XML
     cfg: XMLConfig
 
     def build(self, dims: InputDims) -> nn.Module:
         self.cfg = self.cfg.with_inputs(dims.visual, dims.subtitle if self.cfg.use_subtitle else 0, dims.query)
-        return XML(self.cfg)
-
-    def restore(self) -> nn.Module:
         return XML(self.cfg)
 
     def batches(self, data: TrainingData) -> BatchSource:
@@ -56,9 +54,7 @@ class XMLFamily(ModelFamily):
 
     def encode_corpus(self, model: nn.Module, store: FeatureStore, videos: Sequence[Video],
                       clip_lengths: Mapping[str, float], device: torch.device, progress: bool = True) -> VideoIndex:
-        index = encode_corpus(model, store, videos, clip_lengths, device, progress=progress)  # type: ignore[arg-type]
-        index.meta.update(family=self.name, family_version=self.version)
-        return index
+        return self.stamped(encode_corpus(model, store, videos, clip_lengths, device, progress=progress))  # type: ignore[arg-type]
 
     def stages(self, model: nn.Module, index: VideoIndex, device: torch.device) -> SearchStages:
         return SearchStages(XMLRetriever(model, index, device), XMLLocalizer(model, index, device))  # type: ignore[arg-type]
