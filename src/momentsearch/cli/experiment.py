@@ -277,7 +277,8 @@ def run_experiment(config: Path, jobs: int = 2, only: list[str] | None = None) -
     unknown = sorted(set(only or []) - set(exp.conditions))
     if unknown:
         raise ConfigError(f"experiment {exp.name!r} has no condition {unknown}; it has {list(exp.conditions)}")
-    runs = [(c, s, run_config(exp, c, s, bench, tables, runs_dir)) for c in conditions for s in exp.seeds]
+    # seed-major: an interrupted experiment has every condition at its first seeds
+    runs = [(c, s, run_config(exp, c, s, bench, tables, runs_dir)) for s in exp.seeds for c in conditions]
     results: dict[tuple[str, int], dict[str, Any]] = {}
     typer.echo(f"experiment {exp.name}: {len(conditions)} conditions x {len(exp.seeds)} seeds = {len(runs)} runs, "
                f"{jobs} at a time; runs under {runs_dir}, results under {out}")
