@@ -70,6 +70,7 @@ class MMNBatches:
         self.unreliable: sparse.csr_matrix | None = (
             unreliable_pairs(self.emb, self.positive, len(self.videos), cfg.t_tr) if cfg.true_negatives else None)
         self.hard = False  # set by the family: the CM-ANS stage
+        self.ans: tuple[np.ndarray, ...] | None = None  # r(q, v) candidates, mined once (MMNFamily.prepare_epoch)
         self.hard_videos: np.ndarray | None = None  # (Q, h) this epoch's negative videos per query (-1: none)
         self.hard_queries: np.ndarray | None = None  # (V, h_q) this epoch's negative queries per video (-1: none)
 

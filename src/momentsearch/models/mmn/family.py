@@ -65,11 +65,11 @@ class MMNFamily(ModelFamily):
         if not hard:
             return {}
         stats: dict[str, float] = {}
-        if not hasattr(batches, "ans"):
+        if batches.ans is None:
             t0 = time.perf_counter()
-            batches.ans = mine_relevance(model, batches, self.cfg, device)  # type: ignore[attr-defined,arg-type]
+            batches.ans = mine_relevance(model, batches, self.cfg, device)  # type: ignore[arg-type]
             stats["mining_seconds"] = time.perf_counter() - t0
-        row_top, row_r, col_top, col_r, r_own, r_video = batches.ans  # type: ignore[attr-defined]
+        row_top, row_r, col_top, col_r, r_own, r_video = batches.ans
         c = self.cfg
         batches.hard_videos = draw(row_top, ans_weights(row_r, r_own, c.ans_a, c.ans_b), row_top >= 0, c.hard_videos,
                                    step.generator)
@@ -99,7 +99,7 @@ def mine_relevance(model: MMN, batches: MMNBatches, cfg: MMNConfig, device: torc
     negative queries (own video / own queries, and with ``true_negatives`` the unreliable pairs, left
     out), with r of each query's own video and the mean over each video's own queries."""
     was_training = model.training
-    stages = training_index(model, batches.store, batches.videos, batches.clip_lengths, device)
+    stages = training_index(model, batches.store, batches.videos, device)
     q, v = len(batches), len(batches.videos)
     own = sparse.csr_matrix((np.ones(q, bool), (np.arange(q), batches.positive)), shape=(q, v))
     excluded = own if batches.unreliable is None else (own + batches.unreliable).astype(bool).tocsr()

@@ -46,11 +46,11 @@ def mmn_loss(model: MMN, batch: MMNBatch) -> tuple[torch.Tensor, dict[str, float
     own = cos[rows, batch.video_col]  # (B, N, N, 2)
     # Eq. 8 on the gold video (and, for RMMN, on the negative videos with target 0)
     y = iou_targets(batch.iou, cfg)
-    bce_all = F.binary_cross_entropy_with_logits(cfg.iou_scale * cos[..., 0], torch.zeros_like(cos[..., 0]),
-                                                 reduction="none")  # (B, U, N, N): the y = 0 term everywhere
     bce_own = F.binary_cross_entropy_with_logits(cfg.iou_scale * own[..., 0], y, reduction="none")
     cells = valid.sum()
-    if cfg.bce_on_negatives:
+    if cfg.bce_on_negatives:  # the y = 0 term on every cell of the batch's videos, weighted to the negatives
+        bce_all = F.binary_cross_entropy_with_logits(cfg.iou_scale * cos[..., 0], torch.zeros_like(cos[..., 0]),
+                                                     reduction="none")  # (B, U, N, N)
         w = batch.neg_video.to(cos.dtype)[..., None, None] * valid
         l_bce = ((bce_own * valid).sum() + (bce_all * w).sum()) / (cells * (b + batch.neg_video.sum()))
     else:

@@ -9,7 +9,7 @@ moments [i, j]. Each video's clip length in the index is duration / N, so cell (
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -78,7 +78,6 @@ class MapStages:
                             for b in range(len(videos))])
 
 
-def training_index(model: MMN, store: FeatureStore, videos: Sequence[Video], clip_lengths: Mapping[str, float],
-                   device: torch.device) -> MapStages:
+def training_index(model: MMN, store: FeatureStore, videos: Sequence[Video], device: torch.device) -> MapStages:
     """The stages over the training videos (CM-ANS mining)."""
     return MapStages(model, encode_corpus(model, store, videos, device, progress=False), device)
