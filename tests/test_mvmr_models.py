@@ -14,7 +14,13 @@ from momentsearch.models.family import Step
 from momentsearch.models.mmn.batches import cell_iou, span_iou
 from momentsearch.models.mmn.config import MMNConfig
 from momentsearch.models.mmn.loss import margin_nll
-from momentsearch.models.mmn.negatives import ans_weights, draw, top_candidates, unreliable_pairs
+from momentsearch.models.mmn.negatives import (
+    ans_weights,
+    draw,
+    top_candidates,
+    unreliable_from_table,
+    unreliable_pairs,
+)
 from momentsearch.models.mmn.network import MMN, moment_map, segment_pool
 from momentsearch.models.registry import create_family, family_names
 from momentsearch.models.span.loss import interpolated_labels, span_bce
@@ -79,6 +85,17 @@ def test_true_negatives_are_the_pairs_below_t_tr() -> None:
     emb /= np.linalg.norm(emb, axis=1, keepdims=True)
     bad = unreliable_pairs(emb, np.array([0, 1, 2]), 3, t_tr=0.9).toarray()
     assert bad.tolist() == [[True, True, False], [True, True, False], [False, False, True]]
+
+
+def test_true_negatives_from_a_relevance_table() -> None:
+    # queries 0, 1 in video 0, query 2 in video 1, query 3 in video 2; related pairs (0, 2) and (3, 1)
+    related = sparse.csr_matrix((np.ones(2), ([0, 3], [2, 1])), shape=(4, 4))
+    bad = unreliable_from_table(related, np.array([0, 0, 1, 2]), 3).toarray()
+    assert bad.tolist() == [[True, True, False], [True, False, False], [False, True, False], [True, False, True]]
+    with pytest.raises(ValueError, match="relevance table of shape"):
+        unreliable_from_table(related[:3, :3], np.array([0, 0, 1, 2]), 3)
+    with pytest.raises(ValueError, match="set true_negatives: true"):
+        MMNConfig(true_negatives_table="oracle_train")
 
 
 def test_cm_ans_weights_peak_at_the_positives_mean_and_draws_follow_them() -> None:
@@ -164,6 +181,35 @@ def test_reliable_negatives_in_batches_and_the_hard_stage(tiny_benchmark: Path, 
     assert len(hard.tokens) >= 8 and hard.neg_video.sum(1).le(2).all() and hard.neg_video.sum(1).ge(1).all()
     tr.family.prepare_epoch(tr.model, src, Step(1, torch.Generator()), tr.device)
     assert tr.optimizer.param_groups[0]["lr"] == pytest.approx(lr) and not src.hard
+
+
+def test_true_negatives_table_drives_the_batches(tiny_benchmark: Path, tmp_path: Path) -> None:
+    import json
+
+    from momentsearch.errors import ConfigError
+    from momentsearch.training.trainer import Trainer
+
+    def trainer(table: Path) -> Trainer:
+        return Trainer(_cfg(tiny_benchmark, tmp_path / table.name, 1, name="mmn", hidden=16, joint_dim=8, num_clips=8,
+                            n_heads=2, true_negatives=True, t_tr=0.5, true_negatives_table=str(table)), progress=False)
+
+    from momentsearch.data.synthetic import SyntheticBenchmark
+
+    train = SyntheticBenchmark.load(tiny_benchmark).corpus.split("train").moments
+    ids = [m.query_id for m in train]
+    other = next(i for i, m in enumerate(train) if m.video_id != train[0].video_id)
+    # S(q0, q_other) = 0.7 passes t_tr 0.5, S(q0, q1) = 0.2 does not
+    qq = sparse.csr_matrix((np.array([0.7, 0.2], np.float32), ([0, 0], [other, 1])), shape=(len(ids), len(ids)))
+    sparse.save_npz(tmp_path / "s.qq.npz", qq)
+    (tmp_path / "s.queries.json").write_text(json.dumps(ids))
+    src = trainer(tmp_path / "s").train_data
+    own = sparse.csr_matrix((np.ones(len(ids), bool), (np.arange(len(ids)), src.positive)), shape=src.unreliable.shape)
+    extra = (src.unreliable.astype(int) - own.astype(int)).tocoo()
+    assert list(zip(extra.row, extra.col)) == [(0, src.positive[other])]  # only the related pair, besides own videos
+    batch = src.collate([0, other])
+    assert not batch.neg_video[0, batch.video_col[1]] and batch.neg_video[1, batch.video_col[0]]
+    with pytest.raises(ConfigError, match="missing.queries.json: not found; write the table"):
+        trainer(tmp_path / "missing")
 
 
 def _chance_svmr(bench: Path) -> dict:

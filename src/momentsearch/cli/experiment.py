@@ -176,7 +176,7 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 # options added after runs were recorded: at these values they leave a run's hash (and folder) as it was
-HASH_NEUTRAL = {("model", "relevance", "segment_scale"): 1.0}
+HASH_NEUTRAL = {("model", "relevance", "segment_scale"): 1.0, ("model", "true_negatives_table"): ""}
 HASH_IGNORED = ("device", "amp", "num_workers")  # where a run trains does not make it another run
 
 
@@ -205,12 +205,14 @@ def run_config(exp: ExperimentConfig, condition: str, seed: int, bench: Path, ta
     base = read_yaml(_resolve(train_yaml))
     base.setdefault("dataset", {"benchmark": str(bench)})
     base = to_dict(from_dict(TrainConfig, base, train_yaml))
-    rel = over.get("model", {}).get("relevance", {})
-    if "table" in rel:
-        if rel["table"] not in tables:
-            raise ConfigError(f"experiment {exp.name!r}, condition {condition!r}: unknown table {rel['table']!r}; "
-                              f"the experiment defines {sorted(tables)}")
-        rel["table"] = str(tables[rel["table"]])
+    model = over.get("model", {})
+    # the options that name one of the experiment's tables: XML's relevance.table, MMN's true_negatives_table
+    for group, key in ((model.get("relevance", {}), "table"), (model, "true_negatives_table")):
+        if key in group:
+            if group[key] not in tables:
+                raise ConfigError(f"experiment {exp.name!r}, condition {condition!r}: unknown table {group[key]!r}; "
+                                  f"the experiment defines {sorted(tables)}")
+            group[key] = str(tables[group[key]])
     d = _merge(base, over)
     d.update(dataset={"benchmark": str(Path(bench).resolve())}, seed=seed, out_dir="")
     digest = run_digest(d)

@@ -2,7 +2,8 @@
 
 * First stage: the batch's videos are the queries' own videos; every other video of the batch is a
   negative of p(m|q) and every other query a negative of p(q|m), as MMN's in-batch negatives; with
-  ``true_negatives`` a pair with s_te >= t_tr is dropped from the negatives (Eq. 4).
+  ``true_negatives`` a pair with s_te >= t_tr is dropped from the negatives (Eq. 4); s_te is the
+  sentence embeddings' (Eq. 1) or a relevance table's (``true_negatives_table``).
 * Hard stage (CM-ANS, set by the family): each query brings its drawn hard negative videos, each
   video its drawn hard negative queries, and these are the only negatives across videos.
 Within the gold video, moments with IoU < ``neg_iou`` are negatives of p(m|q) in both stages.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -22,7 +24,8 @@ from momentsearch.data.corpus import Corpus
 from momentsearch.data.features import FeatureStore
 from momentsearch.models.layers import TensorBatch
 from momentsearch.models.mmn.config import MMNConfig
-from momentsearch.models.mmn.negatives import unreliable_pairs
+from momentsearch.models.mmn.negatives import unreliable_from_table, unreliable_pairs
+from momentsearch.relevance.training_pairs import training_pairs
 from momentsearch.text.queries import QueryFeatures
 
 
@@ -67,12 +70,20 @@ class MMNBatches:
         self.durations = np.array([v.duration for v in self.videos], np.float64)
         emb = np.stack([t.astype(np.float32).mean(0) for t in self.tokens])  # the sentence embedding (Eq. 1)
         self.emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
-        self.unreliable: sparse.csr_matrix | None = (
-            unreliable_pairs(self.emb, self.positive, len(self.videos), cfg.t_tr) if cfg.true_negatives else None)
+        self.unreliable: sparse.csr_matrix | None = self._unreliable(cfg) if cfg.true_negatives else None
         self.hard = False  # set by the family: the CM-ANS stage
         self.ans: tuple[np.ndarray, ...] | None = None  # r(q, v) candidates, mined once (MMNFamily.prepare_epoch)
         self.hard_videos: np.ndarray | None = None  # (Q, h) this epoch's negative videos per query (-1: none)
         self.hard_queries: np.ndarray | None = None  # (V, h_q) this epoch's negative queries per video (-1: none)
+
+    def _unreliable(self, cfg: MMNConfig) -> sparse.csr_matrix:
+        """The pairs Eq. 4 removes from the negatives: s_te >= t_tr, s_te from the sentence embeddings or
+        from ``true_negatives_table``."""
+        if not cfg.true_negatives_table:
+            return unreliable_pairs(self.emb, self.positive, len(self.videos), cfg.t_tr)
+        spec = SimpleNamespace(method="threshold", table=cfg.true_negatives_table, theta=cfg.t_tr)
+        related = training_pairs(spec, [m.query_id for m in self.moments])
+        return unreliable_from_table(related, self.positive, len(self.videos))
 
     def __len__(self) -> int:
         return len(self.moments)

@@ -3,7 +3,8 @@
 RMMN is MMN trained with reliable negatives, so one family serves the paper's three rows:
 
 * MMN:   ``true_negatives: false``, ``hard_negative_start_epoch: 0``;
-* RMMN†: ``true_negatives: true`` (Sec. 5.1: a negative must have s_te < t_tr);
+* RMMN†: ``true_negatives: true`` (Sec. 5.1: a negative must have s_te < t_tr; s_te from the sentence
+  embeddings, or from a relevance table with ``true_negatives_table``);
 * RMMN:  also ``hard_negative_start_epoch: E`` (Sec. 5.2: from epoch E, CM-ANS hard negatives only,
   learning rate x ``hard_negative_lr_scale``).
 """
@@ -46,6 +47,9 @@ class MMNConfig:
     # reliable negatives (Secs. 5.1-5.2)
     true_negatives: bool = False  # Eq. 4: only negatives with s_te(q, v) < t_tr
     t_tr: float = 0.9
+    # s_te from a relevance table instead of the sentence embeddings: the prefix of `momentsearch relevance`
+    # (a proxy's S) or of the synthetic oracle's table (true grades); a pair is unreliable at S >= t_tr
+    true_negatives_table: str = ""
     hard_negative_start_epoch: int = 0  # 0: no second stage; else CM-ANS from this epoch (0-based)
     hard_negative_lr_scale: float = 0.1
     hard_video_candidates: int = 50  # V_q^-: the top negatives by r(q, v) that p'(v|q) ranges over
@@ -73,6 +77,8 @@ class MMNConfig:
                 or self.hard_queries > self.hard_query_candidates:
             raise ValueError("need 1 <= hard_videos <= hard_video_candidates and 1 <= hard_queries <= "
                              "hard_query_candidates")
+        if self.true_negatives_table and not self.true_negatives:
+            raise ValueError("true_negatives_table is set but true_negatives is off: set true_negatives: true")
         if self.ans_a <= 0:
             raise ValueError("ans_a must be > 0")
 

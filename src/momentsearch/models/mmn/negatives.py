@@ -3,6 +3,8 @@
 * True negatives (Eq. 4): v is a reliable negative of q when s_te(q, v) < t_tr, with s_te the max over
   v's queries of the cosine of the sentence embeddings (Eq. 1, as the pool builder computes it). Only
   the pairs at or above t_tr are kept, as a sparse set: that is all the filter needs at any corpus size.
+  s_te may instead come from a relevance table over the training queries (a proxy's S, or the
+  synthetic oracle's true grades), with the same max over v's queries.
 * CM-ANS (Eqs. 5-7): with the first stage's model, r(q, v) = max over v's moments of the score;
   each query's negative videos are sampled from its top candidates with
       p'(v|q) ∝ exp(-a (r(q, v) - mean r(q, v+) - b)^2),
@@ -28,9 +30,25 @@ def unreliable_pairs(emb: np.ndarray, query_video: np.ndarray, n_videos: int, t_
     for s in range(0, len(emb), block):
         r, c = np.nonzero(emb[s: s + block] @ emb.T >= np.float32(t_tr))  # (q, q') pairs
         rows.append(r + s)
-        cols.append(query_video[c])
-    r, c = np.concatenate(rows), np.concatenate(cols)
-    m = sparse.csr_matrix((np.ones(len(r), bool), (r, c)), shape=(len(emb), n_videos))
+        cols.append(c)
+    return pairs_to_videos(np.concatenate(rows), np.concatenate(cols), query_video, n_videos)
+
+
+def unreliable_from_table(related: sparse.spmatrix, query_video: np.ndarray, n_videos: int) -> sparse.csr_matrix:
+    """Eq. 4 with s_te from a relevance table: ``related`` (Q, Q) holds the query pairs whose relevance
+    is at or above t_tr (e.g. :func:`~momentsearch.relevance.training_pairs.training_pairs` of a
+    proxy's S or the synthetic oracle's grades); v is unreliable for q when one of v's queries is related
+    to q. Every query's own video is in it, as in :func:`unreliable_pairs`."""
+    coo = sparse.coo_matrix(related)
+    if coo.shape != (len(query_video), len(query_video)):
+        raise ValueError(f"relevance table of shape {coo.shape} for {len(query_video)} training queries")
+    diag = np.arange(len(query_video))
+    return pairs_to_videos(np.concatenate([coo.row, diag]), np.concatenate([coo.col, diag]), query_video, n_videos)
+
+
+def pairs_to_videos(q: np.ndarray, q2: np.ndarray, query_video: np.ndarray, n_videos: int) -> sparse.csr_matrix:
+    """(Q, V) bool with (q, video of q2) set for every related query pair (q, q2)."""
+    m = sparse.csr_matrix((np.ones(len(q), bool), (q, query_video[q2])), shape=(len(query_video), n_videos))
     m.sum_duplicates()
     return m
 
