@@ -101,6 +101,11 @@ conditions:
         # a pool cut to 2 videos holds the gold video at most as often as the whole pool does
         assert row["top2 MVMR 0.5-r5"]["mean"] <= row["MVMR 0.5-r5"]["mean"] + 1e-9
     assert "The MVMR protocol" in (tmp_path / "out" / "results.md").read_text()
+    from momentsearch.cli.experiment_report import PLOT_COLUMNS, plot_columns
+
+    assert plot_columns(agg)[:2] == ["NLVL 0.5-r1", "MVMR 0.5-r1"] and plot_columns(agg)[-1] == "top2 MVMR 0.5-r1"
+    assert plot_columns({"XML": {"VCMR 0.5-r1": {}}}) == PLOT_COLUMNS
+    assert (tmp_path / "out" / "results.png").stat().st_size > 1000
     stored = [json.loads(p.read_text()) for p in sorted((tmp_path / "runs").glob("*/seed0/result.json"))]
     assert all(len(r["mvmr"]) == 2 for r in stored)  # the pool row and the top-2 row, stored once
     pools = next((tiny_benchmark / "mvmr").glob("pools_test_n5_k3_*.txt"))

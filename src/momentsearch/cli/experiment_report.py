@@ -22,6 +22,17 @@ NDCG_COLUMNS = NDCG_IOU_COLUMNS
 MVMR_COLUMNS = ["NLVL 0.5-r1", "NLVL 0.7-r1", "MVMR 0.5-r1", "MVMR 0.7-r1", "MVMR 0.5-r5", "MVMR 0.5-r20",
                 "MVMR 0.5-r50"]
 PLOT_COLUMNS = ["VCMR 0.5-r10", "VCMR 0.5-r100", "SVMR 0.5-r5", "VR r10", "MP-VCMR 0.5-r10", "nDCG VR", "nDCG VCMR 0.5"]
+# the plot of an MVMR experiment: single video, pool, pool behind a retriever (the first "topK" of the runs)
+MVMR_PLOT_COLUMNS = ["NLVL 0.5-r1", "MVMR 0.5-r1", "MVMR 0.7-r1", "MVMR 0.5-r5", "MVMR 0.5-r20", "VCMR 0.5-r1",
+                     "VR r10"]
+
+
+def plot_columns(agg: dict[str, dict[str, Any]]) -> list[str]:
+    """PLOT_COLUMNS, or for runs evaluated under the MVMR protocol MVMR_PLOT_COLUMNS and Table 2's MVMR 0.5-r1."""
+    have = agg[next(iter(agg))]
+    if "MVMR 0.5-r1" not in have:
+        return PLOT_COLUMNS
+    return [*MVMR_PLOT_COLUMNS, *(c for c in have if c.startswith("top") and c.endswith(" MVMR 0.5-r1"))]
 
 
 def mvmr_columns(results: dict[tuple[str, int], dict[str, Any]]) -> list[str]:
@@ -106,16 +117,17 @@ def plot(agg: dict[str, dict[str, Any]], path: Path, title: str) -> None:
     conds = list(agg)
     ref = conds[0]
     fig, axes = figure(2, 1, figsize=(11, 7.5))
-    x = np.arange(len(PLOT_COLUMNS))
+    columns = plot_columns(agg)
+    x = np.arange(len(columns))
     for ax, (key, err, shown) in zip(axes, (("mean", "std", conds), ("delta_mean", "delta_std", conds[1:])),
                                       strict=True):
         w = 0.8 / max(len(shown), 1)
         for i, c in enumerate(shown):
-            vals = [agg[c][k][key] for k in PLOT_COLUMNS]
-            errs = [agg[c][k][err] for k in PLOT_COLUMNS]
+            vals = [agg[c][k][key] for k in columns]
+            errs = [agg[c][k][err] for k in columns]
             ax.bar(x + (i - (len(shown) - 1) / 2) * w, vals, w, yerr=errs, capsize=2, label=c,
                    color=_color(conds.index(c), len(conds)))
-        ax.set_xticks(x, PLOT_COLUMNS, fontsize=8)
+        ax.set_xticks(x, columns, fontsize=8)
         ax.axhline(0, color="black", linewidth=0.6)
     axes[0].set_ylabel("% (mean ± std over seeds)")
     axes[0].set_title(title)
