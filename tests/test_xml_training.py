@@ -44,6 +44,15 @@ def test_resume_gives_identical_weights(tiny_benchmark: Path, tmp_path: Path) ->
     other = Trainer(dataclasses.replace(tiny_cfg(tiny_benchmark, tmp_path / "b", 2), lr=0.5), progress=False)
     with pytest.raises(CheckpointError, match=r"another config \(differs in \['lr'\]\).*--out-dir"):
         other.resume()
+    # a checkpoint saved before an option existed resumes: the option takes its default
+    state = torch.load(tmp_path / "b" / "checkpoints" / "last.pt", weights_only=False)
+    del state["train_config"]["model"]["conv_kernel"], state["train_config"]["model"]["relevance"]["floor_mode"]
+    torch.save(state, tmp_path / "b" / "checkpoints" / "last.pt")
+    assert Trainer(tiny_cfg(tiny_benchmark, tmp_path / "b", 2), progress=False).resume()
+    state["train_config"]["model"]["hidden"] = 32  # a stored value that differs still refuses
+    torch.save(state, tmp_path / "b" / "checkpoints" / "last.pt")
+    with pytest.raises(CheckpointError, match=r"differs in \['model'\]"):
+        Trainer(tiny_cfg(tiny_benchmark, tmp_path / "b", 2), progress=False).resume()
     for (k, a), (_, b) in zip(ck.model.state_dict().items(), resumed.model.state_dict().items(), strict=True):
         assert torch.equal(a, b), k
 

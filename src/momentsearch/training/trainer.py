@@ -20,9 +20,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from momentsearch.config import to_dict
+from momentsearch.config import from_dict, to_dict
 from momentsearch.data.dataset import open_dataset
-from momentsearch.errors import CheckpointError
+from momentsearch.errors import CheckpointError, ConfigError
 from momentsearch.evaluation.recall import evaluate_ranked
 from momentsearch.evaluation.report import plot_recall_curves
 from momentsearch.fileio import write_json
@@ -101,7 +101,7 @@ class Trainer:
         if not last.exists():
             return False
         state = read_state(last)
-        saved, now = dict(state["train_config"]), to_dict(self.cfg)
+        saved, now = _with_defaults(state["train_config"]), to_dict(self.cfg)
         for d in (saved, now):  # more epochs may be asked for, and where it runs does not change the run
             for k in ("epochs", "device", "amp", "num_workers"):
                 d.pop(k, None)
@@ -206,3 +206,13 @@ def plot_training(history: list[dict[str, Any]], path: Path, family: str = "") -
     }
     plot_recall_curves(curves, epochs, path, title=f"{family.upper()} training".strip(), log_x=False,
                        x_label="epoch", y_max=None)
+
+
+def _with_defaults(saved: dict[str, Any]) -> dict[str, Any]:
+    """A stored train config as this version reads it: an option added since it was saved takes its
+    default, so that a checkpoint from before the option resumes as the same run. A config this
+    version cannot read (a removed option) is compared as stored, and differs."""
+    try:
+        return to_dict(from_dict(TrainConfig, dict(saved), "stored train config"))
+    except ConfigError:
+        return dict(saved)
