@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from momentsearch.data.features import FeatureStore
-from momentsearch.data.corpus import Corpus, Moment
+from momentsearch.data.corpus import Corpus, Moment, Video
 from momentsearch.errors import DatasetError, FeatureError
 
 if TYPE_CHECKING:
@@ -76,3 +77,12 @@ def load_video_batch(
         if use_subtitle:
             streams[1][i, : len(v)] = torch.from_numpy(sub[i])
     return streams, mask
+
+
+def video_batches(store: FeatureStore, videos: Sequence[Video], batch_size: int, max_clips: int, use_subtitle: bool,
+                  progress: bool = True) -> Iterator[tuple[Sequence[Video], list[torch.Tensor], torch.Tensor]]:
+    """``videos`` in batches of ``batch_size``, each with its features as :func:`load_video_batch` gives
+    them, behind an "indexing videos" progress bar: what every family's ``encode_corpus`` walks."""
+    for s in tqdm(range(0, len(videos), batch_size), desc="indexing videos", unit="batch", disable=not progress):
+        chunk = videos[s: s + batch_size]
+        yield (chunk, *load_video_batch(store, [v.video_id for v in chunk], max_clips, use_subtitle))

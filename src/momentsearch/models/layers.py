@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import fields, replace
 from typing import Any, TypeVar
 
@@ -11,6 +13,17 @@ from torch import nn
 NEG_INF = -1e10  # fill for padded positions before a softmax or a max
 
 T = TypeVar("T", bound="TensorBatch")
+
+
+@contextlib.contextmanager
+def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
+    """The model in eval mode inside the block (indexing, mining), in the mode it had before after it."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
 
 
 class LinearLayer(nn.Sequential):

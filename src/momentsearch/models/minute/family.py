@@ -19,6 +19,7 @@ from momentsearch.models.family import (
     Step,
     TrainingData,
 )
+from momentsearch.models.layers import eval_mode
 from momentsearch.models.minute.batches import MinuteBatch, MinuteBatches
 from momentsearch.models.minute.config import MINUTEConfig
 from momentsearch.models.minute.loss import localizer_loss, retriever_loss
@@ -83,18 +84,17 @@ class MINUTEFamily(ModelFamily):
 def mine_negative_pool(model: MINUTE, batches: MinuteBatches, pool: int, device: torch.device,
                        chunk: int = 256) -> np.ndarray:
     """(Q, P) indices into ``batches.videos``: each training query's top P videos by S_R, its own left out."""
-    was_training = model.training
-    index = encode_corpus(model, batches.store, batches.videos,
-                          {v.video_id: batches.clip_lengths[v.video_id] for v in batches.videos}, device,
-                          progress=False, arrays=("retr",))
-    retriever = MinuteRetriever(model, index, device)
     p = min(pool, len(batches.videos) - 1)
     out = np.empty((len(batches), p), np.int64)
-    for s in range(0, len(batches), chunk):
-        tokens, mask = pad_tokens(batches.tokens[s: s + chunk], batches.max_tokens)
-        scores = retriever.score_videos(tokens, mask)
-        rows = torch.arange(len(scores))
-        scores[rows, torch.from_numpy(batches.positive[s: s + chunk])] = float("-inf")
-        out[s: s + chunk] = scores.topk(p, dim=1).indices.numpy()
-    model.train(was_training)
+    with eval_mode(model):
+        index = encode_corpus(model, batches.store, batches.videos,
+                              {v.video_id: batches.clip_lengths[v.video_id] for v in batches.videos}, device,
+                              progress=False, arrays=("retr",))
+        retriever = MinuteRetriever(model, index, device)
+        for s in range(0, len(batches), chunk):
+            tokens, mask = pad_tokens(batches.tokens[s: s + chunk], batches.max_tokens)
+            scores = retriever.score_videos(tokens, mask)
+            rows = torch.arange(len(scores))
+            scores[rows, torch.from_numpy(batches.positive[s: s + chunk])] = float("-inf")
+            out[s: s + chunk] = scores.topk(p, dim=1).indices.numpy()
     return out

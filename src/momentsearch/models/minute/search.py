@@ -19,11 +19,11 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
-from momentsearch.data.batching import load_video_batch
+from momentsearch.data.batching import video_batches
 from momentsearch.data.corpus import Video
 from momentsearch.data.features import FeatureStore
+from momentsearch.models.layers import eval_mode
 from momentsearch.models.minute.network import MINUTE
 from momentsearch.search.clipmax import ClipMaxRetriever
 from momentsearch.search.index import VideoIndex, concat_ragged
@@ -35,20 +35,17 @@ ARRAYS = ("retr", "loc")  # the retriever's and the localizer's clip representat
 def encode_corpus(model: MINUTE, store: FeatureStore, videos: Sequence[Video], clip_lengths: Mapping[str, float],
                   device: torch.device, batch_size: int = 64, progress: bool = True,
                   arrays: Sequence[str] = ARRAYS) -> VideoIndex:
-    was_training = model.training
-    model.eval()
     cfg = model.cfg
     encoders = {"retr": model.retriever.video, "loc": model.localizer.video}
     parts: dict[str, list[np.ndarray]] = {a: [] for a in arrays}
-    for s in tqdm(range(0, len(videos), batch_size), desc="indexing videos", unit="batch", disable=not progress):
-        chunk = videos[s: s + batch_size]
-        streams, mask = load_video_batch(store, [v.video_id for v in chunk], cfg.max_clips, cfg.n_streams == 2)
-        streams, dmask = [x.to(device) for x in streams], mask.to(device)
-        for a in arrays:
-            h = encoders[a](streams, dmask).float().cpu()  # (V, S, T, d)
-            for i in range(len(chunk)):
-                parts[a].append(h[i, :, : int(mask[i].sum())].permute(1, 0, 2).half().numpy())
-    model.train(was_training)
+    with eval_mode(model):
+        for chunk, streams, mask in video_batches(store, videos, batch_size, cfg.max_clips, cfg.n_streams == 2,
+                                                  progress):
+            streams, dmask = [x.to(device) for x in streams], mask.to(device)
+            for a in arrays:
+                h = encoders[a](streams, dmask).float().cpu()  # (V, S, T, d)
+                for i in range(len(chunk)):
+                    parts[a].append(h[i, :, : int(mask[i].sum())].permute(1, 0, 2).half().numpy())
     joined = {a: concat_ragged(p) for a, p in parts.items()}
     offsets = next(iter(joined.values()))[1]
     return VideoIndex([v.video_id for v in videos], np.array([v.duration for v in videos]),

@@ -16,6 +16,7 @@ from momentsearch.data.batching import pad_tokens
 from momentsearch.data.corpus import Video
 from momentsearch.data.features import FeatureStore
 from momentsearch.models.family import BatchSource, ModelFamily, Step, TrainingData
+from momentsearch.models.layers import eval_mode
 from momentsearch.models.mmn.batches import MMNBatch, MMNBatches
 from momentsearch.models.mmn.config import MMNConfig
 from momentsearch.models.mmn.loss import mmn_loss
@@ -98,22 +99,21 @@ def mine_relevance(model: MMN, batches: MMNBatches, cfg: MMNConfig, device: torc
     query's top ``hard_video_candidates`` negative videos and each video's top ``hard_query_candidates``
     negative queries (own video / own queries, and with ``true_negatives`` the unreliable pairs, left
     out), with r of each query's own video and the mean over each video's own queries."""
-    was_training = model.training
-    stages = training_index(model, batches.store, batches.videos, device)
-    q, v = len(batches), len(batches.videos)
-    own = sparse.csr_matrix((np.ones(q, bool), (np.arange(q), batches.positive)), shape=(q, v))
-    excluded = own if batches.unreliable is None else (own + batches.unreliable).astype(bool).tocsr()
-    r_own = np.empty(q)
+    with eval_mode(model):
+        stages = training_index(model, batches.store, batches.videos, device)
+        q, v = len(batches), len(batches.videos)
+        own = sparse.csr_matrix((np.ones(q, bool), (np.arange(q), batches.positive)), shape=(q, v))
+        excluded = own if batches.unreliable is None else (own + batches.unreliable).astype(bool).tocsr()
+        r_own = np.empty(q)
 
-    def block(s: int, e: int) -> np.ndarray:
-        tokens, mask = pad_tokens(batches.tokens[s:e], cfg.max_tokens)
-        r = stages.score_videos(tokens, mask).numpy()
-        r_own[s:e] = r[np.arange(e - s), batches.positive[s:e]]
-        return r
+        def block(s: int, e: int) -> np.ndarray:
+            tokens, mask = pad_tokens(batches.tokens[s:e], cfg.max_tokens)
+            r = stages.score_videos(tokens, mask).numpy()
+            r_own[s:e] = r[np.arange(e - s), batches.positive[s:e]]
+            return r
 
-    row_top, row_r, col_top, col_r = top_candidates(block, q, v, cfg.hard_video_candidates,
-                                                    cfg.hard_query_candidates, excluded, chunk)
-    count = np.bincount(batches.positive, minlength=v)
-    r_video = np.bincount(batches.positive, weights=r_own, minlength=v) / np.maximum(count, 1)
-    model.train(was_training)
+        row_top, row_r, col_top, col_r = top_candidates(block, q, v, cfg.hard_video_candidates,
+                                                        cfg.hard_query_candidates, excluded, chunk)
+        count = np.bincount(batches.positive, minlength=v)
+        r_video = np.bincount(batches.positive, weights=r_own, minlength=v) / np.maximum(count, 1)
     return row_top, row_r, col_top, col_r, r_own, r_video

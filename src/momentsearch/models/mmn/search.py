@@ -13,11 +13,11 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
-from momentsearch.data.batching import load_video_batch
+from momentsearch.data.batching import video_batches
 from momentsearch.data.corpus import Video
 from momentsearch.data.features import FeatureStore
+from momentsearch.models.layers import eval_mode
 from momentsearch.models.mmn.network import MMN
 from momentsearch.search.index import VideoIndex
 
@@ -27,15 +27,12 @@ ARRAY = "map"
 @torch.no_grad()
 def encode_corpus(model: MMN, store: FeatureStore, videos: Sequence[Video], device: torch.device,
                   batch_size: int = 32, progress: bool = True, max_clips: int = 100_000) -> VideoIndex:
-    was_training = model.training
-    model.eval()
     n = model.cfg.num_clips
     parts = []
-    for s in tqdm(range(0, len(videos), batch_size), desc="indexing videos", unit="batch", disable=not progress):
-        chunk = videos[s: s + batch_size]
-        streams, mask = load_video_batch(store, [v.video_id for v in chunk], max_clips, model.cfg.subtitle_dim > 0)
-        parts.append(model.encode_videos([x.to(device) for x in streams], mask.to(device)).half().cpu().numpy())
-    model.train(was_training)
+    with eval_mode(model):
+        for _, streams, mask in video_batches(store, videos, batch_size, max_clips, model.cfg.subtitle_dim > 0,
+                                              progress):
+            parts.append(model.encode_videos([x.to(device) for x in streams], mask.to(device)).half().cpu().numpy())
     maps = np.concatenate(parts) if parts else np.zeros((0, n, n, 2, model.cfg.joint_dim), np.float16)
     durations = np.array([v.duration for v in videos], np.float64)
     return VideoIndex([v.video_id for v in videos], durations, durations / n, np.arange(len(videos) + 1) * n,

@@ -11,12 +11,11 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
-from momentsearch.data.batching import load_video_batch
+from momentsearch.data.batching import video_batches
 from momentsearch.data.corpus import Video
 from momentsearch.data.features import FeatureStore
-from momentsearch.models.layers import length_band
+from momentsearch.models.layers import eval_mode, length_band
 from momentsearch.models.span.network import SpanNet
 from momentsearch.search.index import VideoIndex, concat_ragged
 
@@ -24,18 +23,15 @@ from momentsearch.search.index import VideoIndex, concat_ragged
 @torch.no_grad()
 def encode_corpus(model: SpanNet, store: FeatureStore, videos: Sequence[Video], clip_lengths: Mapping[str, float],
                   device: torch.device, batch_size: int = 64, progress: bool = True) -> VideoIndex:
-    was_training = model.training
-    model.eval()
     cfg = model.cfg
     name = "clips" if cfg.name == "cet" else "h"
     parts: list[np.ndarray] = []
-    for s in tqdm(range(0, len(videos), batch_size), desc="indexing videos", unit="batch", disable=not progress):
-        chunk = videos[s: s + batch_size]
-        streams, mask = load_video_batch(store, [v.video_id for v in chunk], cfg.max_clips, cfg.subtitle_dim > 0)
-        h = torch.cat(streams, -1) if cfg.name == "cet" else \
-            model.encode_clips([x.to(device) for x in streams], mask.to(device)).float().cpu()
-        parts += [h[i, : int(mask[i].sum())].half().numpy() for i in range(len(chunk))]
-    model.train(was_training)
+    with eval_mode(model):
+        for chunk, streams, mask in video_batches(store, videos, batch_size, cfg.max_clips, cfg.subtitle_dim > 0,
+                                                  progress):
+            h = torch.cat(streams, -1) if cfg.name == "cet" else \
+                model.encode_clips([x.to(device) for x in streams], mask.to(device)).float().cpu()
+            parts += [h[i, : int(mask[i].sum())].half().numpy() for i in range(len(chunk))]
     arr, offsets = concat_ragged(parts)
     return VideoIndex([v.video_id for v in videos], np.array([v.duration for v in videos]),
                       np.array([clip_lengths[v.video_id] for v in videos], np.float64), offsets, {name: arr})

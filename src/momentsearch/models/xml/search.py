@@ -7,11 +7,11 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
-from momentsearch.data.batching import load_video_batch
+from momentsearch.data.batching import video_batches
 from momentsearch.data.corpus import Video
 from momentsearch.data.features import FeatureStore
+from momentsearch.models.layers import eval_mode
 from momentsearch.models.xml.network import XML
 from momentsearch.search.clipmax import ClipMaxRetriever
 from momentsearch.search.index import VideoIndex, concat_ragged
@@ -21,20 +21,17 @@ from momentsearch.search.index import VideoIndex, concat_ragged
 def encode_corpus(model: XML, store: FeatureStore, videos: Sequence[Video], clip_lengths: Mapping[str, float],
                   device: torch.device, batch_size: int = 64, progress: bool = True) -> VideoIndex:
     """Every video's H1 and H2, (clips, S, d) fp16 per video, concatenated without padding."""
-    was_training = model.training
-    model.eval()
     cfg = model.cfg
     h1s, h2s = [], []
-    for s in tqdm(range(0, len(videos), batch_size), desc="indexing videos", unit="batch", disable=not progress):
-        chunk = videos[s: s + batch_size]
-        streams, mask = load_video_batch(store, [v.video_id for v in chunk], cfg.max_clips, cfg.n_streams == 2)
-        h1, h2 = model.encode_videos([x.to(device) for x in streams], mask.to(device))
-        h1, h2 = h1.cpu(), h2.cpu()
-        for i in range(len(chunk)):
-            n = int(mask[i].sum())
-            h1s.append(h1[i, :, :n].permute(1, 0, 2).half().numpy())
-            h2s.append(h2[i, :, :n].permute(1, 0, 2).half().numpy())
-    model.train(was_training)
+    with eval_mode(model):
+        for chunk, streams, mask in video_batches(store, videos, batch_size, cfg.max_clips, cfg.n_streams == 2,
+                                                  progress):
+            h1, h2 = model.encode_videos([x.to(device) for x in streams], mask.to(device))
+            h1, h2 = h1.cpu(), h2.cpu()
+            for i in range(len(chunk)):
+                n = int(mask[i].sum())
+                h1s.append(h1[i, :, :n].permute(1, 0, 2).half().numpy())
+                h2s.append(h2[i, :, :n].permute(1, 0, 2).half().numpy())
     h1_all, offsets = concat_ragged(h1s)
     h2_all, _ = concat_ragged(h2s)
     return VideoIndex([v.video_id for v in videos], np.array([v.duration for v in videos]),
