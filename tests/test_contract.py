@@ -151,3 +151,11 @@ def test_dataset_paths_follow_a_moved_run_folder(tmp_path: Path) -> None:
     moved = cfg.relocated(rel, tmp_path / "b" / "run")
     assert moved.benchmark == str((tmp_path / "b" / "bench").resolve())
     assert cfg.relocated(rel, tmp_path / "nowhere").benchmark == cfg.benchmark  # nothing there: unchanged
+
+
+@pytest.mark.parametrize("family", ["xml", "minute", "mmn", "cet"])
+def test_every_network_refuses_a_config_without_input_dims(family: str) -> None:
+    fam = registry.create_family({"name": family})
+    with pytest.raises(ValueError, match=rf"^{type(fam.cfg).__name__}\.visual_dim and query_dim must be set "
+                                         r"\(> 0\); use cfg\.with_inputs"):
+        fam.network_class(fam.cfg)

@@ -26,6 +26,12 @@ def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
         model.train(was_training)
 
 
+def check_input_dims(cfg: Any) -> None:
+    """A network is built from a config whose input dims are set (the family's build sets them)."""
+    if cfg.visual_dim <= 0 or cfg.query_dim <= 0:
+        raise ValueError(f"{type(cfg).__name__}.visual_dim and query_dim must be set (> 0); use cfg.with_inputs(...)")
+
+
 class LinearLayer(nn.Sequential):
     """LayerNorm -> Dropout -> Linear -> ReLU (XML's input projection)."""
 

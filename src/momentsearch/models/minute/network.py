@@ -30,6 +30,7 @@ from momentsearch.models.layers import (
     LinearLayer,
     PositionalEncoding,
     bert_init,
+    check_input_dims,
     length_band,
     modular_pooling,
     transformer_layer,
@@ -142,8 +143,7 @@ class MINUTE(nn.Module):
 
     def __init__(self, cfg: MINUTEConfig):
         super().__init__()
-        if cfg.visual_dim <= 0 or cfg.query_dim <= 0:
-            raise ValueError("MINUTEConfig.visual_dim and query_dim must be set (> 0); use cfg.with_inputs(...)")
+        check_input_dims(cfg)
         self.cfg = cfg
         self.retriever = Retriever(cfg)
         bert_init(self.retriever, cfg.init_std)  # before the localizer draws: its ablations leave the retriever as is

@@ -26,7 +26,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from momentsearch.models.layers import LinearLayer, PositionalEncoding, bert_init, length_band, transformer_layer
+from momentsearch.models.layers import (
+    LinearLayer,
+    PositionalEncoding,
+    bert_init,
+    check_input_dims,
+    length_band,
+    transformer_layer,
+)
 from momentsearch.models.mmn.config import MMNConfig
 
 
@@ -58,8 +65,7 @@ def moment_map(f: torch.Tensor, span: int) -> torch.Tensor:
 class MMN(nn.Module):
     def __init__(self, cfg: MMNConfig):
         super().__init__()
-        if cfg.visual_dim <= 0 or cfg.query_dim <= 0:
-            raise ValueError("MMNConfig.visual_dim and query_dim must be set (> 0); use cfg.with_inputs(...)")
+        check_input_dims(cfg)
         self.cfg = cfg
         c, d, p = cfg.hidden, cfg.joint_dim, cfg.dropout
         self.clip_fc = nn.Conv1d(cfg.visual_dim + cfg.subtitle_dim, c, 1)

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from momentsearch.models.layers import bert_init, transformer_layer
+from momentsearch.models.layers import bert_init, check_input_dims, transformer_layer
 from momentsearch.models.span.config import SpanConfig
 
 
@@ -31,8 +31,7 @@ def mlp(d: int, layers: int, out: int) -> nn.Sequential:
 class SpanNet(nn.Module):
     def __init__(self, cfg: SpanConfig):
         super().__init__()
-        if cfg.visual_dim <= 0 or cfg.query_dim <= 0:
-            raise ValueError("SpanConfig.visual_dim and query_dim must be set (> 0); use cfg.with_inputs(...)")
+        check_input_dims(cfg)
         self.cfg = cfg
         d = cfg.hidden
         self.w_v = nn.Linear(cfg.visual_dim + cfg.subtitle_dim, d)  # W^v

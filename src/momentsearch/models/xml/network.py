@@ -31,6 +31,7 @@ from momentsearch.models.layers import (
     LinearLayer,
     PositionalEncoding,
     bert_init,
+    check_input_dims,
     length_band,
     modular_pooling,
     transformer_layer,
@@ -55,8 +56,7 @@ class CrossAttention(nn.Module):
 class XML(nn.Module):
     def __init__(self, cfg: XMLConfig):
         super().__init__()
-        if cfg.visual_dim <= 0 or cfg.query_dim <= 0:
-            raise ValueError("XMLConfig.visual_dim and query_dim must be set (> 0); use cfg.with_inputs(...)")
+        check_input_dims(cfg)
         self.cfg = cfg
         d, p = cfg.hidden, cfg.dropout
         self.query_input = LinearLayer(cfg.query_dim, d, p)
