@@ -72,3 +72,19 @@ class SearchIndexError(MomentSearchError, ValueError):
 
 class QueryError(MomentSearchError, ValueError):
     """A query that cannot be searched: empty, or free text for a model trained on precomputed features."""
+
+
+class VideoDecodeError(MomentSearchError, ValueError):
+    """A file that cannot be decoded as a video: not media, no video stream, empty, corrupt or truncated."""
+
+
+class EncoderError(MomentSearchError, ValueError):
+    """A visual encoder that is unknown, cannot be loaded (weights, package), or does not fit a corpus."""
+
+
+class CorpusFolderError(MomentSearchError, ValueError):
+    """A corpus folder that is missing, malformed, or made by another encoder than the one asked for."""
+
+
+class SubtitleError(AnnotationError):
+    """A malformed SRT or WebVTT file: names the file and the line."""

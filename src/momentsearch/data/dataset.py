@@ -20,6 +20,7 @@ them absolute and relative to themselves, so a run folder that moves keeps findi
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ from momentsearch.data.corpus import Corpus
 from momentsearch.data.features import FeatureStore
 from momentsearch.errors import DatasetError
 
-PATH_FIELDS = ("benchmark", "video2dur", "subtitles", "video_features", "subtitle_features", "query_features",
+PATH_FIELDS = ("benchmark", "corpus", "video2dur", "subtitles", "video_features", "subtitle_features", "query_features",
                "query_cache")
 
 
@@ -37,6 +38,7 @@ PATH_FIELDS = ("benchmark", "video2dur", "subtitles", "video_features", "subtitl
 class DatasetConfig:
     benchmark: str = ""  # a synthetic benchmark folder: fills in everything below
     annotations: dict[str, str] = field(default_factory=dict)  # split name -> annotation file (any format)
+    corpus: str = ""  # a corpus folder (momentsearch ingest): its feature streams and time grids replace the files below
     format: str = ""  # annotation format; "" = detected from each file
     video2dur: str = ""  # TVR: tvr_video2dur_idx.json (default: the one beside the annotation file)
     subtitles: str = ""  # TVR: the subtitle text jsonl (optional)
@@ -47,9 +49,9 @@ class DatasetConfig:
     clip_length: float = 0.0  # seconds per feature clip, for every video; 0 = the loader's (TVR: 1.5), else the feature file's
 
     def __post_init__(self) -> None:
-        if not self.benchmark and not (self.annotations and self.video_features):
+        if not self.benchmark and not (self.annotations and (self.video_features or self.corpus)):
             raise ValueError("dataset: name a synthetic `benchmark` folder, or `annotations` (split -> file) "
-                             "and `video_features`")
+                             "and `video_features` (or a `corpus` folder)")
         if self.clip_length < 0:
             raise ValueError(f"dataset.clip_length must be > 0 seconds, got {self.clip_length}")
 
@@ -88,12 +90,32 @@ class Dataset:
     corpus: Corpus
     clip_length: float | None  # seconds per clip: the dataset section's, else the feature file's (if it says)
     benchmark: Any = None  # the SyntheticBenchmark when the dataset is one (its oracle grades moments)
+    corpus_folder: Any = None  # the CorpusFolder whose features the dataset reads, when it names one
+
+    def feature_identity(self) -> dict[str, Any]:
+        """What made the visual features: a corpus folder's encoder, the encoder a feature file records,
+        the synthetic generator, or, for a file from elsewhere, its name and dim."""
+        if self.corpus_folder is not None:
+            return self.corpus_folder.encoder
+        with self.features() as store:
+            dim = int(store.visual.dim)
+            attrs = getattr(store.visual, "attrs", {})
+        if "encoder" in attrs:
+            try:
+                return dict(json.loads(attrs["encoder"]))
+            except (TypeError, ValueError):
+                pass
+        if self.benchmark is not None and Path(self.config.video_features) == Path(self.benchmark.root) / "features" / "visual.h5":
+            return {"name": "synthetic", "version": 1, "config": {"seed": self.benchmark.config.seed}, "dim": dim}
+        return {"name": f"file:{Path(self.config.video_features).name}", "version": None, "config": {}, "dim": dim}
 
     @property
     def name(self) -> str:
         return self.corpus.name
 
     def features(self) -> FeatureStore:
+        if self.corpus_folder is not None:
+            return self.corpus_folder.features()
         c = self.config
         return FeatureStore(_existing(c.video_features, "video_features"),
                             _existing(c.subtitle_features, "subtitle_features") if c.subtitle_features else None)
@@ -102,8 +124,9 @@ class Dataset:
         """Seconds per clip of every video: the dataset section's ``clip_length`` when it gives one,
         else the video's own (a loader's default, e.g. TVR's 1.5 s), else the feature file's."""
         out = {}
+        grid = self.corpus_folder.clip_lengths() if self.corpus_folder is not None else {}
         for v in (corpus or self.corpus).videos.values():
-            c = self.config.clip_length or v.clip_length or self.clip_length
+            c = grid.get(v.video_id) or self.config.clip_length or v.clip_length or self.clip_length
             if not c:
                 raise DatasetError(f"dataset {self.name}: no clip length for video {v.video_id!r}; say `clip_length:` "
                                    "(seconds per feature clip) in the dataset section")
@@ -126,6 +149,17 @@ def _existing(path: str, what: str) -> Path:
 
 def open_dataset(cfg: DatasetConfig) -> Dataset:
     """Load the annotations and check the feature files; a synthetic benchmark fills in the rest."""
+    if cfg.corpus:
+        from momentsearch.data.corpus_folder import CorpusFolder
+
+        folder = CorpusFolder.open(cfg.corpus)
+        sub = str(folder.stream_path("subtitle")) if "subtitle" in folder.streams else ""
+        inner = dataclasses.replace(cfg, corpus="", video_features=str(folder.stream_path("visual")),
+                                    subtitle_features=sub,
+                                    query_cache=cfg.query_cache or str(Path(cfg.corpus) / "queries_minilm.h5"))
+        ds = open_dataset(inner)  # the corpus's streams stand for video_features and subtitle_features
+        ds.config, ds.corpus_folder = dataclasses.replace(ds.config, corpus=cfg.corpus), folder
+        return ds
     if cfg.benchmark:
         from momentsearch.data.synthetic import SyntheticBenchmark
 

@@ -157,21 +157,23 @@ class HDF5Features:
 class NpyDirFeatures:
     """A folder of ``<video_id>.npy`` files, each (clips, dim)."""
 
-    def __init__(self, path: str | Path, dim: int | None = None, verify: bool = True):
+    def __init__(self, path: str | Path, dim: int | None = None, verify: bool = True,
+                 checksums: Mapping[str, int] | None = None):
         self.path = Path(path)
         if not self.path.is_dir():
             raise FeatureError(f"{self.path}: feature folder not found")
         self._dim = dim
         self._keys: list[str] | None = None
-        self._sums: dict[str, int] | None = None
-        self.verify = verify  # check each video against checksums.json where the folder has one
+        # per-video CRC-32s: given (a corpus folder's manifest holds them), or checksums.json in the folder
+        self._sums: dict[str, int] | None = dict(checksums) if checksums is not None else None
+        self.verify = verify  # check each video against its checksum where there is one
 
     def _file(self, video_id: str) -> Path:
-        return self.path / f"{video_id}.npy"
+        return self.path / f"{_h5_key(video_id)}.npy"  # '/' and '%' escaped, as in HDF5 names
 
     def keys(self) -> list[str]:
         if self._keys is None:
-            self._keys = sorted(p.stem for p in self.path.glob("*.npy"))
+            self._keys = sorted(_h5_unkey(p.stem) for p in self.path.glob("*.npy"))
         return self._keys
 
     def __len__(self) -> int:
@@ -395,7 +397,7 @@ def write_npy_features(folder: str | Path, features: Mapping[str, np.ndarray], d
     for vid, arr in features.items():
         arr = _check_array(np.asarray(arr), None, f"{folder / vid}.npy (being written)")
         stored = arr.astype(dtype)
-        with atomic_path(folder / f"{vid}.npy") as tmp, open(tmp, "wb") as fh:
+        with atomic_path(folder / f"{_h5_key(vid)}.npy") as tmp, open(tmp, "wb") as fh:
             np.save(fh, stored)
         new[vid] = checksum(stored)
     write_json(sums_file, {**sums, **new}, indent=None)

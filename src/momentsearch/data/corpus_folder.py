@@ -1,0 +1,198 @@
+"""A corpus folder: videos, their features, and the encoder that made them — apart from any model.
+
+``ingest`` writes one from a folder of videos; :func:`write_dataset_corpus` writes one over a dataset
+split's feature files, so researchers and practitioners index and search through the same path::
+
+    CORPUS/
+      corpus.json          the manifest (below), written atomically, last
+      features/visual/     <video id>.npy per video, (clips, dim) float16 (ids escape '/' as %2F)
+      features/subtitle/   the same for the subtitle stream, when any video has subtitles
+      ingest.journal.jsonl what a running ingest has finished (removed when it completes)
+
+The manifest holds ``format``, ``version``, the visual ``encoder``'s identity (name, version, config,
+dim), ``clip_seconds`` and ``fps``, the named feature ``streams`` (each a path — relative to the
+folder or absolute —, a kind ``npy`` or ``hdf5``, a dim and the encoder that made it), and per
+video: id, source path, size and modification time, duration, its time grid (clip length, clip
+count), rotation, codec, its subtitle file, and a CRC-32 per stream of the stored features.
+``failures`` lists the files that could not be ingested and why. The corpus's fingerprint is a
+hash of what search depends on (ids, time grids, feature checksums, encoder), so an index knows
+the corpus it was built from by content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from momentsearch.data.corpus import Video
+from momentsearch.data.features import FeatureSource, FeatureStore, HDF5Features, NpyDirFeatures
+from momentsearch.errors import CorpusFolderError
+
+MANIFEST = "corpus.json"
+FORMAT = "momentsearch-corpus"
+VERSION = 1
+VIDEO_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "id": str, "duration": (int, float), "clip_length": (int, float), "n_clips": int, "crc32": dict,
+}
+
+
+def is_corpus_folder(path: str | Path) -> bool:
+    return (Path(path) / MANIFEST).is_file()
+
+
+def fingerprint_of(manifest: dict[str, Any]) -> str:
+    """A hash of what search over the corpus depends on: ids, time grids, feature checksums, streams' encoders."""
+    rows = [[v["id"], round(float(v["duration"]), 4), round(float(v["clip_length"]), 6), v["n_clips"],
+             sorted(v.get("crc32", {}).items())] for v in manifest["videos"]]
+    streams = {k: [s.get("dim"), s.get("encoder")] for k, s in manifest.get("streams", {}).items()}
+    blob = json.dumps([rows, streams], sort_keys=True, default=str).encode()
+    return hashlib.sha1(blob).hexdigest()[:16]
+
+
+def _check(cond: bool, path: Path, what: str) -> None:
+    if not cond:
+        raise CorpusFolderError(f"{path}: {what}")
+
+
+@dataclass
+class CorpusFolder:
+    root: Path
+    manifest: dict[str, Any]
+
+    @classmethod
+    def open(cls, root: str | Path) -> CorpusFolder:
+        r = Path(root)
+        f = r / MANIFEST
+        if not f.is_file():
+            hint = " (an ingest is under way or was interrupted: run it again to finish)" if (
+                r / "ingest.journal.jsonl").is_file() else ""
+            raise CorpusFolderError(f"{r}: not a corpus folder, {MANIFEST} is missing{hint}; make one with "
+                                    f"`momentsearch ingest VIDEOS_DIR --out {r}`")
+        try:
+            man = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+            raise CorpusFolderError(f"{f}: unreadable ({str(e)[:200]})") from None
+        _check(isinstance(man, dict) and man.get("format") == FORMAT, f, "not a momentsearch corpus manifest")
+        _check(man.get("version") == VERSION, f, f"corpus version {man.get('version')!r}; this momentsearch reads "
+                                                 f"{VERSION}: ingest again into a new folder")
+        for key, kind in (("encoder", dict), ("streams", dict), ("videos", list)):
+            _check(isinstance(man.get(key), kind), f, f"field {key!r} must be a {kind.__name__}")
+        _check("visual" in man["streams"], f, "streams: no 'visual' stream")
+        for name, s in man["streams"].items():
+            _check(isinstance(s, dict) and isinstance(s.get("path"), str) and s.get("kind") in ("npy", "hdf5")
+                   and isinstance(s.get("dim"), int) and s["dim"] > 0, f,
+                   f"streams.{name}: needs path (str), kind (npy or hdf5) and dim (int > 0)")
+        seen: set[str] = set()
+        for i, v in enumerate(man["videos"]):
+            _check(isinstance(v, dict), f, f"videos[{i}] must be an object")
+            for key, kind in VIDEO_FIELDS.items():
+                _check(isinstance(v.get(key), kind) and not isinstance(v.get(key), bool), f,
+                       f"videos[{i}].{key} missing or not a {getattr(kind, '__name__', 'number')}")
+            _check(bool(v["id"]) and v["id"] not in seen, f, f"videos[{i}].id {v['id']!r} is empty or repeated")
+            seen.add(v["id"])
+            ok = (math.isfinite(v["duration"]) and v["duration"] > 0 and math.isfinite(v["clip_length"])
+                  and v["clip_length"] > 0 and v["n_clips"] >= 1)
+            _check(ok, f, f"videos[{i}] ({v['id']}): duration and clip_length must be > 0, n_clips >= 1")
+        return cls(r, man)
+
+    # ---- what the corpus is ------------------------------------------------------------------
+    @property
+    def encoder(self) -> dict[str, Any]:
+        return dict(self.manifest["encoder"])
+
+    @property
+    def streams(self) -> dict[str, dict[str, Any]]:
+        return self.manifest["streams"]
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint_of(self.manifest)
+
+    @property
+    def video_ids(self) -> list[str]:
+        return [v["id"] for v in self.manifest["videos"]]
+
+    @property
+    def failures(self) -> list[dict[str, Any]]:
+        return list(self.manifest.get("failures", []))
+
+    def entry(self, video_id: str) -> dict[str, Any]:
+        for v in self.manifest["videos"]:
+            if v["id"] == video_id:
+                return v
+        raise CorpusFolderError(f"{self.root}: no video {video_id!r} in the corpus")
+
+    def videos(self) -> list[Video]:
+        return [Video(v["id"], float(v["duration"]), clip_length=float(v["clip_length"]),
+                      meta={"source": v.get("path")}) for v in self.manifest["videos"]]
+
+    def clip_lengths(self) -> dict[str, float]:
+        return {v["id"]: float(v["clip_length"]) for v in self.manifest["videos"]}
+
+    def video_signature(self, video_id: str) -> str:
+        """Changes exactly when what an index stores for the video could change."""
+        v = self.entry(video_id)
+        return json.dumps([round(float(v["duration"]), 4), round(float(v["clip_length"]), 6), v["n_clips"],
+                           sorted(v["crc32"].items())])
+
+    def video_path(self, video_id: str) -> Path | None:
+        """The source video file, where the corpus was ingested from videos and the file is still there."""
+        rel = self.entry(video_id).get("path")
+        src = self.manifest.get("source")
+        if not rel or not src:
+            return None
+        p = Path(src) / rel
+        return p if p.is_file() else None
+
+    def stream_path(self, name: str) -> Path:
+        p = Path(self.streams[name]["path"])
+        return p if p.is_absolute() else self.root / p
+
+    def features(self, verify: bool = True) -> FeatureStore:
+        """The visual stream and, where the corpus has one, the subtitle stream (checksums from the manifest)."""
+        return FeatureStore(self._source("visual", verify),
+                            self._source("subtitle", verify) if "subtitle" in self.streams else None)
+
+    def _source(self, name: str, verify: bool) -> FeatureSource:
+        s = self.streams[name]
+        path = self.stream_path(name)
+        if not path.exists():
+            raise CorpusFolderError(f"{self.root / MANIFEST}: stream {name!r}: {path} is missing")
+        if s["kind"] == "hdf5":
+            return HDF5Features(path, s["dim"], verify=verify)
+        sums = ({v["id"]: int(v["crc32"][name]) for v in self.manifest["videos"] if name in v["crc32"]}
+                if s.get("crc_of") == "stored" else None)  # ingest's: of the stored bytes, checked on read
+        return NpyDirFeatures(path, s["dim"], verify=verify, checksums=sums)
+
+
+def write_dataset_corpus(dataset: Any, split: str, out: str | Path) -> CorpusFolder:
+    """A dataset split (annotations + feature files, as a ``dataset:`` section names them) as a corpus
+    folder. The features stay where they are: the manifest points at them (absolute paths)."""
+    from momentsearch.data.features import checksum
+    from momentsearch.fileio import atomic_dir, write_json
+
+    corpus = dataset.split(split)
+    lengths = dataset.clip_lengths(corpus)
+    ident = dataset.feature_identity()
+    videos = []
+    with dataset.features() as store:
+        store.check_covers(corpus.videos)
+        names = {"visual": store.visual, **({"subtitle": store.subtitle} if store.subtitle is not None else {})}
+        for v in corpus.videos.values():
+            sums = {k: checksum(src[v.video_id]) for k, src in names.items()}
+            n = len(store.visual[v.video_id])
+            videos.append({"id": v.video_id, "path": None, "duration": v.duration, "clip_length": lengths[v.video_id],
+                           "n_clips": n, "crc32": sums})
+        streams = {k: {"path": str(Path(src.path).resolve()), "kind": "npy" if Path(src.path).is_dir() else "hdf5",
+                       "dim": int(src.dim), "encoder": ident if k == "visual" else {"name": f"dataset:{k}"}}
+                   for k, src in names.items()}
+    man = {"format": FORMAT, "version": VERSION, "name": f"{dataset.name}:{split}", "source": None,
+           "encoder": ident, "clip_seconds": None, "fps": None, "streams": streams, "videos": videos, "failures": []}
+    man["fingerprint"] = fingerprint_of(man)
+    with atomic_dir(out) as tmp:
+        write_json(tmp / MANIFEST, man, indent=None)
+    return CorpusFolder.open(out)

@@ -1,0 +1,205 @@
+"""Decode a video file into clips of sampled frames, streaming, with PyAV (anything ffmpeg reads).
+
+``clip_frames(path, clip_seconds, fps, size)`` walks the file once and yields, clip by clip, the
+frames sampled in it as one ``(n, H, W, 3)`` uint8 array; memory holds one clip's frames, whatever
+the video's length. Sampling follows the frames' own timestamps, so a variable frame rate is
+sampled at the asked rate too: a frame is taken when its time reaches the next sample time
+(``k / fps``), and it belongs to clip ``floor(t / clip_seconds)``. A clip that no frame falls in
+(a gap in a variable-rate stream) repeats the last frame seen. Rotation metadata (the display
+matrix) is applied, so frames come out as a player shows them. Frames are scaled by ffmpeg's
+swscale to ``size`` (width, height; the aspect ratio is not kept: the encoders say what they want).
+
+Errors are :class:`~momentsearch.errors.VideoDecodeError` naming the file: not a media file, no
+video stream (audio only), nothing decodable (zero-length or truncated before its first frame), or a
+decode error part-way (the file is not indexed half).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from momentsearch.errors import VideoDecodeError
+
+
+def _av() -> Any:
+    try:
+        import av
+    except ImportError:
+        raise VideoDecodeError("decoding videos needs PyAV: pip install 'momentsearch[video]' (or pip install av)") from None
+    av.logging.set_level(av.logging.PANIC)  # ffmpeg's own chatter; errors come back as exceptions
+    return av
+
+
+@dataclass(frozen=True)
+class VideoInfo:
+    """What the container says, before decoding. ``duration`` may be None where the file does not say."""
+
+    duration: float | None
+    fps: float | None  # the stream's average frame rate
+    width: int
+    height: int
+    rotation: int  # degrees, from the display matrix of the first frame (0, 90, 180, 270)
+    codec: str
+    container: str
+
+
+@dataclass
+class DecodeStats:
+    """Filled while :func:`clip_frames` runs; complete once it is exhausted."""
+
+    duration: float = 0.0  # seconds: the end of the last decoded frame
+    n_frames: int = 0  # decoded
+    n_sampled: int = 0
+    rotation: int = 0
+    width: int = 0
+    height: int = 0
+    fps: float | None = None
+    codec: str = ""
+
+
+def _open(path: Path) -> Any:
+    av = _av()
+    if not path.is_file():
+        raise VideoDecodeError(f"{path}: not a file")
+    if path.stat().st_size == 0:
+        raise VideoDecodeError(f"{path}: zero-length file")
+    try:
+        return av.open(str(path), metadata_errors="ignore")
+    except (av.FFmpegError, UnicodeDecodeError, ValueError, OSError) as e:
+        raise VideoDecodeError(f"{path}: not a video ffmpeg can open ({_why(e)})") from None
+
+
+def _why(e: BaseException) -> str:
+    text = str(e).strip() or type(e).__name__
+    text = re.sub(r"^\[Errno -?\d+\] ", "", text.splitlines()[0])
+    return re.sub(r": '[^']*'", "", text, count=1)[:200]  # the path, which the message names already
+
+
+def _video_stream(path: Path, container: Any) -> Any:
+    if not container.streams.video:
+        kinds = sorted({s.type for s in container.streams}) or ["none"]
+        container.close()
+        raise VideoDecodeError(f"{path}: holds no video stream (streams: {', '.join(kinds)})")
+    stream = container.streams.video[0]
+    stream.thread_type = "AUTO"
+    return stream
+
+
+def probe(path: str | Path) -> VideoInfo:
+    """The container's description of its first video stream (no frame decoded but the first)."""
+    p = Path(path)
+    c = _open(p)
+    try:
+        s = _video_stream(p, c)
+        dur = None
+        if s.duration is not None and s.time_base is not None:
+            dur = float(s.duration * s.time_base)
+        elif c.duration is not None:
+            dur = c.duration / 1_000_000
+        rate = float(s.average_rate) if s.average_rate else None
+        rotation = 0
+        try:
+            first = next(c.decode(s), None)
+            rotation = _rotation(first) if first is not None else 0
+        except _av().FFmpegError:
+            pass
+        return VideoInfo(dur, rate, int(s.codec_context.width or 0), int(s.codec_context.height or 0), rotation,
+                         s.codec_context.name, c.format.name)
+    finally:
+        c.close()
+
+
+def _rotation(frame: Any) -> int:
+    """Degrees to turn counter-clockwise for display (0, 90, 180, 270)."""
+    r = int(round(getattr(frame, "rotation", 0) or 0)) % 360
+    return (r + 45) // 90 * 90 % 360
+
+
+def _to_rgb(frame: Any, size: tuple[int, int], rotation: int) -> np.ndarray:
+    w, h = size
+    if rotation in (90, 270):  # scale to the turned size, then turn
+        img = frame.to_ndarray(width=h, height=w, format="rgb24")
+    else:
+        img = frame.to_ndarray(width=w, height=h, format="rgb24")
+    if rotation:
+        img = np.ascontiguousarray(np.rot90(img, k=rotation // 90))
+    return img
+
+
+def clip_frames(path: str | Path, clip_seconds: float, fps: float, size: tuple[int, int],
+                stats: DecodeStats | None = None) -> Iterator[tuple[int, np.ndarray]]:
+    """Yield ``(clip index, frames (n, H, W, 3) uint8)`` for clips 0, 1, ... in order, every clip of
+    the video once (the last one may be partial). ``size`` is (width, height)."""
+    if clip_seconds <= 0 or fps <= 0:
+        raise ValueError(f"clip_seconds and fps must be > 0, got {clip_seconds} and {fps}")
+    av = _av()
+    p = Path(path)
+    st = stats if stats is not None else DecodeStats()
+    c = _open(p)
+    try:
+        s = _video_stream(p, c)
+        st.codec = s.codec_context.name
+        st.fps = float(s.average_rate) if s.average_rate else None
+        default_step = 1.0 / st.fps if st.fps else 1.0 / 25
+        tb = float(s.time_base) if s.time_base else None
+        t0: float | None = None
+        next_sample = 0.0
+        current: list[np.ndarray] = []
+        clip = 0
+        last: np.ndarray | None = None
+        last_t = -math.inf
+        try:
+            for frame in c.decode(s):
+                if frame.pts is not None and tb is not None:
+                    t_abs = frame.pts * tb
+                    t0 = t_abs if t0 is None else t0
+                    t = t_abs - t0
+                else:  # no timestamps: count frames at the average rate
+                    t = st.n_frames * default_step
+                if t < last_t:  # a reordered or repeated timestamp: keep time monotone
+                    t = last_t
+                if st.n_frames == 0:
+                    st.rotation = _rotation(frame)
+                    st.width, st.height = ((frame.height, frame.width) if st.rotation in (90, 270)
+                                           else (frame.width, frame.height))
+                st.n_frames += 1
+                dur = float(frame.duration * tb) if (frame.duration and tb) else default_step
+                st.duration = max(st.duration, t + dur)
+                last_t = t
+                if t + 1e-9 < next_sample:
+                    continue
+                img = _to_rgb(frame, size, st.rotation)
+                k = int(t // clip_seconds)
+                while clip < k:  # close finished clips (an empty one repeats the last frame)
+                    if current or last is not None:
+                        yield clip, np.stack(current) if current else last[None]
+                    current = []
+                    clip += 1
+                current.append(img)
+                last = img
+                st.n_sampled += 1
+                next_sample = (math.floor(t * fps + 1e-9) + 1) / fps
+        except av.FFmpegError as e:
+            raise VideoDecodeError(f"{p}: decoding failed after {st.n_frames} frames ({_why(e)}); the file is "
+                                   "corrupt or truncated") from None
+        if st.n_frames == 0:
+            raise VideoDecodeError(f"{p}: no frame could be decoded (empty or truncated video stream)")
+        n_clips = max(1, math.ceil(st.duration / clip_seconds - 1e-9))
+        while clip < n_clips:
+            yield clip, np.stack(current) if current else last[None]  # type: ignore[index]
+            current = []
+            clip += 1
+    finally:
+        c.close()
+
+
+def n_clips_for(duration: float, clip_seconds: float) -> int:
+    """Clips of a video on a grid of ``clip_seconds``: the last one may be partial."""
+    return max(1, math.ceil(duration / clip_seconds - 1e-9))

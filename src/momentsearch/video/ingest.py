@@ -1,0 +1,261 @@
+"""``ingest``: a folder of videos -> a corpus folder (:mod:`momentsearch.data.corpus_folder`).
+
+Every file under the folder (recursively; hidden files and subtitle files aside) is decoded with
+PyAV, streaming, clip by clip (:func:`~momentsearch.video.decode.clip_frames`), and encoded by the
+chosen visual encoder; an SRT or WebVTT file with the same stem is aligned to the clips and encoded
+with MiniLM into the subtitle stream. Files that cannot be decoded are reported and skipped.
+
+**Ids.** A video's id is its path relative to the folder, without its extension (``cats/a.mp4`` ->
+``cats/a``). Where two files would share an id (``a.mp4`` and ``a.mkv``), each takes its full
+relative name instead (``a.mp4``, ``a.mkv``), so no file hides another.
+
+**Resuming and growing.** Each finished video's features are renamed into place and a line is
+appended to ``ingest.journal.jsonl``; a killed ingest, run again, keeps what the journal and the
+manifest hold and goes on. Running ingest again on a grown folder encodes only new files and files
+whose size or modification time changed (or whose subtitle file did); files that are gone leave the
+corpus. The manifest is written last, atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from momentsearch.data.corpus_folder import FORMAT, MANIFEST, VERSION, CorpusFolder, fingerprint_of
+from momentsearch.data.features import _check_array, _h5_key, checksum
+from momentsearch.data.subtitles import SUBTITLE_SUFFIXES, clip_texts, find_subtitles, read_subtitles
+from momentsearch.errors import CorpusFolderError, MomentSearchError, VideoDecodeError
+from momentsearch.fileio import atomic_path, make_folder, write_json
+from momentsearch.video.decode import DecodeStats, clip_frames
+from momentsearch.video.encoders import VisualEncoder, create_encoder, describe, same_encoder
+
+JOURNAL = "ingest.journal.jsonl"
+SUBTITLE_ENCODER = {"name": "all-MiniLM-L6-v2", "version": 1, "config": {"pooling": "mean", "max_tokens": 128},
+                    "dim": 384}
+
+
+@dataclass
+class IngestReport:
+    corpus: Path
+    encoded: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    video_seconds: float = 0.0  # of the videos encoded now
+    wall_seconds: float = 0.0
+
+    def summary(self) -> str:
+        rate = self.video_seconds / self.wall_seconds if self.wall_seconds > 0 else 0.0
+        lines = [f"corpus {self.corpus}: {len(self.encoded)} video(s) encoded ({self.video_seconds:.0f} s of video, "
+                 f"{rate:.1f} video-s/s), {len(self.kept)} kept as they were, {len(self.removed)} removed, "
+                 f"{len(self.failures)} skipped"]
+        lines += [f"  skipped {f['path']}: {f['error']}" for f in self.failures]
+        return "\n".join(lines)
+
+
+def scan(videos_dir: Path, exclude: Path | None = None) -> dict[str, Path]:
+    """id -> file, by the id policy above (sorted by id)."""
+    files = []
+    for dirpath, dirnames, filenames in os.walk(videos_dir):
+        d = Path(dirpath)
+        dirnames[:] = sorted(n for n in dirnames if not n.startswith(".") and (
+            exclude is None or (d / n).resolve() != exclude))
+        files += [d / n for n in sorted(filenames)
+                  if not n.startswith(".") and Path(n).suffix.lower() not in SUBTITLE_SUFFIXES]
+    by_stem: dict[str, list[Path]] = {}
+    for f in files:
+        by_stem.setdefault(f.relative_to(videos_dir).with_suffix("").as_posix(), []).append(f)
+    out = {}
+    for stem, group in by_stem.items():
+        for f in group:
+            out[stem if len(group) == 1 else f.relative_to(videos_dir).as_posix()] = f
+    return dict(sorted(out.items()))
+
+
+def _signature(path: Path, videos_dir: Path) -> dict[str, Any]:
+    st = path.stat()
+    sub = find_subtitles(path)
+    sig: dict[str, Any] = {"path": path.relative_to(videos_dir).as_posix(), "size": st.st_size,
+                           "mtime_ns": st.st_mtime_ns, "subtitles": None}
+    if sub is not None:
+        sst = sub.stat()
+        sig["subtitles"] = {"path": sub.relative_to(videos_dir).as_posix(), "size": sst.st_size,
+                            "mtime_ns": sst.st_mtime_ns}
+    return sig
+
+
+def _same_source(entry: dict[str, Any], sig: dict[str, Any]) -> bool:
+    return all(entry.get(k) == sig[k] for k in ("path", "size", "mtime_ns", "subtitles"))
+
+
+def _write_array(folder: Path, video_id: str, arr: np.ndarray) -> int:
+    stored = _check_array(np.asarray(arr), None, f"{folder}/{video_id} (being written)").astype(np.float16)
+    if not np.isfinite(stored).all():
+        raise MomentSearchError(f"{folder}/{video_id}: features overflow float16")
+    with atomic_path(folder / f"{_h5_key(video_id)}.npy") as tmp, open(tmp, "wb") as fh:
+        np.save(fh, stored)
+    return checksum(stored)
+
+
+class _SubtitleEncoder:
+    """Clip texts -> (n, 384) MiniLM sentence vectors (mean of token states, L2-normalised); "" -> zeros."""
+
+    def __init__(self) -> None:
+        from momentsearch.text.encoders import MiniLMTokenEncoder
+
+        self.enc = MiniLMTokenEncoder(max_tokens=SUBTITLE_ENCODER["config"]["max_tokens"], batch_size=64)
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), SUBTITLE_ENCODER["dim"]), np.float32)
+        idx = [i for i, t in enumerate(texts) if t.strip()]
+        if idx:
+            for i, tok in zip(idx, self.enc.encode([texts[i] for i in idx]), strict=True):
+                m = tok.mean(axis=0)
+                out[i] = m / max(float(np.linalg.norm(m)), 1e-12)
+        return out
+
+
+def _encode_video(path: Path, enc: VisualEncoder, clip_seconds: float, fps: float, batch_clips: int,
+                  on_clip: Callable[[float], None] | None = None) -> tuple[np.ndarray, DecodeStats]:
+    stats = DecodeStats()
+    feats: list[np.ndarray] = []
+    pending: list[np.ndarray] = []
+    previous: np.ndarray | None = None
+    for _, frames in clip_frames(path, clip_seconds, fps, enc.frame_size, stats):
+        pending.append(frames)
+        if len(pending) >= batch_clips:
+            feats.append(enc.encode(pending, previous))
+            previous = pending[-1][-1]
+            pending = []
+            if on_clip is not None:
+                on_clip(batch_clips * clip_seconds)
+    if pending:
+        feats.append(enc.encode(pending, previous))
+    return np.concatenate(feats), stats
+
+
+def _previous_state(out: Path, identity: dict[str, Any], clip_seconds: float, fps: float
+                    ) -> tuple[dict[str, dict[str, Any]], dict[str, Any] | None]:
+    """Entries already done (manifest, then journal) and the old manifest, checked against this run's settings."""
+    entries: dict[str, dict[str, Any]] = {}
+    old = None
+    if (out / MANIFEST).is_file():
+        old = CorpusFolder.open(out).manifest
+        if old.get("source") is None:
+            raise CorpusFolderError(f"{out}: holds a corpus written from a dataset, not ingested; use another --out")
+        if not same_encoder(old["encoder"], identity) or old.get("clip_seconds") != clip_seconds or old.get("fps") != fps:
+            raise CorpusFolderError(
+                f"{out}: this corpus was made by {describe(old['encoder'])} at {old.get('clip_seconds')} s clips, "
+                f"{old.get('fps')} fps; this ingest asks for {describe(identity)} at {clip_seconds} s, {fps} fps. "
+                "Use another --out, or the corpus's settings")
+        entries = {v["id"]: v for v in old["videos"]}
+    journal = out / JOURNAL
+    if journal.is_file():
+        for line in journal.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue  # the line a killed ingest was writing
+            if isinstance(rec, dict) and rec.get("settings") not in (None, [identity, clip_seconds, fps]):
+                raise CorpusFolderError(f"{journal}: an unfinished ingest with other settings "
+                                        f"({describe(rec['settings'][0])}); finish it with those, or delete {out}")
+            if isinstance(rec, dict) and isinstance(rec.get("video"), dict) and "id" in rec["video"]:
+                entries[rec["video"]["id"]] = rec["video"]
+    return entries, old
+
+
+def ingest(videos_dir: str | Path, out: str | Path, encoder: str | VisualEncoder = "builtin",
+           clip_seconds: float = 2.0, fps: float = 2.0, encoder_options: dict[str, Any] | None = None,
+           batch_clips: int = 16, progress: bool = True) -> IngestReport:
+    """Ingest (or update) ``out`` from ``videos_dir``; returns what was done, failures included."""
+    t0 = time.perf_counter()
+    src, dst = Path(videos_dir), Path(out)
+    if not src.is_dir():
+        raise CorpusFolderError(f"{src}: not a folder of videos")
+    if not (clip_seconds > 0 and fps > 0 and clip_seconds * fps >= 1 - 1e-9):
+        raise CorpusFolderError(f"--clip-seconds {clip_seconds} and --fps {fps}: both must be > 0, with at least one "
+                                "frame per clip (clip_seconds x fps >= 1)")
+    enc = encoder if isinstance(encoder, VisualEncoder) else create_encoder(encoder, **(encoder_options or {}))
+    identity = enc.identity()
+    make_folder(dst, dst)
+    entries, old = _previous_state(dst, identity, clip_seconds, fps)
+    files = scan(src, exclude=dst.resolve())
+    report = IngestReport(dst)
+    vis_dir, sub_dir = dst / "features" / "visual", dst / "features" / "subtitle"
+    make_folder(vis_dir, vis_dir)
+    todo, videos = [], {}
+    for vid, path in files.items():
+        sig = _signature(path, src)
+        e = entries.get(vid)
+        if e is not None and _same_source(e, sig) and (vis_dir / f"{_h5_key(vid)}.npy").is_file():
+            videos[vid] = e
+            report.kept.append(vid)
+        else:
+            todo.append((vid, path, sig))
+    report.removed = sorted(set(entries) - set(files))
+    sub_encoder: _SubtitleEncoder | None = None
+    settings = [identity, clip_seconds, fps]
+    with open(dst / JOURNAL, "a", encoding="utf-8") as journal, tqdm(
+            total=len(todo), desc="ingesting", unit="video", disable=not progress or not todo) as bar:
+        for vid, path, sig in todo:
+            bar.set_postfix_str(path.name[:40])
+            try:
+                feats, st = _encode_video(path, enc, clip_seconds, fps, batch_clips)
+                subs = read_subtitles(src / sig["subtitles"]["path"]) if sig["subtitles"] else None
+            except (VideoDecodeError, MomentSearchError) as e:
+                report.failures.append({**{k: sig[k] for k in ("path", "size", "mtime_ns")}, "error": str(e)})
+                bar.update(1)
+                continue
+            crc = {"visual": _write_array(vis_dir, vid, feats)}
+            if subs is not None:
+                sub_encoder = sub_encoder or _SubtitleEncoder()
+                make_folder(sub_dir, sub_dir)
+                crc["subtitle"] = _write_array(sub_dir, vid, sub_encoder(clip_texts(subs, len(feats), clip_seconds)))
+            entry = {"id": vid, **sig, "duration": round(st.duration, 6), "clip_length": clip_seconds,
+                     "n_clips": len(feats), "fps": st.fps, "width": st.width, "height": st.height,
+                     "rotation": st.rotation, "codec": st.codec, "frames_decoded": st.n_frames, "crc32": crc}
+            journal.write(json.dumps({"settings": settings, "video": entry}) + "\n")
+            journal.flush()
+            os.fsync(journal.fileno())
+            videos[vid] = entry
+            report.encoded.append(vid)
+            report.video_seconds += st.duration
+            bar.update(1)
+            el = time.perf_counter() - t0
+            bar.set_postfix_str(f"{report.video_seconds / el:.1f} video-s/s")
+    _finish(dst, src, identity, clip_seconds, fps, videos, report, sub_dir)
+    report.wall_seconds = time.perf_counter() - t0
+    return report
+
+
+def _finish(dst: Path, src: Path, identity: dict[str, Any], clip_seconds: float, fps: float,
+            videos: dict[str, dict[str, Any]], report: IngestReport, sub_dir: Path) -> None:
+    """Zero subtitle rows for videos without subtitles (when any has them), the manifest, then clean-up."""
+    has_sub = any("subtitle" in v["crc32"] for v in videos.values())
+    if has_sub:
+        make_folder(sub_dir, sub_dir)
+        for v in videos.values():
+            if "subtitle" not in v["crc32"]:
+                v["crc32"]["subtitle"] = _write_array(sub_dir, v["id"], np.zeros((v["n_clips"], SUBTITLE_ENCODER["dim"])))
+    streams: dict[str, Any] = {"visual": {"path": "features/visual", "kind": "npy", "dim": identity["dim"],
+                                          "encoder": identity, "crc_of": "stored"}}
+    if has_sub:
+        streams["subtitle"] = {"path": "features/subtitle", "kind": "npy", "dim": SUBTITLE_ENCODER["dim"],
+                               "encoder": SUBTITLE_ENCODER, "crc_of": "stored"}
+    man = {"format": FORMAT, "version": VERSION, "name": src.resolve().name, "source": str(src.resolve()),
+           "encoder": identity, "clip_seconds": clip_seconds, "fps": fps, "streams": streams,
+           "videos": [videos[k] for k in sorted(videos)], "failures": report.failures}
+    man["fingerprint"] = fingerprint_of(man)
+    write_json(dst / MANIFEST, man, indent=None)
+    (dst / JOURNAL).unlink(missing_ok=True)
+    for vid in report.removed:  # after the manifest stopped naming them
+        for d in (dst / "features" / "visual", sub_dir):
+            (d / f"{_h5_key(vid)}.npy").unlink(missing_ok=True)
