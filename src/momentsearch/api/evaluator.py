@@ -99,7 +99,7 @@ def evaluate(checkpoint: str | Path, split: str = "test", out: str | Path | None
     says otherwise.
     """
     ckpt = load_checkpoint(checkpoint)
-    cfg = ckpt.train_config
+    cfg = ckpt.require_train_config()
     dev = resolve_device(device)
     dataset = open_dataset(cfg.dataset)
     corpus = dataset.split(split)

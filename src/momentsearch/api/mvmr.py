@@ -77,7 +77,7 @@ def evaluate_mvmr(checkpoint: str | Path, pools: str | Path | MVMRPools, split: 
     With ``video_retriever`` (a checkpoint of any family trained on the same data), each pool is
     first cut to its ``top_videos`` videos by that model's video scores (the paper's Table 2)."""
     ckpt = load_checkpoint(checkpoint)
-    cfg = ckpt.train_config
+    cfg = ckpt.require_train_config()
     dev = resolve_device(device)
     dataset = open_dataset(cfg.dataset)
     corpus = dataset.split(split)

@@ -1,4 +1,5 @@
-"""``momentsearch.load(checkpoint)``: a searcher over a dataset split's videos.
+"""``momentsearch.load(INDEX_DIR or checkpoint)``: a searcher over an index folder's corpus, or over a
+dataset split's videos.
 
     import momentsearch
     searcher = momentsearch.load("runs/demo/xml/checkpoints/best.pt")
@@ -12,20 +13,24 @@ query and several threads may search at once.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
 from momentsearch.data.batching import pad_tokens
+from momentsearch.data.corpus_folder import CorpusFolder
 from momentsearch.data.dataset import Dataset, open_dataset
 from momentsearch.errors import QueryError, SearchIndexError
 from momentsearch.search.engine import SearchEngine
 from momentsearch.search.index import VideoIndex
-from momentsearch.text.queries import InMemoryTextFeatures, PrecomputedQueryFeatures
+from momentsearch.text.queries import PrecomputedQueryFeatures
 from momentsearch.training.checkpoint import Checkpoint, load_checkpoint
 from momentsearch.training.device import resolve_device
 
@@ -45,33 +50,50 @@ def index_folder(checkpoint: Path, split: str) -> Path:
     return checkpoint.parent.parent / f"index_{split}_{checkpoint.stem}"
 
 
+def split_signature(dataset: Dataset, split: str) -> str:
+    """Changes when the split's videos, time grids or feature files change (a regenerated dataset)."""
+    corpus = dataset.split(split)
+    lengths = dataset.clip_lengths(corpus)
+    h = hashlib.sha1()
+    h.update(json.dumps([[v.video_id, v.duration, lengths[v.video_id]] for v in corpus.videos.values()]).encode())
+    for f in (dataset.config.video_features, dataset.config.subtitle_features):
+        if f:
+            files = sorted(Path(f).glob("*")) if Path(f).is_dir() else [Path(f)]
+            for p in files:
+                st = p.stat()
+                h.update(f"{p.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return h.hexdigest()[:16]
+
+
 def load_or_build_index(ckpt: Checkpoint, dataset: Dataset, split: str, device: torch.device,
                         progress: bool = False) -> VideoIndex:
-    """The split's index, cached beside the checkpoint; rebuilt when missing, stale or built by other weights."""
+    """The split's index, cached beside the checkpoint; rebuilt when missing, stale, built by other weights
+    (by content) or over other data (the split's videos and feature files)."""
     folder = index_folder(ckpt.path, split)
+    data_sig = split_signature(dataset, split)
     if (folder / "manifest.json").exists():
         try:
             index = VideoIndex.load(folder)
             index.check_built_by(ckpt.family.name, ckpt.fingerprint)
-            return index
+            if index.meta.get("data_signature") == data_sig:
+                return index
         except SearchIndexError:
             pass  # stale or damaged: rebuilt below
     corpus = dataset.split(split)
     with dataset.features() as store:
         index = ckpt.family.encode_corpus(ckpt.model, store, list(corpus.videos.values()),
                                           dataset.clip_lengths(corpus), device, progress)
-    index.meta["fingerprint"] = ckpt.fingerprint
+    index.meta.update(fingerprint=ckpt.fingerprint, data_signature=data_sig)
     index.save(folder)
     return index
 
 
 class Searcher:
-    """Text in, ranked moments out, over one split's videos."""
+    """Text in, ranked moments out, over an index's videos (an index folder's, or a dataset split's)."""
 
-    def __init__(self, ckpt: Checkpoint, dataset: Dataset, index: VideoIndex,
-                 queries: InMemoryTextFeatures | PrecomputedQueryFeatures,
-                 device: torch.device, k_videos: int = 100, nms_threshold: float = 0.7):
-        self.checkpoint, self.dataset, self.index, self.queries = ckpt, dataset, index, queries
+    def __init__(self, ckpt: Checkpoint, index: VideoIndex, queries: Any, device: torch.device, k_videos: int = 100,
+                 nms_threshold: float = 0.7, dataset: Dataset | None = None, corpus: CorpusFolder | None = None):
+        self.checkpoint, self.dataset, self.corpus, self.index, self.queries = ckpt, dataset, corpus, index, queries
         self.family, self.model = ckpt.family, ckpt.model.to(device).eval()
         self.device = device
         self.engine = SearchEngine(self.family.stages(self.model, index, device), index, k_videos=k_videos,
@@ -120,14 +142,23 @@ class Searcher:
         return out
 
 
-def load(checkpoint: str | Path, split: str = "test", device: str = "auto", progress: bool = False,
+def load(path: str | Path, split: str = "test", device: str = "auto", progress: bool = False,
          k_videos: int | None = None, cache_size: int = 4096) -> Searcher:
-    """A :class:`Searcher` over ``split``'s videos of the dataset the checkpoint was trained on."""
+    """A :class:`Searcher`. ``path`` an index folder (``momentsearch index``): over its corpus. ``path`` a
+    checkpoint: over ``split``'s videos of the dataset it was trained on (the index cached beside it)."""
     dev = resolve_device(device)
-    ckpt = load_checkpoint(checkpoint)
-    cfg = ckpt.train_config
+    if Path(path).is_dir():
+        from momentsearch.api.indexing import IndexFolder
+
+        folder = IndexFolder.open(path)
+        ckpt, cfg = folder.checkpoint, folder.checkpoint.train_config
+        return Searcher(ckpt, folder.index, ckpt.family.query_features(ckpt.model, cache_size), dev,
+                        k_videos or (cfg.k_videos if cfg else 100), cfg.nms_threshold if cfg else 0.7,
+                        corpus=folder.corpus)
+    ckpt = load_checkpoint(path)
+    cfg = ckpt.require_train_config()
     dataset = open_dataset(cfg.dataset)
     index = load_or_build_index(ckpt, dataset, split, dev, progress)
     queries = (PrecomputedQueryFeatures(dataset.config.query_features)
-                              if dataset.config.query_features else InMemoryTextFeatures(cache_size))
-    return Searcher(ckpt, dataset, index, queries, dev, k_videos or cfg.k_videos, cfg.nms_threshold)
+               if dataset.config.query_features else ckpt.family.query_features(ckpt.model, cache_size))
+    return Searcher(ckpt, index, queries, dev, k_videos or cfg.k_videos, cfg.nms_threshold, dataset=dataset)

@@ -259,12 +259,13 @@ def build_mvmr_cmd(
 
 @app.command("search")
 def search_cmd(
-    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint (.pt) written by `momentsearch train`.")],
+    checkpoint: Annotated[Path, typer.Argument(help="An index folder (momentsearch index), or a checkpoint (.pt): "
+                                                    "then a split of the dataset it was trained on.")],
     query: Annotated[Optional[str], typer.Argument(help="What to look for, e.g. \"a person opens the fridge\".")] = None,
     queries_file: Annotated[Optional[Path], typer.Option(
         "--queries-file", "-f", help="A text file with one query per line (all searched in one process).")] = None,
     k: Annotated[int, typer.Option("-k", min=1, max=1000, help="How many moments to print per query.")] = 10,
-    split: Annotated[str, typer.Option(help="Which split's videos to search.")] = "test",
+    split: Annotated[str, typer.Option(help="With a checkpoint: which split's videos to search.")] = "test",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON: [{query, moments: [{video_id, start, end, score}]}].")] = False,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
 ) -> None:
@@ -339,3 +340,5 @@ def main() -> None:
         typer.echo(f"error: {e}", err=True)
         sys.exit(2)
 
+
+import momentsearch.cli.corpus_cmds  # noqa: E402,F401 - registers ingest, index, pack and corpus-from-dataset on app

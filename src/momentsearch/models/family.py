@@ -104,6 +104,36 @@ class ModelFamily(ABC):
         """Query token features are cut to this many tokens."""
         return int(getattr(self.cfg, "max_tokens", 32))
 
+    @property
+    def text_encoder(self) -> dict[str, Any]:
+        """The query-side text encoder this family reads (stored in checkpoints and index folders)."""
+        return {"name": "all-MiniLM-L6-v2", "kind": "tokens", "dim": 384, "max_tokens": self.max_tokens}
+
+    def query_features(self, model: nn.Module, cache_size: int = 4096) -> Any:
+        """Free text -> the token features ``stages`` read, in memory (``encode_many(texts)``)."""
+        from momentsearch.text.queries import InMemoryTextFeatures
+
+        return InMemoryTextFeatures(cache_size)
+
+    def check_features(self, model_features: dict[str, Any] | None, corpus_encoder: dict[str, Any],
+                       dims: dict[str, int]) -> str | None:
+        """Why this model cannot read a corpus (None: it can). ``model_features``: what made the features it
+        was trained on; ``corpus_encoder``: the corpus's visual encoder; ``dims``: the corpus's stream dims."""
+        want = int(getattr(self.cfg, "visual_dim", 0) or 0)
+        if want and dims.get("visual") != want:
+            return f"it reads {want}-d visual features and the corpus holds {dims.get('visual')}-d ones"
+        sub = int(getattr(self.cfg, "subtitle_dim", 0) or 0)
+        if sub and dims.get("subtitle") != sub:
+            return (f"it reads a {sub}-d subtitle stream and the corpus has "
+                    f"{'a ' + str(dims['subtitle']) + '-d one' if 'subtitle' in dims else 'none'}")
+        if model_features is not None:
+            from momentsearch.video.encoders.base import describe, same_encoder
+
+            if not same_encoder(model_features, corpus_encoder):
+                return (f"it was trained on features of {describe(model_features)} and the corpus was made by "
+                        f"{describe(corpus_encoder)}")
+        return None
+
     def optimizer(self, model: nn.Module, lr: float) -> torch.optim.Optimizer:
         """Adam; AdamW with the config's ``weight_decay`` when the config has one."""
         wd = getattr(self.cfg, "weight_decay", None)

@@ -29,7 +29,10 @@ FORMAT_VERSION = 2
 
 
 def save_checkpoint(path: Path, family: ModelFamily, model: nn.Module, optimizer: torch.optim.Optimizer | None,
-                    epoch: int, cfg: TrainConfig, history: list[dict[str, Any]]) -> None:
+                    epoch: int, cfg: TrainConfig | None, history: list[dict[str, Any]],
+                    features: dict[str, Any] | None = None) -> None:
+    """``cfg`` None: a model packed without a training run (:func:`pack_checkpoint`). ``features``: the
+    identity of the visual features the model reads (encoder name, version, config, dim)."""
     from momentsearch.fileio import atomic_path
 
     state = {
@@ -38,9 +41,10 @@ def save_checkpoint(path: Path, family: ModelFamily, model: nn.Module, optimizer
         "versions": {"momentsearch": __version__, "torch": str(torch.__version__)},
         "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
         "optimizer": optimizer.state_dict() if optimizer is not None else None,
-        "epoch": epoch, "train_config": to_dict(cfg), "history": history,
+        "epoch": epoch, "train_config": to_dict(cfg) if cfg is not None else None, "history": history,
         # the dataset's paths relative to the checkpoint's folder: a moved run folder still finds them
-        "dataset_relative": cfg.dataset.relative_to(path.parent),
+        "dataset_relative": cfg.dataset.relative_to(path.parent) if cfg is not None else {},
+        "features": features, "text_encoder": family.text_encoder,
     }
     with atomic_path(path) as tmp:
         torch.save(state, tmp)
@@ -66,19 +70,45 @@ def read_state(path: str | Path) -> dict[str, Any]:
     return state
 
 
+def pack_checkpoint(path: str | Path, family: ModelFamily, model: nn.Module, features: dict[str, Any]) -> Path:
+    """A checkpoint without a training run: a family that needs no training (``clip``), or a network
+    as built. ``features``: the identity of the visual features it reads."""
+    p = Path(path)
+    save_checkpoint(p, family, model, None, 0, None, [], features)
+    return p
+
+
 @dataclass
 class Checkpoint:
     path: Path
     family: ModelFamily
     model: nn.Module
-    train_config: TrainConfig
+    train_config: TrainConfig | None  # None for a packed checkpoint (no training run, no dataset)
     state: dict[str, Any]
+    _fingerprint: str | None = None
 
     @property
     def fingerprint(self) -> str:
-        """Identifies these weights (an index built from them records it)."""
-        st = self.path.stat()
-        return hashlib.sha1(f"{self.path.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:16]
+        """Identifies these weights by content (family, config and every tensor), wherever the file lies."""
+        if self._fingerprint is None:
+            h = hashlib.sha1(f"{self.family.name}:{self.family.version}".encode())
+            h.update(repr(sorted(self.state["model_config"].items(), key=str)).encode())
+            for k, v in sorted(self.state["model"].items()):
+                h.update(k.encode())
+                h.update(v.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+            self._fingerprint = h.hexdigest()[:16]
+        return self._fingerprint
+
+    @property
+    def features(self) -> dict[str, Any] | None:
+        """What made the features the model was trained on (None: a checkpoint from before this was recorded)."""
+        return self.state.get("features")
+
+    def require_train_config(self) -> TrainConfig:
+        if self.train_config is None:
+            raise CheckpointError(f"{self.path}: packed without a training run, so it names no dataset; index a corpus "
+                                  "with `momentsearch index CHECKPOINT --corpus DIR --out INDEX` and search that")
+        return self.train_config
 
 
 def family_of(state: dict[str, Any], where: str) -> ModelFamily:
@@ -102,8 +132,10 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     p = Path(path)
     state = read_state(p)
     family = family_of(state, str(p))
-    cfg = from_dict(TrainConfig, state["train_config"], str(p))
-    cfg = dataclasses.replace(cfg, dataset=cfg.dataset.relocated(state.get("dataset_relative", {}), p.parent))
+    cfg = None
+    if state.get("train_config") is not None:
+        cfg = from_dict(TrainConfig, state["train_config"], str(p))
+        cfg = dataclasses.replace(cfg, dataset=cfg.dataset.relocated(state.get("dataset_relative", {}), p.parent))
     model = family.restore()
     try:
         model.load_state_dict(state["model"])

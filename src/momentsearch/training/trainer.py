@@ -174,6 +174,7 @@ class Trainer:
     def _fit(self) -> list[dict[str, Any]]:
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
         write_json(self.out / "train_config.json", to_dict(self.cfg))
+        self.features_identity = self.dataset.feature_identity()
         best = max((h["selection"] for h in self.history), default=-1.0)
         for epoch in range(self.start_epoch, self.cfg.epochs):
             stats = self.train_epoch(epoch)
@@ -182,11 +183,11 @@ class Trainer:
             row = {"epoch": epoch + 1, **stats, "val": metrics, "selection": sel}
             self.history.append(row)
             save_checkpoint(self.ckpt_dir / "last.pt", self.family, self.model, self.optimizer, epoch, self.cfg,
-                            self.history)
+                            self.history, self.features_identity)
             if sel > best:
                 best = sel
                 save_checkpoint(self.ckpt_dir / "best.pt", self.family, self.model, None, epoch, self.cfg,
-                                self.history)
+                                self.history, self.features_identity)
             if self.progress:
                 terms = ", ".join(f"{k} {v:.4f}" for k, v in stats.items() if k.startswith("loss_"))
                 print(f"epoch {epoch + 1}: loss {stats['loss']:.4f} ({terms}), val VCMR 0.5-r1 "

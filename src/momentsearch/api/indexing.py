@@ -1,0 +1,205 @@
+"""An index folder: one model over one corpus — ``momentsearch index CHECKPOINT --corpus DIR --out INDEX``.
+
+    INDEX/
+      index.json   format, the family, the model's fingerprint (by content), its text encoder and the
+                   features it was trained on, the corpus (path, fingerprint, encoder) and each
+                   video's signature
+      model.pt     the checkpoint (without optimizer state): an index searches on its own
+      arrays/      the family's encoded corpus (a VideoIndex: named per-clip arrays, time grids)
+
+A model trained on features of another encoder or dim is refused, naming both. Building again over
+a grown corpus encodes only the videos the index lacks or whose features changed, and drops the
+videos the corpus lost. The folder is written as a set (a temporary folder renamed over the old).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from momentsearch.data.corpus_folder import CorpusFolder
+from momentsearch.errors import SearchIndexError
+from momentsearch.fileio import atomic_dir, write_json
+from momentsearch.search.index import VideoIndex
+from momentsearch.training.checkpoint import Checkpoint, load_checkpoint
+from momentsearch.training.device import resolve_device
+
+INDEX_FILE = "index.json"
+INDEX_FORMAT = "momentsearch-index"
+INDEX_FOLDER_VERSION = 1
+
+
+@dataclass
+class IndexReport:
+    folder: Path
+    encoded: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return (f"index {self.folder}: {len(self.encoded)} video(s) encoded, {len(self.kept)} kept, "
+                f"{len(self.removed)} removed")
+
+
+def is_index_folder(path: str | Path) -> bool:
+    return (Path(path) / INDEX_FILE).is_file()
+
+
+def read_index_info(folder: str | Path) -> dict[str, Any]:
+    f = Path(folder) / INDEX_FILE
+    try:
+        info = json.loads(f.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise SearchIndexError(f"{f}: unreadable ({str(e)[:200]}); build the index again") from None
+    if not isinstance(info, dict) or info.get("format") != INDEX_FORMAT:
+        raise SearchIndexError(f"{f}: not a momentsearch index folder")
+    if info.get("version") != INDEX_FOLDER_VERSION:
+        raise SearchIndexError(f"{f}: index folder version {info.get('version')!r}, this momentsearch reads "
+                               f"{INDEX_FOLDER_VERSION}; build it again with `momentsearch index`")
+    for key, kind in (("family", str), ("model_fingerprint", str), ("corpus", dict), ("videos", dict)):
+        if not isinstance(info.get(key), kind):
+            raise SearchIndexError(f"{f}: field {key!r} missing or not a {kind.__name__}")
+    return info
+
+
+def check_compatible(ckpt: Checkpoint, corpus: CorpusFolder, where: str) -> None:
+    """Refuse a model that cannot read the corpus's features, naming both sides."""
+    dims = {k: int(s["dim"]) for k, s in corpus.streams.items()}
+    why = ckpt.family.check_features(ckpt.features, corpus.encoder, dims)
+    if why is not None:
+        raise SearchIndexError(f"{where}: the model {ckpt.path} cannot search the corpus {corpus.root}: {why}")
+    cfg = ckpt.train_config
+    if cfg is not None and cfg.dataset.query_features:
+        raise SearchIndexError(f"{ckpt.path}: trained on precomputed query features ({cfg.dataset.query_features}), "
+                               "so it cannot take free text; train it on MiniLM features to search with words")
+
+
+def _subset(index: VideoIndex, rows: list[int]) -> list[tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]:
+    """Per video of ``rows``: (its per-clip arrays, its per-video arrays)."""
+    out = []
+    for r in rows:
+        a, b = int(index.offsets[r]), int(index.offsets[r + 1])
+        out.append(({k: np.asarray(v[a:b]) for k, v in index.arrays.items()},
+                    {k: np.asarray(v[r: r + 1]) for k, v in index.video_arrays.items()}))
+    return out
+
+
+def _merge(ids: list[str], durations: list[float], clip_lengths: list[float],
+           parts: list[tuple[dict[str, np.ndarray], dict[str, np.ndarray]]], meta: dict[str, Any]) -> VideoIndex:
+    n = [len(next(iter(p[0].values()))) if p[0] else 0 for p in parts]
+    offsets = np.zeros(len(parts) + 1, np.int64)
+    offsets[1:] = np.cumsum(n)
+    names = parts[0][0].keys() if parts else []
+    vnames = parts[0][1].keys() if parts else []
+    arrays = {k: np.concatenate([p[0][k] for p in parts]) for k in names}
+    varrays = {k: np.concatenate([p[1][k] for p in parts]) for k in vnames}
+    return VideoIndex(ids, np.asarray(durations, np.float64), np.asarray(clip_lengths, np.float64), offsets, arrays,
+                      varrays, meta)
+
+
+def _old_index(out: Path, ckpt: Checkpoint) -> tuple[VideoIndex | None, dict[str, str]]:
+    """The index already at ``out`` when it was built by the same weights (reusable rows), else None."""
+    if not is_index_folder(out):
+        return None, {}
+    try:
+        info = read_index_info(out)
+        if info["model_fingerprint"] != ckpt.fingerprint:
+            return None, {}
+        return VideoIndex.load(out / "arrays"), info["videos"]
+    except SearchIndexError:
+        return None, {}
+
+
+def build_index(checkpoint: str | Path, corpus: str | Path, out: str | Path, device: str = "auto",
+                progress: bool = True) -> IndexReport:
+    """Encode the corpus's videos with the checkpoint's model into ``out`` (only what is new or changed)."""
+    dev = resolve_device(device)
+    ckpt = load_checkpoint(checkpoint)
+    folder = CorpusFolder.open(corpus)
+    out = Path(out)
+    check_compatible(ckpt, folder, str(out))
+    old, old_sigs = _old_index(out, ckpt)
+    report = IndexReport(out)
+    sigs = {v: folder.video_signature(v) for v in folder.video_ids}
+    old_rows = {v: i for i, v in enumerate(old.video_ids)} if old is not None else {}
+    reuse = [v for v in folder.video_ids if v in old_rows and old_sigs.get(v) == sigs[v]]
+    todo = [v for v in folder.video_ids if v not in set(reuse)]
+    report.kept, report.encoded = reuse, todo
+    report.removed = sorted(set(old_sigs) - set(sigs))
+    videos = {v.video_id: v for v in folder.videos()}
+    parts: dict[str, tuple[dict[str, np.ndarray], dict[str, np.ndarray]]] = {}
+    if old is not None and reuse:
+        parts.update(zip(reuse, _subset(old, [old_rows[v] for v in reuse]), strict=True))
+    model = ckpt.model.to(dev).eval()
+    if todo:
+        with folder.features() as store:
+            new = ckpt.family.encode_corpus(model, store, [videos[v] for v in todo], folder.clip_lengths(), dev,
+                                            progress)
+        parts.update(zip(new.video_ids, _subset(new, list(range(len(new)))), strict=True))
+        meta = dict(new.meta)
+    elif old is not None:
+        meta = dict(old.meta)
+    else:
+        raise SearchIndexError(f"{corpus}: the corpus holds no videos to index")
+    ids = folder.video_ids
+    meta.update(fingerprint=ckpt.fingerprint, corpus_fingerprint=folder.fingerprint)
+    index = _merge(ids, [videos[v].duration for v in ids], [folder.clip_lengths()[v] for v in ids],
+                   [parts[v] for v in ids], meta)
+    info = {"format": INDEX_FORMAT, "version": INDEX_FOLDER_VERSION, "family": ckpt.family.name,
+            "model_fingerprint": ckpt.fingerprint, "model_source": str(Path(checkpoint).resolve()),
+            "text_encoder": ckpt.family.text_encoder, "model_features": ckpt.features,
+            "corpus": {"path": str(folder.root.resolve()), "relative": os.path.relpath(folder.root.resolve(), out.resolve().parent),
+                       "fingerprint": folder.fingerprint, "encoder": folder.encoder},
+            "videos": sigs, "n_videos": len(ids), "n_clips": int(index.offsets[-1])}
+    with atomic_dir(out) as tmp:
+        index.save(tmp / "arrays")
+        state = dict(ckpt.state, optimizer=None)
+        torch.save(state, tmp / "model.pt")
+        write_json(tmp / INDEX_FILE, info, indent=1)
+    return report
+
+
+@dataclass
+class IndexFolder:
+    """An opened index folder: its info, model and arrays, and the corpus it was built from (when still there)."""
+
+    root: Path
+    info: dict[str, Any]
+    checkpoint: Checkpoint
+    index: VideoIndex
+    corpus: CorpusFolder | None
+
+    @classmethod
+    def open(cls, folder: str | Path) -> IndexFolder:
+        root = Path(folder)
+        if not is_index_folder(root):
+            raise SearchIndexError(f"{root}: not an index folder ({INDEX_FILE} missing); build one with "
+                                   f"`momentsearch index CHECKPOINT --corpus CORPUS_DIR --out {root}`")
+        info = read_index_info(root)
+        ckpt = load_checkpoint(root / "model.pt")
+        if ckpt.fingerprint != info["model_fingerprint"]:
+            raise SearchIndexError(f"{root}: model.pt is not the model the index was built with; build it again")
+        index = VideoIndex.load(root / "arrays")
+        index.check_built_by(ckpt.family.name, ckpt.fingerprint)
+        if index.video_ids != list(info["videos"]):
+            raise SearchIndexError(f"{root}: the arrays hold other videos than {INDEX_FILE} lists; build it again")
+        return cls(root, info, ckpt, index, _find_corpus(root, info))
+
+
+def _find_corpus(root: Path, info: dict[str, Any]) -> CorpusFolder | None:
+    """The corpus by its recorded path, else relative to the index (a moved pair of folders); None if gone.
+    A corpus that changed since (its fingerprint) is not used for video files: the index says what it holds."""
+    for cand in (Path(info["corpus"].get("path", "")), root.parent / info["corpus"].get("relative", "")):
+        try:
+            c = CorpusFolder.open(cand)
+        except Exception:  # noqa: BLE001 - a missing or changed corpus only loses playback, not search
+            continue
+        return c
+    return None
+

@@ -1,0 +1,97 @@
+"""``momentsearch ingest / index / pack / corpus-from-dataset``: your own videos in, an index out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from momentsearch.cli.main import _require_models, app
+from momentsearch.errors import MomentSearchError
+
+
+def _encoder_options(weights: Optional[Path], device: str, random_init: bool) -> dict:
+    opts: dict = {}
+    if weights is not None:
+        opts["weights"] = str(weights)
+    if device != "cpu":
+        opts["device"] = device
+    if random_init:
+        opts["random"] = True
+    return opts
+
+
+@app.command("ingest")
+def ingest_cmd(
+    videos_dir: Annotated[Path, typer.Argument(help="A folder of videos (searched recursively; any format ffmpeg reads).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The corpus folder to write or update.")],
+    encoder: Annotated[str, typer.Option(help="builtin, open_clip:ARCH[@TAG] or torchvision:NAME[@TAG].")] = "builtin",
+    clip_seconds: Annotated[float, typer.Option("--clip-seconds", help="Seconds per clip (the corpus's time grid).")] = 2.0,
+    fps: Annotated[float, typer.Option(help="Frames sampled per second of video.")] = 2.0,
+    encoder_weights: Annotated[Optional[Path], typer.Option(
+        "--encoder-weights", help="A local weights file for open_clip or torchvision encoders.")] = None,
+    encoder_device: Annotated[str, typer.Option("--encoder-device", help="cpu, cuda or cuda:N for neural encoders.")] = "cpu",
+    random_init: Annotated[bool, typer.Option(
+        "--random-init", help="Allow a randomly initialised neural encoder (tests only: its features mean nothing).")] = False,
+) -> None:
+    """Decode and encode a folder of videos into a corpus folder. Run it again after adding or changing
+    videos: only those are encoded. Broken files are reported and skipped."""
+    from momentsearch.video.ingest import ingest
+
+    if encoder != "builtin":
+        _require_models()
+    report = ingest(videos_dir, out, encoder, clip_seconds, fps, _encoder_options(encoder_weights, encoder_device,
+                                                                                    random_init))
+    typer.echo(report.summary())
+
+
+@app.command("index")
+def index_cmd(
+    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint (momentsearch train, or momentsearch pack).")],
+    corpus: Annotated[Path, typer.Option(help="A corpus folder (momentsearch ingest).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The index folder to write or update.")],
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+) -> None:
+    """Index a corpus with a model: one model over one corpus. Again over a grown corpus: only new videos are encoded."""
+    _require_models()
+    from momentsearch.api.indexing import build_index
+
+    typer.echo(build_index(checkpoint, corpus, out, device).summary())
+
+
+@app.command("pack")
+def pack_cmd(
+    config: Annotated[Path, typer.Argument(help="A model YAML (model: {name: clip, ...}), e.g. configs/clip/default.yaml.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The checkpoint to write.")],
+    weights: Annotated[Optional[Path], typer.Option(help="Local weights file for the family (CLIP: open_clip weights).")] = None,
+    random_init: Annotated[bool, typer.Option("--random-init", help="Random weights (tests only).")] = False,
+) -> None:
+    """Pack a family that needs no training (clip) into a checkpoint, without a training run."""
+    _require_models()
+    from momentsearch.api.packing import pack
+
+    overrides = {"weights": str(weights)} if weights is not None else {}
+    if random_init:
+        overrides["random_init"] = True
+    typer.echo(f"wrote {pack(config, out, overrides)}")
+
+
+@app.command("corpus-from-dataset")
+def corpus_from_dataset_cmd(
+    config: Annotated[Path, typer.Argument(help="A training YAML whose dataset: section names the files.")],
+    split: Annotated[str, typer.Option(help="The split whose videos make the corpus.")] = "test",
+    out: Annotated[Path, typer.Option("--out", "-o", help="The corpus folder to write.")] = Path("corpus"),
+) -> None:
+    """Write a dataset split (annotations + feature files) as a corpus folder, to index and search it like
+    your own videos. The feature files stay where they are."""
+    _require_models()
+    from momentsearch.api.training import load_train_config
+    from momentsearch.data.corpus_folder import write_dataset_corpus
+    from momentsearch.data.dataset import open_dataset
+
+    cfg = load_train_config(config)
+    folder = write_dataset_corpus(open_dataset(cfg.dataset.resolved()), split, out)
+    if not folder.video_ids:
+        raise MomentSearchError(f"split {split!r} has no videos")
+    typer.echo(f"wrote corpus {out}: {len(folder.video_ids)} videos, encoder {folder.encoder['name']}")
