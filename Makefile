@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	  || echo "warning: could not install wordnet-base; the synset and METEOR proxies will be unavailable"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0
-	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[models,text,test]"
+	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[models,text,test,video]"
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -1,4 +1,4 @@
-"""``momentsearch ingest / index / pack / corpus-from-dataset``: your own videos in, an index out."""
+"""``momentsearch ingest / index / corpus-from-dataset``: your own videos in, an index out."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def ingest_cmd(
 
 @app.command("index")
 def index_cmd(
-    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint (momentsearch train, or momentsearch pack).")],
+    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint written by momentsearch train.")],
     corpus: Annotated[Path, typer.Option(help="A corpus folder (momentsearch ingest).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="The index folder to write or update.")],
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
@@ -58,23 +58,6 @@ def index_cmd(
     from momentsearch.api.indexing import build_index
 
     typer.echo(build_index(checkpoint, corpus, out, device).summary())
-
-
-@app.command("pack")
-def pack_cmd(
-    config: Annotated[Path, typer.Argument(help="A model YAML (model: {name: clip, ...}), e.g. configs/clip/default.yaml.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="The checkpoint to write.")],
-    weights: Annotated[Optional[Path], typer.Option(help="Local weights file for the family (CLIP: open_clip weights).")] = None,
-    random_init: Annotated[bool, typer.Option("--random-init", help="Random weights (tests only).")] = False,
-) -> None:
-    """Pack a family that needs no training (clip) into a checkpoint, without a training run."""
-    _require_models()
-    from momentsearch.api.packing import pack
-
-    overrides = {"weights": str(weights)} if weights is not None else {}
-    if random_init:
-        overrides["random_init"] = True
-    typer.echo(f"wrote {pack(config, out, overrides)}")
 
 
 @app.command("corpus-from-dataset")

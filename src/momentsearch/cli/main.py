@@ -341,4 +341,4 @@ def main() -> None:
         sys.exit(2)
 
 
-import momentsearch.cli.corpus_cmds  # noqa: E402,F401 - registers ingest, index, pack and corpus-from-dataset on app
+import momentsearch.cli.corpus_cmds  # noqa: E402,F401 - registers ingest, index and corpus-from-dataset on app

@@ -62,9 +62,11 @@ def read_subtitles(path: str | Path) -> list[Subtitle]:
         if vtt and block[0].split(" ", 1)[0].split("\t", 1)[0] in ("NOTE", "STYLE", "REGION"):
             continue
         timing = next((k for k, ln in enumerate(block[:2]) if "-->" in ln), None)
-        if timing is None:
-            raise SubtitleError(p, f"expected a timing line 'HH:MM:SS{',' if not vtt else '.'}mmm --> ...', got "
-                                   f"{block[0][:80]!r}", line=block_start + 1)
+        if timing is None:  # the timing line is the first, or the second after a cue number or id
+            k = 1 if len(block) > 1 and (block[0].strip().isdigit() or vtt) else 0
+            raise SubtitleError(p, f"malformed timing line {block[k][:80]!r} (expected 'HH:MM:SS"
+                                   f"{',' if not vtt else '.'}mmm --> HH:MM:SS{',' if not vtt else '.'}mmm')",
+                                line=block_start + k + 1)
         m = _CUE.match(block[timing])
         if m is None:
             raise SubtitleError(p, f"malformed timing line {block[timing][:80]!r}", line=block_start + timing + 1)

@@ -55,7 +55,7 @@ def restrict_to_pools(scores: torch.Tensor, pools: Sequence[Sequence[int]]) -> t
 
 class SearchEngine:
     def __init__(self, stages: SearchStages, index: VideoIndex, k_videos: int = 100, n_moments: int = 100,
-                 nms_threshold: float = 0.7, candidates_per_video: int = 20):
+                 nms_threshold: float = 0.7, candidates_per_video: int = 20, dense_limit: int = 512):
         if k_videos < 1 or n_moments < 1:
             raise QueryError(f"k_videos and n_moments must be >= 1, got {k_videos} and {n_moments}")
         self.stages, self.index = stages, index
@@ -63,6 +63,7 @@ class SearchEngine:
         self.n_moments = n_moments
         self.nms_threshold = nms_threshold
         self.candidates_per_video = candidates_per_video
+        self.dense_limit = dense_limit  # clips: longer candidates are localized by proposals, not a T x T grid
 
     @torch.no_grad()
     def search(self, query_ids: Sequence[str], tokens: torch.Tensor, token_mask: torch.Tensor,
@@ -79,14 +80,10 @@ class SearchEngine:
         if self.stages.reranker is not None:
             top_vr = self.stages.reranker.rerank(tokens, token_mask, videos, top_vr).cpu()
         valid = torch.isfinite(top_vr).numpy()  # False: padding beyond a small pool
-        scores = self.stages.localizer.localize(tokens, token_mask, videos, top_vr).cpu()  # (B, K, T, T)
-        b, k, t, _ = scores.shape
-        c = min(self.candidates_per_video, t * t)
-        best_t, flat = scores.reshape(b, k, t * t).topk(c, dim=-1)  # (B, K, c)
-        st_clip, ed_clip = (flat // t).numpy(), (flat % t).numpy()
+        st_clip, ed_clip, best = self._moments(tokens, token_mask, videos, top_vr)  # (B, K, c) each
+        b = len(videos)
         vids = np.broadcast_to(videos[:, :, None], st_clip.shape)
         start, end = clips_to_seconds(self.index, vids, st_clip, ed_clip)
-        best = best_t.numpy()
         lists = []
         for i in range(b):
             ok = ((best[i] > 0) & valid[i][:, None]).ravel()
@@ -96,6 +93,20 @@ class SearchEngine:
         vr = RankedMoments.from_lists(list(query_ids), self.index.video_ids,
                                       self._video_lists(videos, top_vr.numpy(), valid, best))
         return SearchResult(vcmr, vr)
+
+    def _moments(self, tokens: torch.Tensor, token_mask: torch.Tensor, videos: np.ndarray, top_vr: torch.Tensor
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each candidate's best spans (st clip, ed clip, score), from the dense grid or, for a video longer
+        than ``dense_limit`` clips (or a localizer with no grid), from the localizer's proposals."""
+        loc = self.stages.localizer
+        t_max = int(self.index.n_clips[videos].max())
+        if hasattr(loc, "propose") and (t_max > self.dense_limit or not hasattr(loc, "localize")):
+            return loc.propose(tokens, token_mask, videos, top_vr, self.candidates_per_video)
+        scores = loc.localize(tokens, token_mask, videos, top_vr).cpu()  # (B, K, T, T)
+        b, k, t, _ = scores.shape
+        c = min(self.candidates_per_video, t * t)
+        best_t, flat = scores.reshape(b, k, t * t).topk(c, dim=-1)  # (B, K, c)
+        return (flat // t).numpy(), (flat % t).numpy(), best_t.numpy()
 
     def _video_lists(self, videos: np.ndarray, video_scores: np.ndarray, valid: np.ndarray,
                      best: np.ndarray) -> list[Ranked]:

@@ -14,7 +14,9 @@ from momentsearch.data.features import FeatureStore
 from momentsearch.models.layers import eval_mode
 from momentsearch.models.xml.network import XML
 from momentsearch.search.clipmax import ClipMaxRetriever
+from momentsearch.errors import FeatureError
 from momentsearch.search.index import VideoIndex, concat_ragged
+from momentsearch.search.proposals import banded_top
 
 
 @torch.no_grad()
@@ -22,21 +24,57 @@ def encode_corpus(model: XML, store: FeatureStore, videos: Sequence[Video], clip
                   device: torch.device, batch_size: int = 64, progress: bool = True) -> VideoIndex:
     """Every video's H1 and H2, (clips, S, d) fp16 per video, concatenated without padding."""
     cfg = model.cfg
-    h1s, h2s = [], []
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    # a video longer than the model's max_clips is encoded in consecutive windows of max_clips clips
+    # (each window as the model saw videos in training); the estimate leaves a clip of margin
+    long = [v for v in videos if v.duration / clip_lengths[v.video_id] > cfg.max_clips - 2]
+    short = [v for v in videos if v not in long]
     with eval_mode(model):
-        for chunk, streams, mask in video_batches(store, videos, batch_size, cfg.max_clips, cfg.n_streams == 2,
+        for chunk, streams, mask in video_batches(store, short, batch_size, cfg.max_clips, cfg.n_streams == 2,
                                                   progress):
             h1, h2 = model.encode_videos([x.to(device) for x in streams], mask.to(device))
             h1, h2 = h1.cpu(), h2.cpu()
             for i in range(len(chunk)):
                 n = int(mask[i].sum())
-                h1s.append(h1[i, :, :n].permute(1, 0, 2).half().numpy())
-                h2s.append(h2[i, :, :n].permute(1, 0, 2).half().numpy())
-    h1_all, offsets = concat_ragged(h1s)
-    h2_all, _ = concat_ragged(h2s)
+                out[chunk[i].video_id] = (h1[i, :, :n].permute(1, 0, 2).half().numpy(),
+                                          h2[i, :, :n].permute(1, 0, 2).half().numpy())
+        for v in long:
+            out[v.video_id] = _encode_windows(model, store, v.video_id, device, batch_size)
+    h1_all, offsets = concat_ragged([out[v.video_id][0] for v in videos])
+    h2_all, _ = concat_ragged([out[v.video_id][1] for v in videos])
     return VideoIndex([v.video_id for v in videos], np.array([v.duration for v in videos]),
                       np.array([clip_lengths[v.video_id] for v in videos], np.float64), offsets,
                       {"h1": h1_all, "h2": h2_all})
+
+
+def _encode_windows(model: XML, store: FeatureStore, video_id: str, device: torch.device, batch_size: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """H1, H2 (clips, S, d) fp16 of one long video, window by window (windows batched)."""
+    cfg = model.cfg
+    vis, sub = store.get(video_id)
+    w = cfg.max_clips
+    starts = list(range(0, len(vis), w))
+    h1s, h2s = [], []
+    for b in range(0, len(starts), batch_size):
+        group = starts[b: b + batch_size]
+        n = [min(w, len(vis) - s) for s in group]
+        t = max(n)
+        mask = torch.zeros(len(group), t, dtype=torch.bool)
+        streams = [torch.zeros(len(group), t, vis.shape[1])]
+        if cfg.n_streams == 2:
+            if sub is None:
+                raise FeatureError(f"video {video_id!r}: the model needs a subtitle stream and the store has none")
+            streams.append(torch.zeros(len(group), t, sub.shape[1]))
+        for i, s in enumerate(group):
+            mask[i, : n[i]] = True
+            streams[0][i, : n[i]] = torch.from_numpy(vis[s: s + n[i]])
+            if cfg.n_streams == 2:
+                streams[1][i, : n[i]] = torch.from_numpy(sub[s: s + n[i]])
+        h1, h2 = model.encode_videos([x.to(device) for x in streams], mask.to(device))
+        for i in range(len(group)):
+            h1s.append(h1[i, :, : n[i]].permute(1, 0, 2).half().cpu().numpy())
+            h2s.append(h2[i, :, : n[i]].permute(1, 0, 2).half().cpu().numpy())
+    return np.concatenate(h1s), np.concatenate(h2s)
 
 
 class XMLRetriever(ClipMaxRetriever):
@@ -68,3 +106,25 @@ class XMLLocalizer:
         if video_scores is not None:
             s_tl = self.model.vcmr_scores(s_tl, video_scores.reshape(-1).to(self.device))
         return s_tl.reshape(b, k, *s_tl.shape[1:]).cpu()
+
+    @torch.no_grad()
+    def propose(self, tokens: torch.Tensor, token_mask: torch.Tensor, videos: np.ndarray,
+                video_scores: torch.Tensor | None, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The dense grid's top ``n`` per candidate, video by video at its own length: no (T, T) map,
+        so a two-hour video costs T x n_max (Eq. 4's length band caps the moment length)."""
+        cfg = self.model.cfg
+        q = self.model.encode_queries(tokens.to(self.device), token_mask.to(self.device))  # (B, S, d)
+        b, k = videos.shape
+        st = np.zeros((b, k, n), np.int64)
+        ed = np.zeros((b, k, n), np.int64)
+        sc = np.zeros((b, k, n), np.float32)
+        for j in np.unique(videos):
+            h2, mask = self.index.padded("h2", np.array([j]))  # (1, T, S, d)
+            h2 = h2.permute(0, 2, 1, 3).to(self.device)
+            for i, kk in zip(*np.nonzero(videos == j), strict=True):
+                o_st, o_ed = self.model.st_ed_logits(q[i: i + 1], h2, mask.to(self.device))
+                s_, e_, p_ = banded_top(o_st[0].softmax(-1), o_ed[0].softmax(-1), cfg.n_min, cfg.n_max, n)
+                if video_scores is not None:
+                    p_ = p_ * torch.exp(cfg.alpha * video_scores[i, kk].to(p_.device))
+                st[i, kk], ed[i, kk], sc[i, kk] = s_.cpu().numpy(), e_.cpu().numpy(), p_.float().cpu().numpy()
+        return st, ed, sc

@@ -1,0 +1,122 @@
+"""Index folders: one model over one corpus, searched through load(INDEX_DIR) and the CLI; refusals that
+name both encoders; a grown corpus; a two-hour video ingested and searched with bounded memory."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from video_files import write_video
+
+import momentsearch
+from momentsearch.api.indexing import IndexFolder, build_index
+from momentsearch.errors import SearchIndexError
+from momentsearch.models.family import InputDims
+from momentsearch.models.registry import create_family
+from momentsearch.training.checkpoint import load_checkpoint, pack_checkpoint
+from momentsearch.video.encoders import create_encoder
+from momentsearch.video.ingest import ingest
+
+
+def packed_xml(path: Path, features: dict, dim: int = 96, max_clips: int = 16) -> Path:
+    """An XML network as built (random weights): enough to test indexing and search mechanics."""
+    torch.manual_seed(0)
+    fam = create_family({"name": "xml", "hidden": 16, "max_clips": max_clips, "n_max": 8})
+    model = fam.build(InputDims(dim, 0, 384))
+    return pack_checkpoint(path, fam, model, features)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("own")
+    d = root / "videos"
+    d.mkdir()
+    for i, secs in enumerate((6.0, 9.0, 4.0)):
+        write_video(d / f"clip{i}.mp4", seconds=secs, rate=8)
+    ingest(d, root / "corpus", clip_seconds=1.0, fps=2.0, progress=False)
+    return root
+
+
+def test_index_then_search_from_python_and_the_cli(corpus, tmp_path):
+    ckpt = packed_xml(tmp_path / "xml.pt", create_encoder("builtin").identity())
+    rep = build_index(ckpt, corpus / "corpus", tmp_path / "index", device="cpu", progress=False)
+    assert sorted(rep.encoded) == ["clip0", "clip1", "clip2"]
+    info = json.loads((tmp_path / "index" / "index.json").read_text())
+    assert info["model_fingerprint"] == load_checkpoint(ckpt).fingerprint
+    assert info["corpus"]["encoder"]["name"] == "builtin" and info["text_encoder"]["name"] == "all-MiniLM-L6-v2"
+    hits = momentsearch.load(tmp_path / "index", device="cpu").search("a white square", k=5)
+    assert 1 <= len(hits) <= 5 and {h.video_id for h in hits} <= {"clip0", "clip1", "clip2"}
+    for h in hits:
+        assert 0 <= h.start < h.end <= {"clip0": 6.0, "clip1": 9.0, "clip2": 4.0}[h.video_id] + 1e-6
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    from typer.testing import CliRunner
+
+    from momentsearch.cli.main import app
+
+    res = CliRunner().invoke(app, ["search", str(tmp_path / "index"), "a white square", "-k", "2", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert [m["video_id"] for m in out[0]["moments"]] == [h.video_id for h in hits[:2]]
+    # a second build over the same corpus encodes nothing; a moved pair of folders still searches
+    assert build_index(ckpt, corpus / "corpus", tmp_path / "index", progress=False).encoded == []
+
+
+def test_a_model_of_another_encoder_or_dim_is_refused(corpus, tmp_path):
+    other = create_encoder("builtin", size=32).identity()
+    with pytest.raises(SearchIndexError, match=r"trained on features of builtin v1 \(dim 96, size=32\) and the corpus "
+                                               r"was made by builtin v1 \(dim 96, size=64\)"):
+        build_index(packed_xml(tmp_path / "a.pt", other), corpus / "corpus", tmp_path / "i1", progress=False)
+    with pytest.raises(SearchIndexError, match="reads 100-d visual features and the corpus holds 96-d ones"):
+        build_index(packed_xml(tmp_path / "b.pt", {**other, "dim": 100}, dim=100), corpus / "corpus", tmp_path / "i2",
+                    progress=False)
+
+
+def test_a_grown_corpus_encodes_only_new_videos(corpus, tmp_path):
+    ckpt = packed_xml(tmp_path / "xml.pt", create_encoder("builtin").identity())
+    build_index(ckpt, corpus / "corpus", tmp_path / "index", progress=False)
+    before = IndexFolder.open(tmp_path / "index").index
+    write_video(corpus / "videos" / "clip3.mp4", seconds=5.0, rate=8)
+    ingest(corpus / "videos", corpus / "corpus", clip_seconds=1.0, fps=2.0, progress=False)
+    rep = build_index(ckpt, corpus / "corpus", tmp_path / "index", progress=False)
+    assert rep.encoded == ["clip3"] and sorted(rep.kept) == ["clip0", "clip1", "clip2"]
+    after = IndexFolder.open(tmp_path / "index").index
+    assert after.video_ids == ["clip0", "clip1", "clip2", "clip3"]
+    assert np.array_equal(after.arrays["h1"][: before.offsets[-1]], before.arrays["h1"])
+
+
+def test_index_folder_refuses_a_swapped_model(corpus, tmp_path):
+    ckpt = packed_xml(tmp_path / "xml.pt", create_encoder("builtin").identity())
+    build_index(ckpt, corpus / "corpus", tmp_path / "index", progress=False)
+    packed_xml(tmp_path / "other.pt", create_encoder("builtin").identity(), max_clips=20)
+    (tmp_path / "other.pt").replace(tmp_path / "index" / "model.pt")
+    with pytest.raises(SearchIndexError, match="not the model the index was built with"):
+        momentsearch.load(tmp_path / "index")
+
+
+@pytest.mark.slow
+def test_two_hour_video_ingests_and_searches_with_bounded_memory(tmp_path):
+    d = tmp_path / "videos"
+    d.mkdir()
+    write_video(d / "long.mp4", seconds=7200.0, rate=1, w=32, h=32)
+    tracemalloc.start()
+    rep = ingest(d, tmp_path / "corpus", clip_seconds=2.0, fps=0.5, progress=False)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert rep.encoded == ["long"] and rep.video_seconds == pytest.approx(7200, abs=1)
+    whole = 3600 * 64 * 64 * 3  # the sampled frames at the encoder's size: what holding the video would cost
+    assert peak < whole / 4, f"ingest peak {peak / 2**20:.1f} MiB"
+    ckpt = packed_xml(tmp_path / "xml.pt", create_encoder("builtin").identity(), max_clips=128)
+    build_index(ckpt, tmp_path / "corpus", tmp_path / "index", progress=False)
+    searcher = momentsearch.load(tmp_path / "index", device="cpu")
+    assert searcher.index.n_clips[0] == 3600
+    tracemalloc.start()
+    hits = searcher.search("a white square", k=10)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert len(hits) == 10 and all(h.end - h.start <= 8 * 2.0 + 1e-6 for h in hits)  # n_max 8 clips of 2 s
+    assert peak < 3600 * 3600 * 4 / 4, f"search peak {peak / 2**20:.1f} MiB: a start x end map would be 49 MiB"
