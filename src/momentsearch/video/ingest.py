@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from tqdm import tqdm
 from momentsearch.data.corpus_folder import FORMAT, MANIFEST, VERSION, CorpusFolder, fingerprint_of
 from momentsearch.data.features import _check_array, _h5_key, checksum
 from momentsearch.data.subtitles import SUBTITLE_SUFFIXES, clip_texts, find_subtitles, read_subtitles
-from momentsearch.errors import CorpusFolderError, MomentSearchError, VideoDecodeError
+from momentsearch.errors import CorpusFolderError, MomentSearchError
 from momentsearch.fileio import atomic_path, make_folder, write_json
 from momentsearch.video.decode import DecodeStats, clip_frames
 from momentsearch.video.encoders import VisualEncoder, create_encoder, describe, same_encoder
@@ -123,8 +122,8 @@ class _SubtitleEncoder:
         return out
 
 
-def _encode_video(path: Path, enc: VisualEncoder, clip_seconds: float, fps: float, batch_clips: int,
-                  on_clip: Callable[[float], None] | None = None) -> tuple[np.ndarray, DecodeStats]:
+def _encode_video(path: Path, enc: VisualEncoder, clip_seconds: float, fps: float, batch_clips: int
+                  ) -> tuple[np.ndarray, DecodeStats]:
     stats = DecodeStats()
     feats: list[np.ndarray] = []
     pending: list[np.ndarray] = []
@@ -135,8 +134,6 @@ def _encode_video(path: Path, enc: VisualEncoder, clip_seconds: float, fps: floa
             feats.append(enc.encode(pending, previous))
             previous = pending[-1][-1]
             pending = []
-            if on_clip is not None:
-                on_clip(batch_clips * clip_seconds)
     if pending:
         feats.append(enc.encode(pending, previous))
     return np.concatenate(feats), stats
@@ -210,7 +207,7 @@ def ingest(videos_dir: str | Path, out: str | Path, encoder: str | VisualEncoder
             try:
                 feats, st = _encode_video(path, enc, clip_seconds, fps, batch_clips)
                 subs = read_subtitles(src / sig["subtitles"]["path"]) if sig["subtitles"] else None
-            except (VideoDecodeError, MomentSearchError) as e:
+            except MomentSearchError as e:  # VideoDecodeError, SubtitleError: reported, the rest goes on
                 report.failures.append({**{k: sig[k] for k in ("path", "size", "mtime_ns")}, "error": str(e)})
                 bar.update(1)
                 continue
