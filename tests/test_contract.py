@@ -45,13 +45,18 @@ def test_a_second_family_runs_end_to_end_on_the_shared_trainer_and_engine(
     ckpt = trainer.ckpt_dir / "best.pt"
     loaded = load_checkpoint(ckpt)
     assert loaded.family.name == "toy" and loaded.state["model_config"]["visual_dim"] == 32  # filled from the data
+    # What was learnt survives the checkpoint, the index and the engine: measured on the 445 training queries
+    # over 42 videos. (The 9 test videos and 85 test queries cannot show this linear toy's gain: over seeds 0-4
+    # its test VR r1 spans 14.1-21.2 against 12.9 by chance, one binomial SE being about 4 points.)
+    seen = evaluate(ckpt, "train", tmp_path / "eval_train", progress=False)
+    train_split = SyntheticBenchmark.load(tiny_benchmark).corpus.split("train")
+    rnd = random_ranker(train_split, seed=0)
+    chance = evaluate_ranked(rnd["VR"], train_split, ("VR",)) | evaluate_ranked(rnd["VCMR"], train_split, ("VCMR",))
+    # Measured (seeds 0-4): VR r1 28.5-38.4 vs 2.7 by chance, VCMR 0.5-r10 7.9-12.6 vs 1.3
+    assert seen.row["VR r1"] >= chance["VR"]["r1"] + 20, (seen.row["VR r1"], chance["VR"])
+    assert seen.row["VCMR 0.5-r10"] >= chance["VCMR"]["0.5-r10"] + 4, (seen.row, chance["VCMR"])
     ev = evaluate(ckpt, "test", tmp_path / "eval", progress=False)
     test = SyntheticBenchmark.load(tiny_benchmark).corpus.split("test")
-    rnd = random_ranker(test, seed=0)
-    chance = evaluate_ranked(rnd["VR"], test, ("VR",)) | evaluate_ranked(rnd["VCMR"], test, ("VCMR",))
-    # 9 test videos, 85 queries. Measured when written: toy VR r1 25.9 vs random 12.9, VCMR 0.5-r10 16.5 vs 9.4
-    assert ev.row["VR r1"] >= chance["VR"]["r1"] + 8, (ev.row["VR r1"], chance["VR"])
-    assert ev.row["VCMR 0.5-r10"] >= chance["VCMR"]["0.5-r10"] + 4, (ev.row, chance["VCMR"])
     assert ev.row["SVMR 0.5-r5"] > 0 and "nDCG VR" in ev.row  # the oracle's graded metrics, as for XML
     metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
     assert metrics["family"] == "toy"
