@@ -14,7 +14,7 @@ from typing import Any
 
 __version__ = "0.2.0"
 
-_API = ("load", "evaluate", "evaluate_mvmr", "train", "Searcher", "Hit", "Evaluation", "MVMREvaluation")
+_API = ("load", "evaluate", "evaluate_mvmr", "train", "pack", "Searcher", "Hit", "Evaluation", "MVMREvaluation")
 
 
 def __getattr__(name: str) -> Any:

@@ -3,12 +3,14 @@
 * :func:`load` -> :class:`Searcher` (``.search(text, k)`` -> list of :class:`Hit`);
 * :func:`evaluate` -> :class:`Evaluation` on any split;
 * :func:`evaluate_mvmr` -> :class:`MVMREvaluation`: the MVMR protocol over retrieval pools;
+* :func:`pack` -> a checkpoint of a family that needs no training (``clip``);
 * :func:`train` -> a finished :class:`~momentsearch.training.trainer.Trainer` from a YAML file or config.
 """
 
 from momentsearch.api.evaluator import EVAL_COLUMNS, Evaluation, evaluate
 from momentsearch.api.mvmr import MVMREvaluation, evaluate_mvmr
+from momentsearch.api.packing import pack
 from momentsearch.api.searcher import Hit, Searcher, load
 from momentsearch.api.training import load_train_config, train
 
-__all__ = ["EVAL_COLUMNS", "Evaluation", "Hit", "MVMREvaluation", "evaluate_mvmr", "Searcher", "evaluate", "load", "load_train_config", "train"]
+__all__ = ["EVAL_COLUMNS", "Evaluation", "Hit", "MVMREvaluation", "evaluate_mvmr", "Searcher", "evaluate", "load", "load_train_config", "pack", "train"]

@@ -78,3 +78,30 @@ def corpus_from_dataset_cmd(
     if not folder.video_ids:
         raise MomentSearchError(f"split {split!r} has no videos")
     typer.echo(f"wrote corpus {out}: {len(folder.video_ids)} videos, encoder {folder.encoder['name']}")
+
+
+@app.command("pack")
+def pack_cmd(
+    family: Annotated[str, typer.Argument(help="A model family that needs no training: clip.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The checkpoint file to write.")],
+    encoder: Annotated[str, typer.Option(help="hf_clip (with --encoder-weights DIR) or open_clip:ARCH[@TAG].")],
+    encoder_weights: Annotated[Optional[Path], typer.Option(
+        "--encoder-weights", help="hf_clip: the CLIP model folder (Hugging Face layout); open_clip: a weights file.")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option(
+        "--set", help="KEY=VALUE for the family's config, e.g. --set kappa=1.0 --set max_clips=8.")] = None,
+) -> None:
+    """Write a checkpoint for a family that needs no training, from the encoder whose embeddings it reads.
+    Then: ingest videos with the same encoder, `momentsearch index CKPT --corpus C --out I`, `search I TEXT`."""
+    import yaml
+
+    _require_models()
+    from momentsearch.api.packing import pack
+
+    options = {}
+    for item in set_ or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise MomentSearchError(f"--set {item!r}: expected KEY=VALUE")
+        options[key.strip()] = yaml.safe_load(value)
+    path = pack(family, out, encoder, encoder_weights or "", **options)
+    typer.echo(f"wrote {path}: family {family}, reads corpora made by {encoder}")

@@ -14,7 +14,7 @@ from momentsearch.models.family import ModelFamily
 
 FAMILIES: dict[str, type[ModelFamily]] = {}
 BUILTIN = ("momentsearch.models.xml", "momentsearch.models.minute", "momentsearch.models.mmn",
-           "momentsearch.models.span")
+           "momentsearch.models.span", "momentsearch.models.clip")
 _loaded = False
 
 

@@ -7,7 +7,9 @@ An encoder is chosen by name, in YAML or on the command line, like a model famil
   file (``--encoder-weights FILE``) or a pretrained tag that open_clip downloads on a machine
   with internet (``open_clip:ViT-B-32@laion2b_s34b_b79k``);
 * ``torchvision:NAME`` (e.g. ``torchvision:resnet50``): a torchvision classification backbone with
-  its classifier removed, weights from a local file or torchvision's own (``@DEFAULT``).
+  its classifier removed, weights from a local file or torchvision's own (``@DEFAULT``);
+* ``hf_clip``: the image tower of a CLIP model folder in Hugging Face's layout (``weights=DIR``),
+  with transformers alone.
 
 Outside packages add encoders through the ``momentsearch.encoders`` entry-point group
 (``name = "pkg.module:EncoderClass"``; the class takes ``(arch, **options)``).
@@ -29,7 +31,7 @@ from momentsearch.errors import EncoderError
 
 ENCODERS: dict[str, type[VisualEncoder]] = {}
 _BUILTIN = ("momentsearch.video.encoders.builtin", "momentsearch.video.encoders.open_clip",
-            "momentsearch.video.encoders.torchvision")
+            "momentsearch.video.encoders.torchvision", "momentsearch.video.encoders.hf_clip")
 _loaded = False
 
 
@@ -103,7 +105,7 @@ def create_encoder(name: str, **options: Any) -> VisualEncoder:
     kind, _, arch = name.partition(":")
     if kind not in ENCODERS:
         raise EncoderError(f"unknown visual encoder {name!r}; known: {sorted(ENCODERS)} "
-                           "(e.g. builtin, open_clip:ViT-B-32, torchvision:resnet50)")
+                           "(e.g. builtin, open_clip:ViT-B-32, torchvision:resnet50, hf_clip)")
     return ENCODERS[kind](arch, **options)
 
 
