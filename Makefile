@@ -16,6 +16,10 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0
 	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[models,text,test,video]"
+	@# tests only: PyPI's torchvision and open_clip beside the venv (not in it: that torchvision is a CUDA build and
+	@# breaks imports next to the CPU torch); tests/test_vision_backends.py runs them through tests/vision_shim
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps --target $(VENV)/vision-extra \
+	  torchvision==0.28.0 open_clip_torch==3.3.0 || echo "warning: no side install of torchvision/open_clip"
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -6,8 +6,10 @@ on a two-hour video.
 Rows, in video-seconds per wall-second on this machine (2 cores; one ingest process):
 * decode only: PyAV (ffmpeg's decoders) reads every frame of every file, nothing else;
 * decode + sample + scale: ``clip_frames`` at 2 fps to 64 x 64 (what every encoder is fed);
-* ingest with each encoder that can run here (``builtin``; open_clip and torchvision need a torchvision
-  that loads beside this torch, which this machine's CPU wheel lacks).
+* ingest with each encoder that can run here: ``builtin``, and ``hf_clip`` with CLIP ViT-B/32's
+  architecture (transformers' default CLIPConfig) at random weights, which costs what the real weights
+  cost (no weights can be fetched here); open_clip and torchvision need a torchvision that loads beside
+  this torch, which this machine's CPU wheel lacks.
 Then the peak resident memory of ``ingest`` on a generated two-hour video (64 x 64, 4 fps), in a
 fresh process, beside a process that only decodes it. JSON in ``benchmarks/results/ingest_speed.json``.
 """
@@ -69,6 +71,15 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, time.perf_count
 """
 
 
+def vit_b32(folder: Path) -> None:
+    """CLIP ViT-B/32's architecture (transformers' default CLIPConfig), random weights, saved as a model folder."""
+    import torch
+    from transformers import CLIPConfig, CLIPModel
+
+    torch.manual_seed(0)
+    CLIPModel(CLIPConfig()).save_pretrained(folder)
+
+
 def peak(mode: str, video: Path, out: Path) -> tuple[float, float]:
     res = subprocess.run([sys.executable, "-c", CHILD, mode, str(video), str(out)], check=True, capture_output=True,
                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
@@ -80,6 +91,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--videos", type=Path, default=ROOT / "runs" / "rendered" / "benchmark" / "videos")
     ap.add_argument("--n", type=int, default=60)
+    ap.add_argument("--clip-n", type=int, default=12, help="files for the (slow) CLIP ViT-B/32 row")
     ap.add_argument("--example", type=Path, default=ROOT.parent / "shared" / "data" / "examples" / "charades.mp4")
     args = ap.parse_args()
     from momentsearch.video.ingest import ingest
@@ -108,6 +120,20 @@ def main() -> None:
         wall = time.perf_counter() - t
         rows.append({"what": "ingest, encoder builtin (2 s clips, 2 fps)", "files": len(files), "video_s": round(total, 1),
                      "wall_s": round(wall, 2), "video_s_per_s": round(total / wall, 1)})
+        clip_dir = Path(tmp) / "vit_b32"
+        vit_b32(clip_dir)
+        sub = src.parent / "clip_videos"
+        sub.mkdir()
+        for f in files[: args.clip_n]:
+            os.symlink(f.resolve(), sub / f.name)
+        sub_total = seconds_of(files[: args.clip_n])
+        t = time.perf_counter()
+        ingest(sub, Path(tmp) / "clip_corpus", "hf_clip", clip_seconds=2.0, fps=2.0,
+               encoder_options={"weights": str(clip_dir)}, progress=False)
+        wall = time.perf_counter() - t
+        rows.append({"what": "ingest, encoder hf_clip ViT-B/32 (random weights; 2 s clips, 2 fps)",
+                     "files": args.clip_n, "video_s": round(sub_total, 1), "wall_s": round(wall, 2),
+                     "video_s_per_s": round(sub_total / wall, 1)})
         sys.path.insert(0, str(ROOT / "tests"))
         from video_files import write_video
 
@@ -120,7 +146,8 @@ def main() -> None:
                      "wall_s": round(dec_s, 2), "video_s_per_s": round(dec_mib, 1)})
         rows.append({"what": "two-hour video: ingest builtin, peak RSS MiB", "files": 1, "video_s": 7200.0,
                      "wall_s": round(ing_s, 2), "video_s_per_s": round(ing_mib, 1)})
-    report("ingest_speed", rows, f"python benchmarks/ingest_speed.py --videos {args.videos} --n {args.n}")
+    report("ingest_speed", rows, f"python benchmarks/ingest_speed.py --videos {args.videos} --n {args.n} "
+                                 f"--clip-n {args.clip_n}")
     print("(the last two rows give peak resident memory in the last column, not a rate)")
     print(json.dumps({"open_clip / torchvision": "not measured here: no torchvision loads beside the CPU torch wheel"}))
 

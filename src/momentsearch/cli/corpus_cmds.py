@@ -26,11 +26,11 @@ def _encoder_options(weights: Optional[Path], device: str, random_init: bool) ->
 def ingest_cmd(
     videos_dir: Annotated[Path, typer.Argument(help="A folder of videos (searched recursively; any format ffmpeg reads).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="The corpus folder to write or update.")],
-    encoder: Annotated[str, typer.Option(help="builtin, open_clip:ARCH[@TAG] or torchvision:NAME[@TAG].")] = "builtin",
+    encoder: Annotated[str, typer.Option(help="builtin, hf_clip (with --encoder-weights DIR), open_clip:ARCH\\[@TAG] or torchvision:NAME\\[@TAG].")] = "builtin",
     clip_seconds: Annotated[float, typer.Option("--clip-seconds", help="Seconds per clip (the corpus's time grid).")] = 2.0,
     fps: Annotated[float, typer.Option(help="Frames sampled per second of video.")] = 2.0,
     encoder_weights: Annotated[Optional[Path], typer.Option(
-        "--encoder-weights", help="A local weights file for open_clip or torchvision encoders.")] = None,
+        "--encoder-weights", help="open_clip or torchvision: a local weights file; hf_clip: a CLIP model folder (Hugging Face layout).")] = None,
     encoder_device: Annotated[str, typer.Option("--encoder-device", help="cpu, cuda or cuda:N for neural encoders.")] = "cpu",
     random_init: Annotated[bool, typer.Option(
         "--random-init", help="Allow a randomly initialised neural encoder (tests only: its features mean nothing).")] = False,
@@ -84,7 +84,7 @@ def corpus_from_dataset_cmd(
 def pack_cmd(
     family: Annotated[str, typer.Argument(help="A model family that needs no training: clip.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="The checkpoint file to write.")],
-    encoder: Annotated[str, typer.Option(help="hf_clip (with --encoder-weights DIR) or open_clip:ARCH[@TAG].")],
+    encoder: Annotated[str, typer.Option(help="hf_clip (with --encoder-weights DIR) or open_clip:ARCH\\[@TAG].")],
     encoder_weights: Annotated[Optional[Path], typer.Option(
         "--encoder-weights", help="hf_clip: the CLIP model folder (Hugging Face layout); open_clip: a weights file.")] = None,
     set_: Annotated[Optional[list[str]], typer.Option(
