@@ -33,7 +33,10 @@ def _av() -> Any:
         import av
     except ImportError:
         raise VideoDecodeError("decoding videos needs PyAV: pip install 'momentsearch[video]' (or pip install av)") from None
-    av.logging.set_level(av.logging.PANIC)  # ffmpeg's own chatter; errors come back as exceptions
+    # No Python log callback: with one, a decoder thread that logs waits for the GIL while the main thread
+    # holds it in avcodec_free_context waiting for that thread (a deadlock seen here in 3 of 5 runs of
+    # probe). Errors still come back as exceptions.
+    av.logging.set_level(None)
     return av
 
 
