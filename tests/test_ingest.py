@@ -196,3 +196,14 @@ def test_decode_errors_name_the_file(tmp_path):
     (tmp_path / "x.mp4").write_bytes(b"\x00" * 100)
     with pytest.raises(VideoDecodeError, match=r"x.mp4: not a video ffmpeg can open"):
         list(clip_frames(tmp_path / "x.mp4", 1.0, 1.0, (8, 8)))
+
+
+def test_probing_and_stopping_early_never_hang(tmp_path):
+    """Regression: with PyAV's Python log callback installed, closing a frame-threaded decoder deadlocked
+    (a decoder thread logging waits for the GIL that avcodec_free_context holds); probe hung in 3 of 5
+    runs. Each run is a fresh process, as the hang was."""
+    video = write_video(tmp_path / "a.mp4", seconds=6.0, rate=25, w=320, h=240)
+    code = ("import sys\nfrom momentsearch.video.decode import clip_frames, probe\n"
+            "for _ in range(3):\n    probe(sys.argv[1])\n    next(iter(clip_frames(sys.argv[1], 1.0, 4.0, (32, 32))))\n")
+    for _ in range(6):
+        subprocess.run([sys.executable, "-c", code, str(video)], timeout=60, check=True, capture_output=True)
