@@ -120,3 +120,27 @@ def test_two_hour_video_ingests_and_searches_with_bounded_memory(tmp_path):
     tracemalloc.stop()
     assert len(hits) == 10 and all(h.end - h.start <= 8 * 2.0 + 1e-6 for h in hits)  # n_max 8 clips of 2 s
     assert peak < 3600 * 3600 * 4 / 4, f"search peak {peak / 2**20:.1f} MiB: a start x end map would be 49 MiB"
+
+
+def test_subtitle_models_xml_and_minute_index_and_search_an_ingested_corpus(corpus, tmp_path):
+    """SRT beside the videos -> a 384-d subtitle stream; XML with subtitles and MINUTE (both streams) index and
+    search it as they do TVR; the same models over a corpus without subtitles are refused."""
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    for i, secs in enumerate((6.0, 8.0)):
+        write_video(videos / f"talk{i}.mp4", seconds=secs, rate=8)
+        (videos / f"talk{i}.srt").write_text("1\n00:00:01,000 --> 00:00:03,500\nhe opens the fridge\n\n"
+                                             "2\n00:00:04,000 --> 00:00:05,000\nshe laughs\n", encoding="utf-8")
+    ingest(videos, tmp_path / "c", clip_seconds=1.0, fps=2.0, progress=False)
+    ident = create_encoder("builtin").identity()
+    torch.manual_seed(0)
+    models = {"xml": {"name": "xml", "hidden": 16, "max_clips": 16, "n_max": 8, "use_subtitle": True},
+              "minute": {"name": "minute", "hidden": 16, "max_clips": 16, "n_max": 8, "localizer_layers": 1}}
+    for name, cfg in models.items():
+        fam = create_family(cfg)
+        ckpt = pack_checkpoint(tmp_path / f"{name}.pt", fam, fam.build(InputDims(96, 384, 384)), ident)
+        build_index(ckpt, tmp_path / "c", tmp_path / f"i_{name}", progress=False)
+        hits = momentsearch.load(tmp_path / f"i_{name}", device="cpu").search("he opens the fridge", k=3)
+        assert 1 <= len(hits) <= 3 and all(h.video_id in ("talk0", "talk1") and h.start < h.end for h in hits)
+        with pytest.raises(SearchIndexError, match="reads a 384-d subtitle stream and the corpus has none"):
+            build_index(ckpt, corpus / "corpus", tmp_path / f"j_{name}", progress=False)
