@@ -56,18 +56,22 @@ def seconds_of(files: list[Path]) -> float:
 
 
 CHILD = """
-import resource, sys, time
+import sys, time
 mode, path, out = sys.argv[1:4]
 t = time.perf_counter()
+n = 0
 if mode == "decode":
     import av
     with av.open(path) as c:
         for _ in c.decode(c.streams.video[0]):
-            pass
+            n += 1
 else:
     from momentsearch.video.ingest import ingest
-    ingest(path.rsplit("/", 1)[0], out, "builtin", clip_seconds=2.0, fps=2.0, progress=False)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, time.perf_counter() - t)
+    rep = ingest(path.rsplit("/", 1)[0], out, "builtin", clip_seconds=2.0, fps=2.0, progress=False)
+    n = len(rep.encoded) if hasattr(rep, "encoded") else 0
+# VmHWM: this process's peak resident set (ru_maxrss would carry the parent's peak across fork + exec)
+hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+print(hwm / 1024, time.perf_counter() - t, n)
 """
 
 
@@ -83,7 +87,8 @@ def vit_b32(folder: Path) -> None:
 def peak(mode: str, video: Path, out: Path) -> tuple[float, float]:
     res = subprocess.run([sys.executable, "-c", CHILD, mode, str(video), str(out)], check=True, capture_output=True,
                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
-    mib, secs = res.stdout.split()
+    mib, secs, n = res.stdout.split()
+    print(f"{mode}: {n} {'frames' if mode == 'decode' else 'videos'}, {float(secs):.2f} s, peak {float(mib):.1f} MiB")
     return float(mib), float(secs)
 
 
