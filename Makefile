@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	@# tests only: PyPI's torchvision and open_clip beside the venv (not in it: that torchvision is a CUDA build and
 	@# breaks imports next to the CPU torch); tests/test_vision_backends.py runs them through tests/vision_shim
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps --target $(VENV)/vision-extra \
-	  torchvision==0.28.0 open_clip_torch==3.3.0 || echo "warning: no side install of torchvision/open_clip"
+	  torchvision==0.28.0 open_clip_torch==3.3.0 ftfy wcwidth || echo "warning: no side install of torchvision/open_clip"
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -185,3 +185,23 @@ def test_generate_refuses_a_folder_that_is_not_a_benchmark_and_keeps_a_benchmark
     generate(dataclasses.replace(cfg, seed=5), b, progress=False)
     assert SyntheticBenchmark.load(b).config.seed == 5
     assert (b / "features" / "queries_minilm.h5").read_bytes() == b"cache"  # the query cache survives
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="renameat2 RENAME_EXCHANGE is Linux's")
+def test_a_folder_is_swapped_in_one_step_never_absent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression (a CI run lost an index this way): the old folder was renamed aside and then the new one
+    renamed in, so a writer killed between the two renames left no folder at all. Now the two are
+    exchanged in one renameat2 call; a 'kill' at any os.replace (simulated) cannot strike between."""
+    import momentsearch.fileio as fileio
+
+    target = tmp_path / "index"
+    with fileio.atomic_dir(target) as tmp:
+        (tmp / "v").write_text("0")
+
+    def killed(*args: object) -> None:
+        raise SystemExit("killed")
+
+    monkeypatch.setattr(fileio.os, "replace", killed)
+    with fileio.atomic_dir(target) as tmp:
+        (tmp / "v").write_text("1")
+    assert (target / "v").read_text() == "1" and sorted(p.name for p in tmp_path.iterdir()) == ["index"]

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -133,11 +134,28 @@ def atomic_open(target: str | Path, mode: str = "w", encoding: str | None = "utf
         yield fh
 
 
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two existing paths in one step (Linux renameat2 RENAME_EXCHANGE); False where that is unsupported."""
+    if sys.platform != "linux":
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    at_fdcwd, rename_exchange = -100, 2
+    return fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+
+
 @contextlib.contextmanager
 def atomic_dir(target: str | Path) -> Iterator[Path]:
-    """Yield a temporary folder beside ``target``; on success it replaces ``target`` as a whole
-    (the old folder is renamed aside, the new one renamed in, the old one deleted), so a set of
-    files is never a mix of old and new. On failure the old folder is untouched."""
+    """Yield a temporary folder beside ``target``; on success it replaces ``target`` as a whole, so a set
+    of files is never a mix of old and new. The old and new folders are exchanged in one step
+    (renameat2 RENAME_EXCHANGE), so at no moment is there no ``target``; where the system cannot, the
+    old folder is renamed aside and the new one renamed in. On failure the old folder is untouched."""
     target = Path(target)
     if target.exists() and not target.is_dir():
         raise MomentSearchError(f"{target}: is a file; name a folder to write into")
@@ -147,6 +165,9 @@ def atomic_dir(target: str | Path) -> Iterator[Path]:
     os.chmod(tmp, 0o777 & ~_umask())
     try:
         yield tmp
+        if target.exists() and _exchange(tmp, target):
+            shutil.rmtree(tmp, ignore_errors=True)  # now the old folder
+            return
         old = None
         if target.exists():
             old = Path(tempfile.mkdtemp(prefix=_temp_prefix(target), suffix=".old", dir=target.parent))

@@ -107,8 +107,12 @@ def generate_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")] = Path("runs/synthetic-default"),
     seed: Annotated[Optional[int], typer.Option(help="Override the preset's seed.")] = None,
     n_videos: Annotated[Optional[int], typer.Option("--n-videos", help="Override the number of videos.")] = None,
+    render: Annotated[bool, typer.Option("--render", help="Also write every video as an MP4 (+ SRT) under OUT/videos.")] = False,
+    render_fps: Annotated[float, typer.Option("--render-fps", help="Frames per second of the rendered videos.")] = 4.0,
+    render_size: Annotated[int, typer.Option("--render-size", help="Width and height of the rendered videos.")] = 64,
 ) -> None:
-    """Generate a synthetic benchmark with exhaustive many-to-many ground truth."""
+    """Generate a synthetic benchmark with exhaustive many-to-many ground truth (--render: as video files too,
+    for `momentsearch ingest OUT/videos`)."""
     import dataclasses
 
     from momentsearch.data.synthetic import generate, load_preset
@@ -123,6 +127,11 @@ def generate_cmd(
     stats = SyntheticBenchmark.load(root).corpus.stats()
     typer.echo(f"wrote {root}: {stats['n_videos']} videos, {stats['n_queries']} queries, "
                f"splits { {k: v['n_queries'] for k, v in stats['splits'].items()} }")
+    if render:
+        from momentsearch.data.synthetic.render import render_benchmark
+
+        videos = render_benchmark(root, fps=render_fps, size=render_size)
+        typer.echo(f"rendered {stats['n_videos']} videos into {videos}")
 
 
 @app.command("evaluate-predictions")

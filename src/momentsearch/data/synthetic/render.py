@@ -31,6 +31,7 @@ from tqdm import tqdm
 from momentsearch.data.synthetic.concepts import Inventory
 from momentsearch.data.synthetic.config import SyntheticConfig
 from momentsearch.data.synthetic.generator import SyntheticVideo, World, sample_video
+from momentsearch.errors import MomentSearchError
 from momentsearch.fileio import atomic_path, make_folder
 
 SHAPES = ("disc", "square", "triangle", "ring", "cross", "diamond", "hbar", "vbar")
@@ -186,6 +187,9 @@ def render_benchmark(root: str | Path, fps: float = 4.0, size: int = 64, progres
     Videos already rendered (same file name) are kept, so an interrupted render resumes."""
     from momentsearch.data.synthetic.benchmark import SyntheticBenchmark
 
+    if not (fps > 0 and math.isfinite(fps)) or not 16 <= size <= 1024 or size % 2:
+        raise MomentSearchError(f"render: fps must be > 0 (got {fps}) and size an even number of pixels in "
+                                f"16..1024 (got {size})")
     bench = SyntheticBenchmark.load(root)
     cfg = bench.config
     inv = Inventory()
