@@ -7,39 +7,36 @@ The ``clip`` model family reads a corpus made by this encoder with the text towe
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
 from momentsearch.errors import EncoderError
 from momentsearch.video.encoders.base import register_encoder
-from momentsearch.video.encoders.torch_frames import TorchFrameEncoder
+from momentsearch.video.encoders.torch_frames import TorchFrameEncoder, file_sha1
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 
 
+def _weight_files(folder: Path) -> list[Path]:
+    files = sorted(p for p in folder.glob("*") if p.name in WEIGHT_FILES or (p.suffix == ".safetensors" and p.is_file()))
+    if not folder.is_dir() or not files:
+        raise EncoderError(f"{folder}: not a Hugging Face CLIP folder (no {' or '.join(WEIGHT_FILES)}); give the "
+                           "folder that save_pretrained wrote, e.g. a local copy of openai/clip-vit-base-patch32")
+    return files
+
+
 def folder_weights_id(folder: str | Path) -> str:
     """The weights' identity: a content hash of the folder's weight file(s) (a copied folder is the same)."""
-    d = Path(folder)
-    files = sorted(p for p in d.glob("*") if p.name in WEIGHT_FILES or (p.suffix == ".safetensors" and p.is_file()))
-    if not d.is_dir() or not files:
-        raise EncoderError(f"{d}: not a Hugging Face CLIP folder (no {' or '.join(WEIGHT_FILES)}); give the folder "
-                           "that save_pretrained wrote, e.g. a local copy of openai/clip-vit-base-patch32")
-    h = hashlib.sha1()
-    for f in files:
-        with open(f, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 22), b""):
-                h.update(block)
-    return f"sha1:{h.hexdigest()[:16]}"
+    return f"sha1:{file_sha1(*_weight_files(Path(folder)))}"
 
 
 def load_hf_clip(folder: str | Path) -> Any:
     """The CLIPModel in ``folder`` (CPU, eval mode), or an EncoderError naming the folder."""
     d = Path(folder)
-    folder_weights_id(d)
+    _weight_files(d)
     try:
         from transformers import CLIPModel
         from transformers.utils import logging as hf_logging

@@ -14,15 +14,16 @@ from momentsearch.errors import EncoderError
 from momentsearch.video.encoders.base import VisualEncoder
 
 
-def file_sha1(path: str | Path) -> str:
-    """The weights' identity: a content hash (a renamed or copied file is the same encoder)."""
-    p = Path(path)
-    if not p.is_file():
-        raise EncoderError(f"{p}: weights file not found")
+def file_sha1(*paths: str | Path) -> str:
+    """The weights' identity: a content hash of the file(s), in order (a renamed or copied file is the same)."""
     h = hashlib.sha1()
-    with open(p, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 22), b""):
-            h.update(block)
+    for path in paths:
+        p = Path(path)
+        if not p.is_file():
+            raise EncoderError(f"{p}: weights file not found")
+        with open(p, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 22), b""):
+                h.update(block)
     return h.hexdigest()[:16]
 
 
