@@ -21,12 +21,5 @@ def pack(family: str, out: str | Path, encoder: str, encoder_weights: str | Path
     if packer is None:
         raise ConfigError(f"model family {family!r} is trained, not packed: `momentsearch train CONFIG` writes its "
                           "checkpoint (families packed without training: clip)")
-    fixed = {"backend", "arch", "text_config", "tokenizer_bytes", "pad_id", "context_length", "image_encoder"}
-    bad = sorted(set(options) & fixed)
-    if bad:
-        raise ConfigError(f"pack: {bad} come from the encoder and its weights, not from options")
-    try:
-        fam, model, features = packer(encoder, str(encoder_weights) if encoder_weights else "", **options)
-    except TypeError as e:
-        raise ConfigError(f"pack {family}: {e}") from None
+    fam, model, features = packer(encoder, str(encoder_weights) if encoder_weights else "", **options)
     return pack_checkpoint(out, fam, model, features)

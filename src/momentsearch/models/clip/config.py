@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 BACKENDS = ("hf_clip", "open_clip")
+RULE_OPTIONS = ("kappa", "max_clips", "smooth")  # what a user sets; the rest comes from the encoder
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ a video scores by its best clip's cosine, and its moments are spans of high simi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,7 @@ from torch import nn
 from momentsearch.data.corpus import Video
 from momentsearch.data.features import FeatureStore
 from momentsearch.errors import ConfigError, EncoderError
-from momentsearch.models.clip.config import CLIPSearchConfig
+from momentsearch.models.clip.config import RULE_OPTIONS, CLIPSearchConfig
 from momentsearch.models.clip.moments import similarity_moments
 from momentsearch.models.clip.network import HFCLIPText, OpenCLIPText, text_tower
 from momentsearch.models.family import BatchSource, InputDims, ModelFamily, Step, TrainingData
@@ -145,6 +146,11 @@ class CLIPFamily(ModelFamily):
         folder, or ``open_clip:ARCH[@TAG]`` with a weights file or tag. ``options``: the moment rule's."""
         from momentsearch.video.encoders.base import create_encoder
 
+        for key in options:
+            if key not in RULE_OPTIONS:
+                why = ("settings that come from the encoder and its weights cannot be set" if key in
+                       {f.name for f in fields(CLIPSearchConfig)} else "unexpected keyword argument")
+                raise ConfigError(f"pack clip: {why} {key!r}; the options are {', '.join(RULE_OPTIONS)}")
         kind = encoder.partition(":")[0]
         if kind == "hf_clip":
             from momentsearch.video.encoders.hf_clip import load_hf_clip, tower_config
