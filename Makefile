@@ -13,9 +13,13 @@ $(STAMP): pyproject.toml
 	@test -f /usr/share/wordnet/data.noun || apt-get install -y -q wordnet-base >/dev/null \
 	  || (apt-get update -q >/dev/null && apt-get install -y -q wordnet-base >/dev/null) \
 	  || echo "warning: could not install wordnet-base; the synset and METEOR proxies will be unavailable"
+	@# the page's browser test drives Debian's chromium (Playwright's own browser download cannot work offline)
+	@command -v chromium >/dev/null || apt-get install -y -q chromium >/dev/null \
+	  || (apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null) \
+	  || echo "warning: could not install chromium; the page's browser test will be skipped"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0
-	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[models,text,test,video]"
+	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[models,text,test,video,service]"
 	@# tests only: PyPI's torchvision and open_clip beside the venv (not in it: that torchvision is a CUDA build and
 	@# breaks imports next to the CPU torch); tests/test_vision_backends.py runs them through tests/vision_shim
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps --target $(VENV)/vision-extra \

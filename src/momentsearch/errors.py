@@ -88,3 +88,8 @@ class CorpusFolderError(MomentSearchError, ValueError):
 
 class SubtitleError(AnnotationError):
     """A malformed SRT or WebVTT file: names the file and the line."""
+
+
+class FirstStageError(MomentSearchError, ValueError):
+    """A first-stage backend that is unknown, not installed or unreachable, a spec it cannot build, or a
+    model family whose retriever cannot be served by vectors."""

@@ -29,6 +29,7 @@ from momentsearch.data.corpus_folder import CorpusFolder
 from momentsearch.data.dataset import Dataset, open_dataset
 from momentsearch.errors import QueryError, SearchIndexError
 from momentsearch.search.engine import SearchEngine
+from momentsearch.search.first_stage import build_first_stage
 from momentsearch.search.index import VideoIndex
 from momentsearch.text.queries import PrecomputedQueryFeatures
 from momentsearch.training.checkpoint import Checkpoint, load_checkpoint
@@ -92,12 +93,18 @@ class Searcher:
     """Text in, ranked moments out, over an index's videos (an index folder's, or a dataset split's)."""
 
     def __init__(self, ckpt: Checkpoint, index: VideoIndex, queries: Any, device: torch.device, k_videos: int = 100,
-                 nms_threshold: float = 0.7, dataset: Dataset | None = None, corpus: CorpusFolder | None = None):
+                 nms_threshold: float = 0.7, dataset: Dataset | None = None, corpus: CorpusFolder | None = None,
+                 first_stage: str = "exact", first_stage_params: dict[str, str] | None = None,
+                 first_stage_dir: Path | None = None, progress: bool = False):
         self.checkpoint, self.dataset, self.corpus, self.index, self.queries = ckpt, dataset, corpus, index, queries
         self.family, self.model = ckpt.family, ckpt.model.to(device).eval()
         self.device = device
-        self.engine = SearchEngine(self.family.stages(self.model, index, device), index, k_videos=k_videos,
-                                   nms_threshold=nms_threshold)
+        stages = self.family.stages(self.model, index, device)
+        self.first_stage = build_first_stage(stages.retriever, index, first_stage, first_stage_dir, first_stage_params,
+                                             family=self.family.name, progress=progress)
+        self.engine = SearchEngine(stages, index, k_videos=k_videos, nms_threshold=nms_threshold,
+                                   first_stage=self.first_stage)
+        self._row = {v: i for i, v in enumerate(index.video_ids)}
         self._lock = threading.Lock()  # the stages' lazily built caches are filled once
 
     @property
@@ -113,15 +120,27 @@ class Searcher:
                 out.append(self.engine.stages.retriever.score_videos(tokens, mask).float().cpu().numpy())
         return np.concatenate(out) if out else np.zeros((0, len(self.video_ids)), np.float32)
 
-    def search(self, text: str, k: int = 10) -> list[Hit]:
-        return self.search_many([text], k)[0]
+    def search(self, text: str, k: int = 10, videos: Sequence[str] | None = None) -> list[Hit]:
+        return self.search_many([text], k, videos=videos)[0]
 
-    def search_many(self, texts: Sequence[str], k: int = 10, batch_size: int = 64) -> list[list[Hit]]:
-        """Ranked moments for each text, best first (at most ``k`` each, after temporal NMS)."""
+    def pool_of(self, videos: Sequence[str]) -> list[int]:
+        """Video ids -> index rows; a :class:`QueryError` naming the ids this index does not hold."""
+        if isinstance(videos, str) or not videos:
+            raise QueryError("videos must be a non-empty list of video ids")
+        bad = [v for v in videos if v not in self._row]
+        if bad:
+            raise QueryError(f"{len(bad)} video id(s) not in this index: {', '.join(map(repr, bad[:5]))}")
+        return sorted({self._row[v] for v in videos})
+
+    def search_many(self, texts: Sequence[str], k: int = 10, batch_size: int = 64,
+                    videos: Sequence[str] | None = None) -> list[list[Hit]]:
+        """Ranked moments for each text, best first (at most ``k`` each, after temporal NMS); ``videos``:
+        search only these video ids."""
         if isinstance(texts, str):
             raise QueryError("search_many takes a list of texts; use search() for one")
         if not 1 <= k <= 1000:
             raise QueryError(f"k must be between 1 and 1000, got {k}")
+        pool = None if videos is None else self.pool_of(videos)
         out: list[list[Hit]] = []
         for s in range(0, len(texts), batch_size):
             chunk = list(texts[s: s + batch_size])
@@ -129,7 +148,8 @@ class Searcher:
             tokens, mask = pad_tokens(feats, self.family.max_tokens)
             with self._lock:
                 self.engine.n_moments = k
-                res = self.engine.search([f"q{s + i}" for i in range(len(chunk))], tokens, mask).vcmr
+                res = self.engine.search([f"q{s + i}" for i in range(len(chunk))], tokens, mask,
+                                         None if pool is None else [pool] * len(chunk)).vcmr
             for i in range(len(chunk)):
                 hits = []
                 for j in range(res.k):
@@ -143,9 +163,12 @@ class Searcher:
 
 
 def load(path: str | Path, split: str = "test", device: str = "auto", progress: bool = False,
-         k_videos: int | None = None, cache_size: int = 4096) -> Searcher:
+         k_videos: int | None = None, cache_size: int = 4096, first_stage: str | None = None,
+         first_stage_params: dict[str, str] | None = None) -> Searcher:
     """A :class:`Searcher`. ``path`` an index folder (``momentsearch index``): over its corpus. ``path`` a
-    checkpoint: over ``split``'s videos of the dataset it was trained on (the index cached beside it)."""
+    checkpoint: over ``split``'s videos of the dataset it was trained on (the index cached beside it).
+    ``first_stage``: ``exact``, ``auto``, ``faiss:FACTORY`` or ``milvus[:URI]`` (default: ``auto`` for
+    an index folder, ``exact`` for a checkpoint); its vector indexes are kept in ``first_stage/``."""
     dev = resolve_device(device)
     if Path(path).is_dir():
         from momentsearch.api.indexing import IndexFolder
@@ -154,11 +177,14 @@ def load(path: str | Path, split: str = "test", device: str = "auto", progress: 
         ckpt, cfg = folder.checkpoint, folder.checkpoint.train_config
         return Searcher(ckpt, folder.index, ckpt.family.query_features(ckpt.model, cache_size), dev,
                         k_videos or (cfg.k_videos if cfg else 100), cfg.nms_threshold if cfg else 0.7,
-                        corpus=folder.corpus)
+                        corpus=folder.corpus, first_stage=first_stage or "auto", first_stage_params=first_stage_params,
+                        first_stage_dir=folder.root / "first_stage", progress=progress)
     ckpt = load_checkpoint(path)
     cfg = ckpt.require_train_config()
     dataset = open_dataset(cfg.dataset)
     index = load_or_build_index(ckpt, dataset, split, dev, progress)
     queries = (PrecomputedQueryFeatures(dataset.config.query_features)
                if dataset.config.query_features else ckpt.family.query_features(ckpt.model, cache_size))
-    return Searcher(ckpt, index, queries, dev, k_videos or cfg.k_videos, cfg.nms_threshold, dataset=dataset)
+    return Searcher(ckpt, index, queries, dev, k_videos or cfg.k_videos, cfg.nms_threshold, dataset=dataset,
+                    first_stage=first_stage or "exact", first_stage_params=first_stage_params,
+                    first_stage_dir=index_folder(ckpt.path, split) / "first_stage", progress=progress)

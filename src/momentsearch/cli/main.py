@@ -277,6 +277,9 @@ def search_cmd(
     split: Annotated[str, typer.Option(help="With a checkpoint: which split's videos to search.")] = "test",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON: [{query, moments: [{video_id, start, end, score}]}].")] = False,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    first_stage: Annotated[Optional[str], typer.Option("--first-stage", help="exact, auto, faiss:FACTORY or "
+                                                        "milvus[:URI] (default: auto for an index folder, exact for a checkpoint).")] = None,
+    param: Annotated[Optional[list[str]], typer.Option("--param", help="A first-stage parameter KEY=VALUE (nprobe=32).")] = None,
 ) -> None:
     """Search the corpus for moments matching text queries (the index is built once and cached)."""
     _require_models()
@@ -291,7 +294,10 @@ def search_cmd(
             raise QueryError(f"{queries_file}: cannot read the queries ({e})") from None
     if not texts:
         raise QueryError("give a query, or --queries-file with one query per line")
-    run_search(checkpoint, texts, k, split, as_json, device, progress=not as_json)
+    from momentsearch.search.first_stage import parse_params
+
+    run_search(checkpoint, texts, k, split, as_json, device, progress=not as_json, first_stage=first_stage,
+               first_stage_params=parse_params(param))
 
 
 @app.command("experiment")
@@ -351,3 +357,4 @@ def main() -> None:
 
 
 import momentsearch.cli.corpus_cmds  # noqa: E402,F401 - registers ingest, index and corpus-from-dataset on app
+import momentsearch.cli.serve_cmd  # noqa: E402,F401 - registers serve on app

@@ -49,8 +49,10 @@ def run_evaluate(checkpoint: Path, split: str = "test", out: Path | None = None,
 
 
 def run_search(checkpoint: Path, texts: list[str], k: int = 10, split: str = "test", as_json: bool = False,
-               device: str = "auto", progress: bool = True) -> list[list[Hit]]:
-    searcher = load(checkpoint, split=split, device=device, progress=progress)
+               device: str = "auto", progress: bool = True, first_stage: str | None = None,
+               first_stage_params: dict[str, str] | None = None) -> list[list[Hit]]:
+    searcher = load(checkpoint, split=split, device=device, progress=progress, first_stage=first_stage,
+                    first_stage_params=first_stage_params)
     results = searcher.search_many(texts, k)
     if as_json:
         typer.echo(json.dumps([{"query": t, "moments": [vars(h) for h in hits]}

@@ -1,6 +1,9 @@
 """The late-fusion retriever XML and MINUTE share: a video's score is the max over its clips of a
 query-clip similarity, per stream, averaged over streams (XML Eq. 1 with cosine; MINUTE Eq. 8 with
-the inner product). The clips come from a named per-clip array of the index, (clips, S, d)."""
+the inner product). The clips come from a named per-clip array of the index, (clips, S, d).
+
+Such a score can be served by a vector index of each stream's clips (``search.first_stage``): the
+retriever exposes its query vectors, each stream's rows and an exact score of given videos."""
 
 from __future__ import annotations
 
@@ -33,6 +36,40 @@ class ClipMaxRetriever:
                       for s in range(0, a.shape[0], self.chunk)]  # a copy: the index may be a read-only memory map
             self._clips = [F.normalize(c, dim=-1) for c in chunks] if self.cosine else chunks
         return self._clips
+
+    @property
+    def n_streams(self) -> int:
+        return int(self.index.array(self.array).shape[1])
+
+    @torch.no_grad()
+    def query_vectors(self, tokens: torch.Tensor, token_mask: torch.Tensor) -> np.ndarray:
+        """(B, S, d) float32: the vectors whose inner products with :meth:`stream_rows` are the clip scores."""
+        q = self.encode_queries(tokens.to(self.device), token_mask.to(self.device)).float()
+        return (F.normalize(q, dim=-1) if self.cosine else q).cpu().numpy()
+
+    def stream_rows(self, stream: int) -> np.ndarray:
+        """(clips, d) float32 of one stream (unit rows for a cosine retriever), in index row order."""
+        a = self.index.array(self.array)
+        out = np.empty((a.shape[0], a.shape[2]), np.float32)
+        for s in range(0, a.shape[0], self.chunk):
+            c = torch.from_numpy(np.array(a[s: s + self.chunk, stream], np.float32))
+            out[s: s + len(c)] = (F.normalize(c, dim=-1) if self.cosine else c).numpy()
+        return out
+
+    def exact_scores(self, q: np.ndarray, videos: np.ndarray) -> np.ndarray:
+        """One query's (S, d) vectors -> the exact score of each of ``videos`` (U,), as :meth:`score_videos`."""
+        if len(videos) == 0:
+            return np.zeros(0, np.float32)
+        off = np.asarray(self.index.offsets, np.int64)
+        n = off[videos + 1] - off[videos]
+        starts = np.repeat(off[videos] - np.concatenate([[0], np.cumsum(n)[:-1]]), n)
+        rows = starts + np.arange(int(n.sum()))  # each video's clip rows, video after video
+        c = torch.from_numpy(np.asarray(self.index.array(self.array)[rows], np.float32))  # (R, S, d)
+        if self.cosine:
+            c = F.normalize(c, dim=-1)
+        sim = torch.einsum("sd,rsd->rs", torch.from_numpy(q), c).numpy()
+        per_video = np.maximum.reduceat(sim, np.concatenate([[0], np.cumsum(n)[:-1]]), axis=0)  # (U, S)
+        return torch.from_numpy(per_video).mean(-1).numpy()
 
     @torch.no_grad()
     def score_videos(self, tokens: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:

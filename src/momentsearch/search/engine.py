@@ -1,7 +1,8 @@
 """The search engine: a family's stages over an index, from query token features to ranked moments.
 
-Per batch of queries: the retriever scores every video (or only each query's candidate pool, the
-MVMR protocol), the top ``k_videos`` go to the optional reranker and then to the localizer, whose
+Per batch of queries: the first stage finds each query's top ``k_videos`` videos (exact: the
+retriever scores every video, or only each query's candidate pool, the MVMR protocol; or through a
+vector index, :mod:`momentsearch.search.first_stage`), they go to the optional reranker and then to the localizer, whose
 moment scores become spans in seconds on each video's own grid (:func:`clips_to_seconds`), lose
 their near-duplicates to temporal NMS, and come back as :class:`RankedMoments` (VCMR) beside the
 video ranking (VR). ``localize_in`` ranks moments inside given videos (SVMR). The engine knows no
@@ -18,6 +19,7 @@ import torch
 
 from momentsearch.errors import QueryError
 from momentsearch.evaluation.predictions import RankedMoments
+from momentsearch.search.first_stage.retrieve import ExactFirstStage, FirstStage
 from momentsearch.search.index import VideoIndex, clips_to_seconds
 from momentsearch.search.nms import temporal_nms
 from momentsearch.search.stages import SearchStages
@@ -38,24 +40,10 @@ def nms_ranked(video: np.ndarray, start: np.ndarray, end: np.ndarray, score: np.
     return list(zip(video[keep], start[keep], end[keep], score[keep], strict=True))
 
 
-def restrict_to_pools(scores: torch.Tensor, pools: Sequence[Sequence[int]]) -> torch.Tensor:
-    """(B, V) scores with -inf outside each query's pool of video indices."""
-    if len(pools) != scores.shape[0]:
-        raise QueryError(f"{len(pools)} candidate pools for {scores.shape[0]} queries")
-    out = torch.full_like(scores, float("-inf"))
-    for i, pool in enumerate(pools):
-        idx = torch.as_tensor(np.asarray(pool, np.int64))
-        if len(idx) == 0:
-            raise QueryError(f"query {i}: its candidate pool is empty")
-        if int(idx.min()) < 0 or int(idx.max()) >= scores.shape[1]:
-            raise QueryError(f"query {i}: candidate pool holds a video index outside 0..{scores.shape[1] - 1}")
-        out[i, idx] = scores[i, idx]
-    return out
-
-
 class SearchEngine:
     def __init__(self, stages: SearchStages, index: VideoIndex, k_videos: int = 100, n_moments: int = 100,
-                 nms_threshold: float = 0.7, candidates_per_video: int = 20, dense_limit: int = 512):
+                 nms_threshold: float = 0.7, candidates_per_video: int = 20, dense_limit: int = 512,
+                 first_stage: FirstStage | None = None):
         if k_videos < 1 or n_moments < 1:
             raise QueryError(f"k_videos and n_moments must be >= 1, got {k_videos} and {n_moments}")
         self.stages, self.index = stages, index
@@ -64,19 +52,14 @@ class SearchEngine:
         self.nms_threshold = nms_threshold
         self.candidates_per_video = candidates_per_video
         self.dense_limit = dense_limit  # clips: longer candidates are localized by proposals, not a T x T grid
+        self.first_stage = first_stage or ExactFirstStage(stages.retriever)
 
     @torch.no_grad()
     def search(self, query_ids: Sequence[str], tokens: torch.Tensor, token_mask: torch.Tensor,
                pools: Sequence[Sequence[int]] | None = None) -> SearchResult:
         """tokens (B, L, D_q) padded token features of B queries -> ranked moments and videos.
         ``pools``: per query, the indices of the videos it may be answered from (default: all)."""
-        s_vr = self.stages.retriever.score_videos(tokens, token_mask).cpu()  # (B, V)
-        k = self.k_videos
-        if pools is not None:
-            s_vr = restrict_to_pools(s_vr, pools)
-            k = min(k, max(len(p) for p in pools))
-        top_vr, top_v = s_vr.topk(k, dim=1)
-        videos = top_v.numpy()
+        top_vr, videos = self.first_stage.retrieve(tokens, token_mask, self.k_videos, pools)  # (B, K) each
         if self.stages.reranker is not None:
             top_vr = self.stages.reranker.rerank(tokens, token_mask, videos, top_vr).cpu()
         valid = torch.isfinite(top_vr).numpy()  # False: padding beyond a small pool

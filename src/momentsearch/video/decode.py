@@ -206,3 +206,35 @@ def clip_frames(path: str | Path, clip_seconds: float, fps: float, size: tuple[i
 def n_clips_for(duration: float, clip_seconds: float) -> int:
     """Clips of a video on a grid of ``clip_seconds``: the last one may be partial."""
     return max(1, math.ceil(duration / clip_seconds - 1e-9))
+
+
+def frame_at(path: str | Path, seconds: float, width: int = 320) -> np.ndarray:
+    """The frame shown at ``seconds`` (from the first frame; the last frame past the end), RGB uint8,
+    ``width`` wide at the video's display aspect (rotation applied), for thumbnails."""
+    av = _av()
+    p = Path(path)
+    c = _open(p)
+    try:
+        s = _video_stream(p, c)
+        tb = float(s.time_base) if s.time_base else None
+        start = s.start_time or 0
+        if tb and seconds > 0:
+            c.seek(int(start + seconds / tb), stream=s, backward=True)
+        chosen = None
+        try:
+            for frame in c.decode(s):
+                t = (frame.pts - start) * tb if (frame.pts is not None and tb) else 0.0
+                if chosen is not None and t > seconds + 1e-6:
+                    break
+                chosen = frame
+        except av.FFmpegError as e:
+            if chosen is None:
+                raise VideoDecodeError(f"{p}: no frame could be decoded near {seconds:.1f} s ({_why(e)})") from None
+        if chosen is None:
+            raise VideoDecodeError(f"{p}: no frame at or before {seconds:.1f} s")
+        rot = _rotation(chosen)
+        w, h = (chosen.height, chosen.width) if rot in (90, 270) else (chosen.width, chosen.height)
+        size = (width, max(2, int(round(width * h / max(w, 1))) // 2 * 2))
+        return _to_rgb(chosen, size, rot)
+    finally:
+        c.close()

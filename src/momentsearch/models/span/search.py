@@ -46,6 +46,9 @@ def moment_probs(l_s: torch.Tensor, l_e: torch.Tensor, mask: torch.Tensor, band:
 class SpanStages:
     """Retriever and localizer at once for CET and BET."""
 
+    not_vector_servable = ("a video scores its best moment from the localizer run on each (query, video) pair "
+                           "(CET's is a cross-encoder), not an inner product of stored vectors")
+
     def __init__(self, model: SpanNet, index: VideoIndex, device: torch.device | None = None,
                  pairs_per_pass: int = 1024, chunk_videos: int = 32):
         self.model = model.eval()

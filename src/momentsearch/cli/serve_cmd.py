@@ -1,0 +1,44 @@
+"""``momentsearch serve INDEX_DIR``: the HTTP API and the web page over an index folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from momentsearch.cli.main import _require_models, app
+from momentsearch.errors import MomentSearchError
+
+FIRST_STAGE_HELP = ("auto (FAISS Flat up to 500k clips, HNSW32 above), exact, faiss:FACTORY (e.g. faiss:HNSW32, "
+                    "faiss:IVF4096,Flat), milvus (milvus-lite in the index folder) or milvus:URI (a Milvus server).")
+PARAM_HELP = "A first-stage parameter KEY=VALUE, repeatable (nprobe=32, efSearch=128, index_type=HNSW, token=...)."
+
+
+@app.command("serve")
+def serve_cmd(
+    index_dir: Annotated[Path, typer.Argument(help="An index folder (momentsearch index ... --out INDEX_DIR).")],
+    host: Annotated[str, typer.Option(help="Interface to listen on (0.0.0.0: every interface).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port.")] = 8000,
+    first_stage: Annotated[str, typer.Option("--first-stage", help=FIRST_STAGE_HELP)] = "auto",
+    param: Annotated[Optional[list[str]], typer.Option("--param", help=PARAM_HELP)] = None,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    max_batch: Annotated[int, typer.Option("--max-batch", min=1, help="Concurrent queries searched as one batch.")] = 32,
+    max_wait_ms: Annotated[float, typer.Option("--max-wait-ms", min=0.0, help="How long a batch waits to fill.")] = 5.0,
+) -> None:
+    """Serve search over HTTP: POST /search, GET /videos/{id} (range requests), /thumbnails, /health, and a
+    page at / that plays the moments it finds."""
+    _require_models()
+    try:
+        from momentsearch.service import serve
+    except ImportError as e:
+        raise MomentSearchError(f"serve needs the service extra ({e.name} is missing): "
+                                "pip install 'momentsearch[service]'") from None
+    from momentsearch.api.indexing import is_index_folder
+    from momentsearch.errors import SearchIndexError
+    from momentsearch.search.first_stage import parse_params
+
+    if not is_index_folder(index_dir):
+        raise SearchIndexError(f"{index_dir}: not an index folder; build one with `momentsearch index CHECKPOINT "
+                               f"--corpus CORPUS_DIR --out {index_dir}`")
+    serve(index_dir, host, port, first_stage, parse_params(param), device, max_batch, max_wait_ms)

@@ -1,0 +1,125 @@
+"""Vector backends of the approximate first stage, behind one registry, chosen by a spec string.
+
+A backend stores the rows of one vector array and returns each query's top ``k`` rows by inner
+product (the families' vectors are unit vectors where they score by cosine). Like a visual
+encoder, a backend is a small registered class chosen by name:
+
+* ``exact``: no vector index: the family's own retriever scores every video (the reference);
+* ``faiss:FACTORY`` (``faiss`` = ``faiss:Flat``): FAISS in process, the index described by an
+  index-factory string (``Flat``, ``IVF4096,Flat``, ``HNSW32``, ``IVF4096,PQ32``, ...); search
+  parameters as FAISS's ParameterSpace writes them (``nprobe=32``, ``efSearch=128``);
+* ``milvus[:URI]``: Milvus through pymilvus's client; no URI: milvus-lite embedded in a file inside
+  the index folder; ``milvus:http://host:19530`` (and a ``token=`` parameter): a Milvus server or
+  cluster. Parameters: ``index_type`` (FLAT, IVF_FLAT, HNSW, ...) and its build and search params.
+
+Outside packages add backends through the ``momentsearch.first_stages`` entry-point group.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from momentsearch.errors import FirstStageError
+
+BACKENDS: dict[str, type[VectorBackend]] = {}
+_BUILTIN = ("momentsearch.search.first_stage.faiss_backend", "momentsearch.search.first_stage.milvus_backend")
+_loaded = False
+
+
+class VectorBackend(ABC):
+    """Rows in with :meth:`build` (or :meth:`load` from a folder it saved), top rows out with :meth:`search`."""
+
+    kind: ClassVar[str]
+    version: ClassVar[int] = 1  # bump when a saved index of the same spec is no longer readable
+
+    def __init__(self, arg: str = "", **params: Any):
+        self.arg = arg
+        self.params = {k: str(v) for k, v in params.items()}
+
+    @property
+    def spec(self) -> str:
+        return f"{self.kind}:{self.arg}" if self.arg else self.kind
+
+    def key(self, data_key: str) -> str:
+        """Names the built index: this backend's spec and parameters over these rows."""
+        blob = json.dumps([self.kind, self.version, self.arg, sorted(self.params.items()), data_key])
+        return hashlib.sha1(blob.encode()).hexdigest()[:16]
+
+    @abstractmethod
+    def build(self, rows: np.ndarray, folder: Path, name: str, progress: bool = False) -> None:
+        """Index ``rows`` (N, d) float32 (row ids 0..N-1); ``folder``/``name``: where it may keep files."""
+
+    @abstractmethod
+    def load(self, folder: Path, name: str, n_rows: int) -> bool:
+        """Open what :meth:`build` saved (True), or False when it is not there or not whole."""
+
+    @abstractmethod
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(B, d) float32 -> (scores (B, k) float32, row ids (B, k) int64), best first; id -1 pads."""
+
+    @property
+    def max_k(self) -> int:
+        return 1 << 30
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the built index occupies (memory or files)."""
+        return 0
+
+    def close(self) -> None:
+        pass
+
+
+def register_backend(cls: type[VectorBackend]) -> type[VectorBackend]:
+    if not getattr(cls, "kind", ""):
+        raise TypeError(f"{cls.__name__} has no kind")
+    BACKENDS[cls.kind] = cls
+    return cls
+
+
+def _load() -> None:
+    global _loaded
+    if _loaded:
+        return
+    import importlib
+    from importlib.metadata import entry_points
+
+    for mod in _BUILTIN:
+        importlib.import_module(mod)
+    for ep in entry_points(group="momentsearch.first_stages"):
+        register_backend(ep.load())
+    _loaded = True
+
+
+def backend_names() -> list[str]:
+    _load()
+    return ["exact", *sorted(BACKENDS)]
+
+
+def parse_params(items: list[str] | None) -> dict[str, str]:
+    """``["nprobe=32", "index_type=HNSW"]`` -> a dict; a clear error for an item without ``=``."""
+    out = {}
+    for item in items or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise FirstStageError(f"first-stage parameter {item!r} is not KEY=VALUE (e.g. nprobe=32, efSearch=128)")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def create_backend(spec: str, **params: Any) -> VectorBackend:
+    """``faiss``, ``faiss:HNSW32``, ``milvus``, ``milvus:http://host:19530``; ``params`` go to the backend."""
+    _load()
+    kind, _, arg = spec.partition(":")
+    if kind == "exact":
+        raise FirstStageError("'exact' is not a vector backend: it scores every video with the family's retriever")
+    if kind not in BACKENDS:
+        raise FirstStageError(f"unknown first stage {spec!r}; known: {backend_names()} "
+                              "(e.g. exact, faiss:Flat, faiss:HNSW32, faiss:IVF1024,Flat, milvus)")
+    return BACKENDS[kind](arg, **params)

@@ -1,0 +1,207 @@
+"""The first stage: each query's top ``k`` videos (scores and indices), exact or through a vector backend.
+
+* :class:`ExactFirstStage` scores every video with the family's retriever and keeps the top ``k``
+  (the reference, and the only choice for a retriever no vector index can serve);
+* :class:`VectorFirstStage` serves a retriever whose video score is an aggregate of per-stream
+  maxima of inner products over clip vectors (XML Eq. 1, MINUTE Eq. 8, CLIP): a video's score is
+  ``mean_s max_c <q_s, c_s>``. Each stream's clip vectors sit in a backend; a query fetches its top
+  ``M = k x clips_per_video`` clips per stream, the clips' videos are the candidates, and each
+  candidate is scored exactly from the index's own arrays. A video none of whose clips was fetched
+  scores at most ``mean_s tau_s`` (tau_s: the M-th fetched score of stream s), so when the k-th
+  candidate scores at least that bound the top ``k`` is the exact one (Fagin's threshold
+  algorithm); otherwise M grows 4x, up to ``max_rounds`` rounds. With an exact backend (FAISS
+  ``Flat``, Milvus ``FLAT``) the top ``k`` therefore equals exhaustive search; with an approximate
+  one the bound is approximate too, and ``benchmarks/first_stage_scale.py`` measures recall@100.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from momentsearch.errors import FirstStageError, QueryError
+from momentsearch.search.first_stage.base import VectorBackend, create_backend
+
+AUTO_FLAT_LIMIT = 500_000  # clips: above, ``auto`` builds HNSW32 instead of an exhaustive Flat index
+
+
+class FirstStage(Protocol):
+    spec: str
+
+    def retrieve(self, tokens: torch.Tensor, token_mask: torch.Tensor, k: int,
+                 pools: Sequence[Sequence[int]] | None = None) -> tuple[torch.Tensor, np.ndarray]: ...
+
+
+class VectorSource(Protocol):
+    """What a retriever exposes to be served by vectors (``ClipMaxRetriever`` does)."""
+
+    index: Any
+    array: str
+    n_streams: int
+
+    def query_vectors(self, tokens: torch.Tensor, token_mask: torch.Tensor) -> np.ndarray: ...
+    def stream_rows(self, stream: int) -> np.ndarray: ...
+    def exact_scores(self, q: np.ndarray, videos: np.ndarray) -> np.ndarray: ...
+
+
+def restrict_to_pools(scores: torch.Tensor, pools: Sequence[Sequence[int]]) -> torch.Tensor:
+    """(B, V) scores with -inf outside each query's pool of video indices."""
+    check_pools(pools, scores.shape[0], scores.shape[1])
+    out = torch.full_like(scores, float("-inf"))
+    for i, pool in enumerate(pools):
+        idx = torch.as_tensor(np.asarray(pool, np.int64))
+        out[i, idx] = scores[i, idx]
+    return out
+
+
+def check_pools(pools: Sequence[Sequence[int]], n_queries: int, n_videos: int) -> None:
+    if len(pools) != n_queries:
+        raise QueryError(f"{len(pools)} candidate pools for {n_queries} queries")
+    for i, pool in enumerate(pools):
+        idx = np.asarray(pool, np.int64)
+        if len(idx) == 0:
+            raise QueryError(f"query {i}: its candidate pool is empty")
+        if int(idx.min()) < 0 or int(idx.max()) >= n_videos:
+            raise QueryError(f"query {i}: candidate pool holds a video index outside 0..{n_videos - 1}")
+
+
+class ExactFirstStage:
+    spec = "exact"
+
+    def __init__(self, retriever: Any):
+        self.retriever = retriever
+
+    def retrieve(self, tokens: torch.Tensor, token_mask: torch.Tensor, k: int,
+                 pools: Sequence[Sequence[int]] | None = None) -> tuple[torch.Tensor, np.ndarray]:
+        s = self.retriever.score_videos(tokens, token_mask).cpu()  # (B, V)
+        if pools is not None:
+            s = restrict_to_pools(s, pools)
+            k = min(k, max(len(p) for p in pools))
+        top, idx = s.topk(min(k, s.shape[1]), dim=1)
+        return top, idx.numpy()
+
+
+def _pad(rows: list[tuple[np.ndarray, np.ndarray]], k: int) -> tuple[torch.Tensor, np.ndarray]:
+    scores = np.full((len(rows), k), -np.inf, np.float32)
+    videos = np.zeros((len(rows), k), np.int64)
+    for i, (v, s) in enumerate(rows):
+        scores[i, : len(s)], videos[i, : len(v)] = s, v
+    return torch.from_numpy(scores), videos
+
+
+class VectorFirstStage:
+    def __init__(self, source: VectorSource, backends: list[VectorBackend], spec: str, clips_per_video: int = 4,
+                 max_rounds: int = 4):
+        if len(backends) != source.n_streams:
+            raise FirstStageError(f"{len(backends)} backends for {source.n_streams} streams")
+        self.source, self.backends, self.spec = source, backends, spec
+        self.clips_per_video, self.max_rounds = clips_per_video, max_rounds
+        self.offsets = np.asarray(source.index.offsets, np.int64)
+        self.n_rows = int(self.offsets[-1])
+        self.stats = {"queries": 0, "uncertified": 0, "rounds": 0, "candidates": 0}
+
+    def _top(self, q: np.ndarray, videos: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        s = self.source.exact_scores(q, videos)
+        order = np.argsort(-s, kind="stable")[:k]
+        return videos[order], s[order]
+
+    def retrieve(self, tokens: torch.Tensor, token_mask: torch.Tensor, k: int,
+                 pools: Sequence[Sequence[int]] | None = None) -> tuple[torch.Tensor, np.ndarray]:
+        q = self.source.query_vectors(tokens, token_mask)  # (B, S, d)
+        n_videos = len(self.offsets) - 1
+        if pools is not None:  # a small set of videos: scored exactly, no index needed
+            check_pools(pools, len(q), n_videos)
+            k = min(k, max(len(p) for p in pools))
+            return _pad([self._top(q[i], np.unique(np.asarray(p, np.int64)), k) for i, p in enumerate(pools)], k)
+        k = min(k, n_videos)
+        out: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(q)
+        todo = np.arange(len(q))
+        m = min(k * self.clips_per_video, self.n_rows)
+        for round_ in range(self.max_rounds):
+            m_eff = min(m, self.n_rows, *(b.max_k for b in self.backends))
+            fetched = [b.search(q[todo, s], m_eff) for s, b in enumerate(self.backends)]
+            self.stats["rounds"] += 1
+            again = []
+            for j, i in enumerate(todo):
+                ids = np.concatenate([f[1][j] for f in fetched])
+                ids = ids[ids >= 0]
+                cand = np.unique(np.searchsorted(self.offsets, ids, side="right") - 1)
+                vids, sc = self._top(q[i], cand, k)
+                # an unseen video scores at most the mean over streams of each stream's last fetched score
+                tau = [f[0][j][-1] if f[1][j][-1] >= 0 and m_eff < self.n_rows else -np.inf for f in fetched]
+                bound = float(np.mean(tau))
+                done = len(vids) >= k and sc[k - 1] >= bound or m_eff >= self.n_rows
+                last = round_ == self.max_rounds - 1 or m_eff >= min(b.max_k for b in self.backends)
+                if done or last:
+                    out[i] = (vids, sc)
+                    self.stats["uncertified"] += int(not done)
+                    self.stats["candidates"] += len(cand)
+                else:
+                    again.append(i)
+            if not again:
+                break
+            todo, m = np.asarray(again), m * 4
+        self.stats["queries"] += len(q)
+        return _pad([o for o in out if o is not None], k)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(b.nbytes for b in self.backends)
+
+    def close(self) -> None:
+        for b in self.backends:
+            b.close()
+
+
+def data_key(index: Any, array: str, stream: int) -> str:
+    """The identity of one stream's rows: the model and data that encoded the index, and its layout."""
+    h = hashlib.sha1(json.dumps([index.meta.get("fingerprint"), index.meta.get("corpus_fingerprint"),
+                                 index.meta.get("data_signature"), index.video_ids[:1], len(index), array,
+                                 stream], default=str).encode())
+    h.update(np.ascontiguousarray(index.offsets, np.int64).tobytes())
+    return h.hexdigest()
+
+
+def resolve_spec(spec: str, n_rows: int) -> str:
+    if spec != "auto":
+        return spec
+    try:
+        import faiss  # noqa: F401
+    except ImportError:
+        return "exact"
+    return "faiss:Flat" if n_rows <= AUTO_FLAT_LIMIT else "faiss:HNSW32"
+
+
+def build_first_stage(retriever: Any, index: Any, spec: str = "exact", folder: str | Path | None = None,
+                      params: dict[str, str] | None = None, family: str = "", clips_per_video: int = 4,
+                      progress: bool = False) -> ExactFirstStage | VectorFirstStage:
+    """The first stage ``spec`` over ``retriever`` (a family's), its built vector indexes kept in ``folder``
+    (built there when missing or stale). ``auto``: FAISS Flat up to 500,000 clips, HNSW32 above."""
+    spec = resolve_spec(spec, int(index.offsets[-1]))
+    if spec == "exact":
+        if params:
+            raise FirstStageError(f"the exact first stage takes no parameters, got {sorted(params)}")
+        return ExactFirstStage(retriever)
+    if not hasattr(retriever, "query_vectors"):
+        why = getattr(retriever, "not_vector_servable", "its video score is not a maximum of inner products")
+        raise FirstStageError(f"model family {family or '?'} cannot be served by a vector index ({spec}): "
+                              f"{why}. Use the first stage 'exact'")
+    if folder is None:
+        raise FirstStageError(f"the first stage {spec} needs a folder to keep its index in")
+    root = Path(folder)
+    backends = []
+    for s in range(retriever.n_streams):
+        backend = create_backend(spec, **(params or {}))
+        name = f"{backend.key(data_key(index, retriever.array, s))}_s{s}"
+        if not backend.load(root, name, int(index.offsets[-1])):
+            if progress:
+                print(f"building the first stage {spec} (stream {s + 1}/{retriever.n_streams}) in {root}", flush=True)
+            backend.build(retriever.stream_rows(s), root, name, progress)
+        backends.append(backend)
+    return VectorFirstStage(retriever, backends, spec, clips_per_video)

@@ -1,0 +1,178 @@
+"""The HTTP API and the page, over one :class:`~momentsearch.api.searcher.Searcher` (FastAPI).
+
+* ``POST /search`` ``{query, k, videos?}`` -> ranked moments: video id, start, end, score, thumbnail
+  and video URLs (null where the video has no file) and the annotation text where the corpus has one;
+* ``GET /videos/{id}``: the video file, with HTTP range requests (a browser seeks in it);
+* ``GET /thumbnails/{id}?t=SECONDS``: a JPEG of the frame at ``t``;
+* ``GET /health``: the model, corpus, first stage and batching counters;
+* ``GET /``: the page (``static/``: no CDN asset, it works offline); ``GET /openapi.json``, ``/docs``.
+
+Bad input is a 4xx with ``{"error": message}``, never a 500: an empty or over-long query, ``k`` out
+of range, unknown video ids, fields of the wrong type, a path parameter that names no video.
+"""
+
+from __future__ import annotations
+
+import time
+from importlib import resources
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from starlette.exceptions import HTTPException
+
+from momentsearch.api.searcher import Searcher
+from momentsearch.errors import MomentSearchError, QueryError, VideoDecodeError
+from momentsearch.service.batcher import QueryBatcher
+from momentsearch.service.media import Media
+
+MAX_QUERY_CHARS = 1000
+MAX_K = 100
+MAX_VIDEOS = 10_000
+STATIC = {"app.js": "text/javascript", "style.css": "text/css"}
+
+
+class SearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    query: str = Field(description="What to look for, e.g. 'a person opens the fridge'", max_length=MAX_QUERY_CHARS)
+    k: int = Field(10, ge=1, le=MAX_K, description="How many moments to return")
+    videos: list[str] | None = Field(None, min_length=1, max_length=MAX_VIDEOS,
+                                     description="Search only these video ids")
+
+    @field_validator("query")
+    @classmethod
+    def not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("the query is empty")
+        return v.strip()
+
+
+class Moment(BaseModel):
+    rank: int
+    video_id: str
+    start: float
+    end: float
+    score: float
+    thumbnail_url: str | None
+    video_url: str | None
+    annotation: str | None
+
+
+class SearchResponse(BaseModel):
+    query: str
+    k: int
+    took_ms: float
+    moments: list[Moment]
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    parts = []
+    for e in exc.errors()[:5]:
+        loc = ".".join(str(x) for x in e.get("loc", ()) if x != "body") or "body"
+        parts.append(f"{loc}: {e.get('msg', 'invalid')}")
+    return "; ".join(parts)
+
+
+def create_app(searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 5.0) -> FastAPI:
+    media = Media(searcher.corpus, searcher.video_ids)
+    batcher = QueryBatcher(searcher, max_batch, max_wait_ms)
+    app = FastAPI(title="momentsearch", version="1", summary="Video corpus moment retrieval: text in, moments out.")
+    app.state.searcher, app.state.batcher, app.state.media = searcher, batcher, media
+    app.router.add_event_handler("shutdown", batcher.close)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return _error(422, _validation_message(exc))
+
+    @app.exception_handler(HTTPException)
+    async def _http(request: Request, exc: HTTPException) -> JSONResponse:
+        if exc.status_code == 404 and exc.detail == "Not Found":  # no route: say which path
+            return _error(404, f"nothing at {request.url.path[:200]} (see /docs for the API)")
+        return _error(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(MomentSearchError)
+    async def _ours(_: Request, exc: MomentSearchError) -> JSONResponse:
+        return _error(400, str(exc))
+
+    def urls(video_id: str, start: float, end: float) -> tuple[str | None, str | None]:
+        if media.video_path(video_id) is None:
+            return None, None
+        vid = quote(video_id, safe="")
+        return f"/thumbnails/{vid}?t={round(start + min(1.0, (end - start) / 2), 1)}", f"/videos/{vid}"
+
+    @app.post("/search", response_model=SearchResponse)
+    async def search(req: SearchRequest) -> SearchResponse:
+        """Ranked moments for a text query (concurrent requests are searched as one batch)."""
+        t0 = time.perf_counter()
+        if req.videos is not None:
+            searcher.pool_of(req.videos)  # unknown ids: a 400 for this request alone
+        hits = await batcher.search(req.query, req.k, req.videos)
+        moments = []
+        for r, h in enumerate(hits, start=1):
+            thumb, video = urls(h.video_id, h.start, h.end)
+            moments.append(Moment(rank=r, video_id=h.video_id, start=round(h.start, 3), end=round(h.end, 3),
+                                  score=h.score, thumbnail_url=thumb, video_url=video,
+                                  annotation=media.annotation(h.video_id, h.start, h.end)))
+        return SearchResponse(query=req.query, k=req.k, took_ms=round(1000 * (time.perf_counter() - t0), 2),
+                              moments=moments)
+
+    def _known(video_id: str) -> None:
+        if video_id not in media.ids:
+            raise HTTPException(404, f"no video {video_id[:200]!r} in this index")
+
+    @app.get("/videos/{video_id:path}", response_class=FileResponse)
+    def video(video_id: str) -> Response:
+        """The video file (range requests: a browser seeks in it)."""
+        _known(video_id)
+        path = media.video_path(video_id)
+        if path is None:
+            raise HTTPException(404, f"video {video_id!r} has no video file (its corpus holds features only, "
+                                     "or the file moved since ingest)")
+        return FileResponse(path, media_type=media.media_type(path))
+
+    @app.get("/thumbnails/{video_id:path}", responses={200: {"content": {"image/jpeg": {}}}})
+    def thumbnail(video_id: str, t: float = Query(0.0, ge=0.0, le=1e7, description="seconds")) -> Response:
+        """A JPEG of the frame at ``t`` seconds."""
+        _known(video_id)
+        try:
+            data = media.thumbnail(video_id, t)
+        except VideoDecodeError as e:
+            raise HTTPException(404, f"no thumbnail: {e}") from None
+        if data is None:
+            raise HTTPException(404, f"video {video_id!r} has no video file")
+        return Response(data, media_type="image/jpeg", headers={"Cache-Control": "max-age=3600"})
+
+    @app.get("/health")
+    def health() -> dict[str, Any]:
+        ckpt = searcher.checkpoint
+        return {"status": "ok", "family": ckpt.family.name, "videos": len(searcher.video_ids),
+                "clips": int(searcher.index.offsets[-1]), "first_stage": searcher.first_stage.spec,
+                "video_files": sum(media.video_path(v) is not None for v in list(media.entries)[:10_000]),
+                "corpus": None if searcher.corpus is None else str(searcher.corpus.root),
+                "batching": dict(batcher.stats, max_batch=batcher.max_batch)}
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    def page() -> HTMLResponse:
+        return HTMLResponse(_static("index.html"))
+
+    @app.get("/static/{name}", include_in_schema=False)
+    def static(name: str) -> Response:
+        if name not in STATIC:
+            raise HTTPException(404, f"no static file {name[:100]!r}")
+        return Response(_static(name), media_type=STATIC[name], headers={"Cache-Control": "no-cache"})
+
+    return app
+
+
+def _static(name: str) -> str:
+    return resources.files("momentsearch.service").joinpath("static", name).read_text(encoding="utf-8")
+
+
+__all__ = ["MAX_K", "MAX_QUERY_CHARS", "QueryError", "SearchRequest", "create_app"]

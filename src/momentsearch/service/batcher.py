@@ -1,0 +1,92 @@
+"""Concurrent requests become one encoder and engine call: requests that arrive while a batch forms
+(up to ``max_batch``, or ``max_wait_ms`` after the first) are searched together, grouped by their
+video filter; each gets its own top ``k`` back."""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from momentsearch.api.searcher import Hit, Searcher
+
+
+@dataclass
+class _Request:
+    text: str
+    k: int
+    videos: tuple[str, ...] | None
+    future: asyncio.Future
+    loop: asyncio.AbstractEventLoop
+
+
+class QueryBatcher:
+    def __init__(self, searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 5.0):
+        if max_batch < 1 or max_wait_ms < 0:
+            raise ValueError(f"max_batch must be >= 1 and max_wait_ms >= 0, got {max_batch} and {max_wait_ms}")
+        self.searcher, self.max_batch, self.max_wait = searcher, max_batch, max_wait_ms / 1000
+        self.stats = {"requests": 0, "batches": 0, "largest_batch": 0}
+        self._queue: queue.Queue[_Request | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="momentsearch-batcher", daemon=True)
+        self._thread.start()
+
+    async def search(self, text: str, k: int, videos: Sequence[str] | None = None) -> list[Hit]:
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._queue.put(_Request(text, k, tuple(videos) if videos else None, fut, loop))
+        return await fut
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=10)
+
+    def _collect(self, first: _Request) -> list[_Request]:
+        items = [first]
+        deadline = time.monotonic() + self.max_wait
+        while len(items) < self.max_batch:
+            try:
+                item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if item is None:
+                self._queue.put(None)  # stop after this batch
+                break
+            items.append(item)
+        return items
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            items = self._collect(first)
+            self.stats["batches"] += 1
+            self.stats["requests"] += len(items)
+            self.stats["largest_batch"] = max(self.stats["largest_batch"], len(items))
+            groups: dict[Any, list[_Request]] = defaultdict(list)
+            for r in items:
+                groups[r.videos].append(r)
+            for videos, group in groups.items():
+                try:
+                    hits = self.searcher.search_many([r.text for r in group], max(r.k for r in group),
+                                                     videos=list(videos) if videos else None)
+                except Exception as e:  # noqa: BLE001 - handed to each waiting request
+                    for r in group:
+                        r.loop.call_soon_threadsafe(_settle, r.future, None, e)
+                    continue
+                for r, h in zip(group, hits, strict=True):
+                    r.loop.call_soon_threadsafe(_settle, r.future, h[: r.k], None)
+
+
+def _settle(fut: asyncio.Future, result: Any, error: BaseException | None) -> None:
+    if fut.done():  # the client went away
+        return
+    if error is not None:
+        fut.set_exception(error)
+    else:
+        fut.set_result(result)

@@ -1,0 +1,103 @@
+"""What the service shows beside a moment: the video file, a thumbnail, and the annotation text.
+
+Files are found by video id through the corpus manifest, never from a path a client sends, so the
+service opens only the index's and corpus's files and the video files the corpus recorded.
+Annotation text: the corpus's annotated captions (a dataset corpus) that best overlap the moment,
+else the subtitle lines said during it.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from momentsearch.data.corpus_folder import CorpusFolder
+
+MEDIA_TYPES = {".mp4": "video/mp4", ".m4v": "video/mp4", ".mov": "video/quicktime", ".webm": "video/webm",
+               ".mkv": "video/x-matroska", ".avi": "video/x-msvideo", ".ogv": "video/ogg"}
+MAX_TEXT = 300
+
+
+class Media:
+    def __init__(self, corpus: CorpusFolder | None, video_ids: list[str], thumbnail_width: int = 320,
+                 cache_size: int = 512):
+        self.corpus = corpus
+        self.ids = set(video_ids)
+        self.entries: dict[str, dict[str, Any]] = (
+            {v["id"]: v for v in corpus.manifest["videos"]} if corpus is not None else {})
+        self.width = thumbnail_width
+        self._thumbs: OrderedDict[tuple[str, float], bytes] = OrderedDict()
+        self._subs: dict[str, list[Any]] = {}
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+
+    def video_path(self, video_id: str) -> Path | None:
+        """The recorded video file of ``video_id`` when it is still there (None: unknown id or no file)."""
+        if video_id not in self.ids or self.corpus is None or video_id not in self.entries:
+            return None
+        rel, src = self.entries[video_id].get("path"), self.corpus.manifest.get("source")
+        if not rel or not src:
+            return None
+        p = Path(src) / rel
+        return p if p.is_file() else None
+
+    def media_type(self, path: Path) -> str:
+        return MEDIA_TYPES.get(path.suffix.lower(), "application/octet-stream")
+
+    def thumbnail(self, video_id: str, seconds: float) -> bytes | None:
+        """A JPEG of the frame at ``seconds`` (None when the video has no file); recent ones are cached."""
+        path = self.video_path(video_id)
+        if path is None:
+            return None
+        key = (video_id, round(seconds, 1))
+        with self._lock:
+            if key in self._thumbs:
+                self._thumbs.move_to_end(key)
+                return self._thumbs[key]
+        from PIL import Image
+
+        from momentsearch.video.decode import frame_at
+
+        buf = io.BytesIO()
+        Image.fromarray(frame_at(path, key[1], self.width)).save(buf, format="JPEG", quality=80)
+        data = buf.getvalue()
+        with self._lock:
+            self._thumbs[key] = data
+            while len(self._thumbs) > self._cache_size:
+                self._thumbs.popitem(last=False)
+        return data
+
+    def annotation(self, video_id: str, start: float, end: float) -> str | None:
+        entry = self.entries.get(video_id)
+        if entry is None:
+            return None
+        best, best_iou = None, 0.0
+        for a in entry.get("annotations") or []:
+            s, e, text = float(a[0]), float(a[1]), str(a[2])
+            inter = min(end, e) - max(start, s)
+            if inter > 0:
+                iou = inter / (max(end, e) - min(start, s))
+                if iou > best_iou:
+                    best, best_iou = text, iou
+        if best is not None:
+            return best[:MAX_TEXT]
+        lines = [x.text for x in self._subtitles(video_id) if min(end, x.end) > max(start, x.start)]
+        return " / ".join(lines)[:MAX_TEXT] or None
+
+    def _subtitles(self, video_id: str) -> list[Any]:
+        if video_id not in self._subs:
+            subs: list[Any] = []
+            sub, src = (self.entries[video_id].get("subtitles") or {}), self.corpus.manifest.get("source")  # type: ignore[union-attr]
+            if isinstance(sub, dict) and sub.get("path") and src:
+                from momentsearch.data.subtitles import read_subtitles
+                from momentsearch.errors import MomentSearchError
+
+                try:
+                    subs = read_subtitles(Path(src) / sub["path"])
+                except (MomentSearchError, OSError):
+                    subs = []  # changed or gone since ingest: no text, the moment still shows
+            self._subs[video_id] = subs
+        return self._subs[video_id]

@@ -1,0 +1,126 @@
+// momentsearch page: search, show moments as cards, play a moment from its start to its end.
+"use strict";
+(function () {
+  const form = document.getElementById("search");
+  const q = document.getElementById("q");
+  const kInput = document.getElementById("k");
+  const status = document.getElementById("status");
+  const results = document.getElementById("results");
+  const viewer = document.getElementById("viewer");
+  const player = document.getElementById("player");
+  const now = document.getElementById("now");
+  let stopAt = null;
+  let current = null;
+
+  function mmss(t) {
+    const s = Math.max(0, Math.floor(t));
+    const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), r = s % 60;
+    const mm = String(m).padStart(h ? 2 : 2, "0"), ss = String(r).padStart(2, "0");
+    return h ? `${h}:${mm}:${ss}` : `${mm}:${ss}`;
+  }
+
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+
+  fetch("/health").then(r => r.json()).then(h => {
+    document.getElementById("about").textContent =
+      `${h.videos} videos, ${h.family} model, first stage ${h.first_stage}` +
+      (h.video_files ? "" : " (features only: no video files to play)");
+  }).catch(() => {});
+
+  function card(m) {
+    const li = el("li");
+    const b = el("button", "card");
+    b.type = "button";
+    b.dataset.video = m.video_id;
+    b.dataset.start = m.start;
+    b.dataset.end = m.end;
+    const span = `${mmss(m.start)}-${mmss(m.end)}`;
+    b.setAttribute("aria-label", `${m.rank}. ${m.video_id}, ${span}, score ${m.score.toFixed(3)}` +
+      (m.video_url ? "" : ", no video file"));
+    if (m.thumbnail_url) {
+      const img = el("img");
+      img.src = m.thumbnail_url;
+      img.alt = "";
+      img.loading = "lazy";
+      b.appendChild(img);
+    } else {
+      b.appendChild(el("div", "nothumb", "no video"));
+    }
+    const text = el("div", "text");
+    text.appendChild(el("div", "name", m.video_id));
+    text.appendChild(el("div", "span", span));
+    text.appendChild(el("div", "score", `score ${m.score.toFixed(3)}`));
+    if (m.annotation) text.appendChild(el("div", "annotation", m.annotation));
+    b.appendChild(text);
+    if (!m.video_url) b.disabled = true;
+    b.addEventListener("click", () => play(m, b));
+    li.appendChild(b);
+    return li;
+  }
+
+  function play(m, button) {
+    if (!m.video_url) return;
+    document.querySelectorAll(".card[aria-current]").forEach(c => c.removeAttribute("aria-current"));
+    button.setAttribute("aria-current", "true");
+    viewer.hidden = false;
+    current = m;
+    stopAt = m.end;
+    now.textContent = `Playing ${m.video_id} from ${mmss(m.start)} to ${mmss(m.end)}`;
+    const start = () => {
+      player.currentTime = m.start;
+      player.play().catch(() => {});
+    };
+    if (player.dataset.src !== m.video_url) {
+      player.dataset.src = m.video_url;
+      player.src = m.video_url;
+      player.addEventListener("loadedmetadata", start, { once: true });
+      player.load();
+    } else {
+      start();
+    }
+  }
+
+  player.addEventListener("timeupdate", () => {
+    if (stopAt !== null && player.currentTime >= stopAt) {
+      player.pause();
+      stopAt = null;
+      if (current) now.textContent = `Played ${current.video_id} ${mmss(current.start)}-${mmss(current.end)}`;
+    }
+  });
+  player.addEventListener("seeking", () => {  // the user moved away from the moment: let it play on
+    if (current && stopAt !== null && (player.currentTime < current.start - 0.5 || player.currentTime > current.end)) stopAt = null;
+  });
+
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const query = q.value.trim();
+    if (!query) { status.textContent = "Type a query first."; return; }
+    const k = Math.min(100, Math.max(1, parseInt(kInput.value, 10) || 10));
+    status.textContent = "Searching…";
+    results.replaceChildren();
+    try {
+      const r = await fetch("/search", {
+        method: "POST", headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ query, k }),
+      });
+      const body = await r.json();
+      if (!r.ok) { status.textContent = `Error: ${body.error || r.status}`; return; }
+      body.moments.forEach(m => results.appendChild(card(m)));
+      status.textContent = body.moments.length
+        ? `${body.moments.length} moments for “${body.query}” in ${Math.round(body.took_ms)} ms`
+        : `No moments for “${body.query}”.`;
+    } catch (e) {
+      status.textContent = `The server could not be reached (${e}).`;
+    }
+  });
+
+  document.addEventListener("keydown", (ev) => {
+    if (ev.key === "/" && document.activeElement !== q) { ev.preventDefault(); q.focus(); q.select(); }
+    if (ev.key === "Escape") player.pause();
+  });
+})();

@@ -1,0 +1,28 @@
+"""An index folder over three small ingested videos (one with subtitles), for the service's tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from video_files import write_video
+
+from momentsearch.api.indexing import build_index
+from momentsearch.video.encoders import create_encoder
+from momentsearch.video.ingest import ingest
+
+SRT = "1\n00:00:01,000 --> 00:00:03,000\nthe red door opens\n\n2\n00:00:04,000 --> 00:00:05,500\nsomeone waves\n"
+DURATIONS = {"clip0": 6.0, "clip1": 9.0, "clip2": 4.0}
+
+
+def build_served_index(root: Path) -> Path:
+    from test_index_folder import packed_xml
+
+    d = root / "videos"
+    d.mkdir(parents=True)
+    for i, secs in enumerate(DURATIONS.values()):
+        write_video(d / f"clip{i}.mp4", seconds=secs, rate=8, w=64, h=48)
+    (d / "clip1.srt").write_text(SRT)
+    ingest(d, root / "corpus", clip_seconds=1.0, fps=2.0, progress=False)
+    ckpt = packed_xml(root / "xml.pt", create_encoder("builtin").identity())
+    build_index(ckpt, root / "corpus", root / "index", device="cpu", progress=False)
+    return root / "index"

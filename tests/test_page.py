@@ -1,0 +1,92 @@
+"""The web page in a real headless Chromium (Debian's, driven by Playwright): type a query, see the
+cards, play a moment from the keyboard and with the mouse; the video starts at the moment's start and
+stops at its end."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("fastapi")
+playwright = pytest.importorskip("playwright.sync_api")
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not shutil.which("chromium"), reason=(
+    "no chromium on PATH: `make test` installs Debian's package (apt-get install chromium) where apt is allowed"))]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    import uvicorn
+
+    import momentsearch
+    from momentsearch.service.app import create_app
+    from served_index import build_served_index
+
+    index = build_served_index(tmp_path_factory.mktemp("page"))
+    app = create_app(momentsearch.load(index, device="cpu"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 30
+    while not srv.started and time.time() < deadline:
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}", app
+    srv.should_exit = True
+    thread.join(10)
+
+
+PLAYER = "document.getElementById('player')"
+
+
+def test_search_then_play_a_moment_from_the_keyboard_and_the_mouse(server, tmp_path) -> None:
+    url, app = server
+    errors: list[str] = []
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM)
+        page = browser.new_page()
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("requestfailed", lambda r: errors.append(f"failed: {r.url}"))
+        page.goto(url + "/")
+        page.wait_for_function("document.getElementById('about').textContent.includes('3 videos')")
+        page.keyboard.press("/")  # the shortcut to the search box
+        page.keyboard.type("a white square")
+        page.fill("#k", "4")
+        page.press("#q", "Enter")
+        page.wait_for_selector(".card")
+        cards = page.query_selector_all(".card")
+        api = app.state.searcher.search("a white square", k=4)
+        assert len(cards) == len(api) == 4
+        first_label = cards[0].get_attribute("aria-label")
+        assert first_label.startswith(f"1. {api[0].video_id}, ")
+        page.wait_for_function("[...document.querySelectorAll('.card img')].every(i => i.complete && i.naturalWidth > 0)")
+
+        # keyboard: focus the second card and press Enter
+        second = api[1]
+        cards[1].focus()
+        page.keyboard.press("Enter")
+        page.wait_for_function(f"{PLAYER}.readyState >= 1 && Math.abs({PLAYER}.currentTime - {second.start}) < 0.3",
+                               timeout=15000)
+        # it plays, and stops at the moment's end
+        page.wait_for_function(f"{PLAYER}.paused && {PLAYER}.currentTime >= {second.end} - 0.05", timeout=20000)
+        t_end = page.evaluate(f"{PLAYER}.currentTime")
+        assert second.end - 0.05 <= t_end <= second.end + 0.6
+        assert page.inner_text("#now").startswith(f"Played {second.video_id}")
+
+        # mouse: the first card
+        first = api[0]
+        cards[0].click()
+        page.wait_for_function(f"Math.abs({PLAYER}.currentTime - {first.start}) < 0.3 && !{PLAYER}.seeking",
+                               timeout=15000)
+        assert page.evaluate(f"{PLAYER}.src").endswith(f"/videos/{first.video_id}")
+        assert cards[0].get_attribute("aria-current") == "true"
+        page.screenshot(path=str(tmp_path / "page.png"))
+        browser.close()
+    assert not errors, errors
