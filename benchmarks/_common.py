@@ -27,7 +27,8 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def report(name: str, rows: list[dict[str, Any]], command: str) -> None:
+def report(name: str, rows: list[dict[str, Any]], command: str, out: Path | None = None) -> None:
+    """Print the table; write the JSON to ``out`` (default ``results/<name>.json``)."""
     cols = list(rows[0])
     widths = [max(len(c), *(len(_fmt(r[c])) for r in rows)) for c in cols]
     print(" | ".join(c.ljust(w) for c, w in zip(cols, widths)))
@@ -35,7 +36,7 @@ def report(name: str, rows: list[dict[str, Any]], command: str) -> None:
     for r in rows:
         print(" | ".join(_fmt(r[c]).ljust(w) for c, w in zip(cols, widths)))
     RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"{name}.json"
+    out = out or RESULTS / f"{name}.json"
     out.write_text(json.dumps({
         "command": command, "machine": f"{platform.machine()}, {platform.python_version()}",
         "rows": rows,

@@ -65,6 +65,8 @@ def corpus_from_dataset_cmd(
     config: Annotated[Path, typer.Argument(help="A training YAML whose dataset: section names the files.")],
     split: Annotated[str, typer.Option(help="The split whose videos make the corpus.")] = "test",
     out: Annotated[Path, typer.Option("--out", "-o", help="The corpus folder to write.")] = Path("corpus"),
+    videos: Annotated[Optional[Path], typer.Option(help="A folder of <video id>.mp4 files (e.g. generate --render's "
+                                                        "videos/): the service plays them.")] = None,
 ) -> None:
     """Write a dataset split (annotations + feature files) as a corpus folder, to index and search it like
     your own videos. The feature files stay where they are."""
@@ -74,7 +76,7 @@ def corpus_from_dataset_cmd(
     from momentsearch.data.dataset import open_dataset
 
     cfg = load_train_config(config)
-    folder = write_dataset_corpus(open_dataset(cfg.dataset.resolved()), split, out)
+    folder = write_dataset_corpus(open_dataset(cfg.dataset.resolved()), split, out, videos)
     if not folder.video_ids:
         raise MomentSearchError(f"split {split!r} has no videos")
     typer.echo(f"wrote corpus {out}: {len(folder.video_ids)} videos, encoder {folder.encoder['name']}")

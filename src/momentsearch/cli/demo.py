@@ -8,7 +8,10 @@
    ``configs/minute/demo.yaml`` into ``OUT/minute``; resumes if interrupted), evaluate
    its best checkpoint on the test split, and run example searches next to their ground truth;
 4. print the table and write ``OUT/report/{metrics.json, metrics.md, recall_curves.png,
-   examples.md}`` (the training curves are in ``OUT/xml/training_curves.png``).
+   examples.md}`` (the training curves are in ``OUT/xml/training_curves.png``);
+5. render the test split's videos (``OUT/benchmark/videos``: the same events as the features, on
+   pixels), write the split as a corpus folder with those files (``OUT/corpus_test``), index it with
+   the trained model (``OUT/index``) and print the command that serves it.
 """
 
 from __future__ import annotations
@@ -139,7 +142,33 @@ def run_demo(out: Path, preset: str = "default", train: bool = True, model: str 
         typer.echo(examples)
     plot_recall_curves(curves, KS, report / "recall_curves.png", title=f"synthetic '{preset}' test split")
     typer.echo(f"report written to {report} in {time.time() - t0:.0f} s")
+    if train:
+        index = serveable_index(out, bench, trainer.ckpt_dir / "best.pt")
+        typer.echo(f"\nto search it in a browser (the page plays the moments): momentsearch serve {index}\n"
+                   "then open http://127.0.0.1:8000/")
     return rows
+
+
+def serveable_index(out: Path, bench: SyntheticBenchmark, ckpt: Path) -> Path:
+    """The test split as a corpus folder whose videos are the rendered ones, and the model's index over it."""
+    from momentsearch.api.indexing import build_index
+    from momentsearch.data.corpus_folder import write_dataset_corpus
+    from momentsearch.data.dataset import open_dataset
+    from momentsearch.training.checkpoint import load_checkpoint
+
+    test_ids = set(bench.corpus.split("test").videos)
+    try:
+        from momentsearch.data.synthetic.render import render_benchmark
+
+        typer.echo(f"rendering the {len(test_ids)} test videos (kept for the next run)")
+        render_benchmark(out / "benchmark", only=test_ids)
+    except ImportError as e:  # PyAV missing: the index still searches, the page shows no video
+        typer.echo(f"not rendering the test videos ({e.name} is missing): the page will have nothing to play")
+    cfg = load_checkpoint(ckpt).require_train_config()
+    write_dataset_corpus(open_dataset(cfg.dataset), "test", out / "corpus_test", out / "benchmark" / "videos")
+    report = build_index(ckpt, out / "corpus_test", out / "index", progress=False)
+    typer.echo(report.summary())
+    return out / "index"
 
 
 def example_searches(bench: SyntheticBenchmark, test: Corpus, vcmr: RankedMoments, n: int = 5,

@@ -169,15 +169,21 @@ class CorpusFolder:
         return NpyDirFeatures(path, s["dim"], verify=verify, checksums=sums)
 
 
-def write_dataset_corpus(dataset: Any, split: str, out: str | Path) -> CorpusFolder:
+def write_dataset_corpus(dataset: Any, split: str, out: str | Path, video_dir: str | Path | None = None
+                         ) -> CorpusFolder:
     """A dataset split (annotations + feature files, as a ``dataset:`` section names them) as a corpus
-    folder. The features stay where they are: the manifest points at them (absolute paths)."""
+    folder. The features stay where they are: the manifest points at them (absolute paths). Each video
+    keeps its annotated moments (start, end, text) for display; ``video_dir``: where ``<id>.mp4`` files of
+    the videos are (e.g. the rendered synthetic videos), recorded as the videos' files."""
     from momentsearch.data.features import checksum
     from momentsearch.fileio import atomic_dir, write_json
 
     corpus = dataset.split(split)
     lengths = dataset.clip_lengths(corpus)
     ident = dataset.feature_identity()
+    source = Path(video_dir).resolve() if video_dir is not None else None
+    notes = {v: [[round(m.span[0], 3), round(m.span[1], 3), m.text] for m in ms if m.spans]
+             for v, ms in corpus.moments_by_video().items()}
     videos = []
     with dataset.features() as store:
         store.check_covers(corpus.videos)
@@ -185,12 +191,14 @@ def write_dataset_corpus(dataset: Any, split: str, out: str | Path) -> CorpusFol
         for v in corpus.videos.values():
             sums = {k: checksum(src[v.video_id]) for k, src in names.items()}
             n = len(store.visual[v.video_id])
-            videos.append({"id": v.video_id, "path": None, "duration": v.duration, "clip_length": lengths[v.video_id],
-                           "n_clips": n, "crc32": sums})
+            file = f"{v.video_id}.mp4" if source is not None and (source / f"{v.video_id}.mp4").is_file() else None
+            videos.append({"id": v.video_id, "path": file, "duration": v.duration, "clip_length": lengths[v.video_id],
+                           "n_clips": n, "crc32": sums, "annotations": notes.get(v.video_id, [])})
         streams = {k: {"path": str(Path(src.path).resolve()), "kind": "npy" if Path(src.path).is_dir() else "hdf5",
                        "dim": int(src.dim), "encoder": ident if k == "visual" else {"name": f"dataset:{k}"}}
                    for k, src in names.items()}
-    man = {"format": FORMAT, "version": VERSION, "name": f"{dataset.name}:{split}", "source": None,
+    man = {"format": FORMAT, "version": VERSION, "name": f"{dataset.name}:{split}",
+           "source": None if source is None else str(source),
            "encoder": ident, "clip_seconds": None, "fps": None, "streams": streams, "videos": videos, "failures": []}
     man["fingerprint"] = fingerprint_of(man)
     with atomic_dir(out) as tmp:

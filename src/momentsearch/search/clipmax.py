@@ -62,13 +62,13 @@ class ClipMaxRetriever:
             return np.zeros(0, np.float32)
         off = np.asarray(self.index.offsets, np.int64)
         n = off[videos + 1] - off[videos]
-        starts = np.repeat(off[videos] - np.concatenate([[0], np.cumsum(n)[:-1]]), n)
-        rows = starts + np.arange(int(n.sum()))  # each video's clip rows, video after video
-        c = torch.from_numpy(np.asarray(self.index.array(self.array)[rows], np.float32))  # (R, S, d)
-        if self.cosine:
-            c = F.normalize(c, dim=-1)
-        sim = torch.einsum("sd,rsd->rs", torch.from_numpy(q), c).numpy()
-        per_video = np.maximum.reduceat(sim, np.concatenate([[0], np.cumsum(n)[:-1]]), axis=0)  # (U, S)
+        first = np.concatenate([[0], np.cumsum(n)[:-1]])
+        rows = np.repeat(off[videos] - first, n) + np.arange(int(n.sum()))  # each video's clip rows in turn
+        c = torch.from_numpy(np.take(self.index.array(self.array), rows, axis=0)).float()  # (R, S, d)
+        sim = torch.einsum("sd,rsd->rs", torch.from_numpy(q), c)
+        if self.cosine:  # as F.normalize: x / max(|x|, 1e-12)
+            sim = sim / torch.linalg.vector_norm(c, dim=-1).clamp_min(1e-12)
+        per_video = np.maximum.reduceat(sim.numpy(), first, axis=0)  # (U, S)
         return torch.from_numpy(per_video).mean(-1).numpy()
 
     @torch.no_grad()

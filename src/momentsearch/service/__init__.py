@@ -23,6 +23,7 @@ def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, firs
 
     searcher = load(index_dir, device=device, progress=True, first_stage=first_stage,
                     first_stage_params=first_stage_params)
+    searcher.search("warm up the text encoder", k=1)  # loads the text encoder before the first request
     app = create_app(searcher, max_batch=max_batch, max_wait_ms=max_wait_ms)
     print(f"serving {len(searcher.video_ids)} videos ({searcher.family.name}, first stage "
           f"{searcher.first_stage.spec}) on http://{host}:{port}/  (API docs: /docs)", flush=True)

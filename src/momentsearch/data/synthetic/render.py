@@ -182,9 +182,10 @@ def write_video(path: Path, frames, fps: float, size: int) -> None:  # noqa: ANN
                 out.mux(packet)
 
 
-def render_benchmark(root: str | Path, fps: float = 4.0, size: int = 64, progress: bool = True) -> Path:
-    """Render every video of the benchmark at ``root`` into ``root/videos/<id>.mp4`` (+ ``<id>.srt``).
-    Videos already rendered (same file name) are kept, so an interrupted render resumes."""
+def render_benchmark(root: str | Path, fps: float = 4.0, size: int = 64, progress: bool = True,
+                     only: set[str] | None = None) -> Path:
+    """Render every video of the benchmark at ``root`` (or the ids in ``only``) into ``root/videos/<id>.mp4``
+    (+ ``<id>.srt``). Videos already rendered (same file name) are kept, so an interrupted render resumes."""
     from momentsearch.data.synthetic.benchmark import SyntheticBenchmark
 
     if not (fps > 0 and math.isfinite(fps)) or not 16 <= size <= 1024 or size % 2:
@@ -197,6 +198,8 @@ def render_benchmark(root: str | Path, fps: float = 4.0, size: int = 64, progres
     out = Path(root) / "videos"
     make_folder(out, out)
     for i in tqdm(range(cfg.n_videos), desc="rendering videos", unit="video", disable=not progress):
+        if only is not None and f"syn_{i:06d}" not in only:  # the generator's id of video i
+            continue
         video = sample_video(cfg, world, i)
         target = out / f"{video.video_id}.mp4"
         if video.subtitles:

@@ -37,6 +37,7 @@ class VectorBackend(ABC):
 
     kind: ClassVar[str]
     version: ClassVar[int] = 1  # bump when a saved index of the same spec is no longer readable
+    unbuilt_params: ClassVar[tuple[str, ...]] = ()  # search-time and client parameters: not in the built index
 
     def __init__(self, arg: str = "", **params: Any):
         self.arg = arg
@@ -48,7 +49,8 @@ class VectorBackend(ABC):
 
     def key(self, data_key: str) -> str:
         """Names the built index: this backend's spec and parameters over these rows."""
-        blob = json.dumps([self.kind, self.version, self.arg, sorted(self.params.items()), data_key])
+        built = sorted((k, v) for k, v in self.params.items() if k not in self.unbuilt_params)
+        blob = json.dumps([self.kind, self.version, self.arg, built, data_key])
         return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
     @abstractmethod
@@ -66,6 +68,11 @@ class VectorBackend(ABC):
     @property
     def max_k(self) -> int:
         return 1 << 30
+
+    @property
+    def exhaustive(self) -> bool:
+        """True when :meth:`search` returns the exact top k (a flat index)."""
+        return False
 
     @property
     def nbytes(self) -> int:

@@ -33,6 +33,7 @@ def _faiss() -> Any:
 @register_backend
 class FaissBackend(VectorBackend):
     kind = "faiss"
+    unbuilt_params = ("nprobe", "efSearch", "k_factor", "max_codes", "quantizer_efSearch", "ht", "polysemous_ht")
 
     def __init__(self, arg: str = "", **params: Any):
         super().__init__(arg or "Flat", **params)
@@ -104,6 +105,10 @@ class FaissBackend(VectorBackend):
         self.index, self.path = index, path
         self._configure()
         return True
+
+    @property
+    def exhaustive(self) -> bool:
+        return self.arg.replace(" ", "") in ("Flat", "IDMap,Flat")
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         d, i = self.index.search(np.ascontiguousarray(queries, np.float32), int(k))

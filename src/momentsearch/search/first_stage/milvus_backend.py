@@ -28,6 +28,7 @@ LITE_FILE = "milvus.db"
 @register_backend
 class MilvusBackend(VectorBackend):
     kind = "milvus"
+    unbuilt_params = (*SEARCH_KEYS, *CLIENT_KEYS)
 
     def __init__(self, arg: str = "", **params: Any):
         super().__init__(arg, **params)
@@ -40,15 +41,6 @@ class MilvusBackend(VectorBackend):
         self.collection = ""
         self.lite: Path | None = None
         self._lock = threading.Lock()  # one client: calls are serialised
-
-    def key(self, data_key: str) -> str:
-        # the client parameters (token) name no index: left out so that a changed password reuses it
-        saved = self.params
-        self.params = {k: v for k, v in saved.items() if k not in CLIENT_KEYS}
-        try:
-            return super().key(data_key)
-        finally:
-            self.params = saved
 
     def _connect(self, folder: Path) -> None:
         if self.client is not None:
@@ -117,6 +109,10 @@ class MilvusBackend(VectorBackend):
                 return False
             self.client.load_collection(self.collection)
         return True
+
+    @property
+    def exhaustive(self) -> bool:
+        return self.index_type == "FLAT"
 
     @property
     def max_k(self) -> int:

@@ -5,13 +5,15 @@
 * :class:`VectorFirstStage` serves a retriever whose video score is an aggregate of per-stream
   maxima of inner products over clip vectors (XML Eq. 1, MINUTE Eq. 8, CLIP): a video's score is
   ``mean_s max_c <q_s, c_s>``. Each stream's clip vectors sit in a backend; a query fetches its top
-  ``M = k x clips_per_video`` clips per stream, the clips' videos are the candidates, and each
-  candidate is scored exactly from the index's own arrays. A video none of whose clips was fetched
-  scores at most ``mean_s tau_s`` (tau_s: the M-th fetched score of stream s), so when the k-th
-  candidate scores at least that bound the top ``k`` is the exact one (Fagin's threshold
-  algorithm); otherwise M grows 4x, up to ``max_rounds`` rounds. With an exact backend (FAISS
-  ``Flat``, Milvus ``FLAT``) the top ``k`` therefore equals exhaustive search; with an approximate
-  one the bound is approximate too, and ``benchmarks/first_stage_scale.py`` measures recall@100.
+  ``M = k x clips_per_video`` clips per stream (8 by default: 800 clips for 100 videos), the clips'
+  videos are the candidates, and each candidate is scored exactly from the index's own arrays.
+  With an exhaustive backend (FAISS ``Flat``, Milvus ``FLAT``) the result is certified: a video
+  none of whose clips was fetched scores at most ``mean_s tau_s`` (tau_s: the M-th fetched score of
+  stream s), so when the k-th candidate scores at least that bound the top ``k`` is the exact one
+  (Fagin's threshold algorithm); otherwise M grows 4x, up to ``rounds`` rounds (4), and the top
+  ``k`` equals exhaustive search. An approximate backend fetches once (``rounds`` 1: its bound is
+  approximate anyway); ``benchmarks/first_stage_scale.py`` measures its recall@100 against exact.
+  Parameters of the stage itself: ``clips_per_video``, ``rounds``.
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ def _pad(rows: list[tuple[np.ndarray, np.ndarray]], k: int) -> tuple[torch.Tenso
 
 
 class VectorFirstStage:
-    def __init__(self, source: VectorSource, backends: list[VectorBackend], spec: str, clips_per_video: int = 4,
+    def __init__(self, source: VectorSource, backends: list[VectorBackend], spec: str, clips_per_video: int = 8,
                  max_rounds: int = 4):
         if len(backends) != source.n_streams:
             raise FirstStageError(f"{len(backends)} backends for {source.n_streams} streams")
@@ -179,7 +181,7 @@ def resolve_spec(spec: str, n_rows: int) -> str:
 
 
 def build_first_stage(retriever: Any, index: Any, spec: str = "exact", folder: str | Path | None = None,
-                      params: dict[str, str] | None = None, family: str = "", clips_per_video: int = 4,
+                      params: dict[str, str] | None = None, family: str = "", clips_per_video: int = 8,
                       progress: bool = False) -> ExactFirstStage | VectorFirstStage:
     """The first stage ``spec`` over ``retriever`` (a family's), its built vector indexes kept in ``folder``
     (built there when missing or stale). ``auto``: FAISS Flat up to 500,000 clips, HNSW32 above."""
@@ -195,13 +197,22 @@ def build_first_stage(retriever: Any, index: Any, spec: str = "exact", folder: s
     if folder is None:
         raise FirstStageError(f"the first stage {spec} needs a folder to keep its index in")
     root = Path(folder)
+    params = dict(params or {})
+    try:
+        clips_per_video = int(params.pop("clips_per_video", clips_per_video))
+        rounds = int(params.pop("rounds", 0))
+    except ValueError:
+        raise FirstStageError("clips_per_video and rounds must be whole numbers") from None
+    if clips_per_video < 1 or rounds < 0:
+        raise FirstStageError(f"clips_per_video must be >= 1 and rounds >= 1, got {clips_per_video} and {rounds}")
     backends = []
     for s in range(retriever.n_streams):
-        backend = create_backend(spec, **(params or {}))
+        backend = create_backend(spec, **params)
         name = f"{backend.key(data_key(index, retriever.array, s))}_s{s}"
         if not backend.load(root, name, int(index.offsets[-1])):
             if progress:
                 print(f"building the first stage {spec} (stream {s + 1}/{retriever.n_streams}) in {root}", flush=True)
             backend.build(retriever.stream_rows(s), root, name, progress)
         backends.append(backend)
-    return VectorFirstStage(retriever, backends, spec, clips_per_video)
+    rounds = rounds or (4 if all(b.exhaustive for b in backends) else 1)
+    return VectorFirstStage(retriever, backends, spec, clips_per_video, rounds)
