@@ -41,10 +41,11 @@ from momentsearch.text.queries import CachedTextFeatures  # noqa: E402
 from momentsearch.training.checkpoint import load_checkpoint  # noqa: E402
 
 CPU = torch.device("cpu")
-SPECS = [("faiss:Flat", {}), ("faiss:IVF4096,Flat", {"nprobe": "32"}), ("faiss:IVF4096,Flat", {"nprobe": "128"}),
-         ("faiss:HNSW32", {"efSearch": "128"}), ("faiss:HNSW32", {"efSearch": "256"}),
-         ("faiss:HNSW32", {"efSearch": "256", "clips_per_video": "16"}),
-         ("milvus", {"index_type": "IVF_FLAT", "nlist": "4096", "nprobe": "64"})]
+SPECS = [("faiss:Flat", {}),
+         ("faiss:IVF4096,Flat", {"nprobe": "128", "clips_per_video": "16"}),
+         ("faiss:HNSW32", {"efSearch": "800", "clips_per_video": "8"}),
+         ("faiss:HNSW32", {"efSearch": "1600", "clips_per_video": "16"}),
+         ("milvus", {"index_type": "IVF_FLAT", "nlist": "4096", "nprobe": "128", "clips_per_video": "16"})]
 
 
 def log(msg: str) -> None:

@@ -1,7 +1,9 @@
 """The roles a model family fills in search: retrieve -> (rerank) -> localize.
 
 * ``Retriever.score_videos(tokens, token_mask) -> (B, V)``: a score for every video of the index
-  (exact now; an approximate first stage implements the same call);
+  (exact). The engine asks a first stage (:mod:`momentsearch.search.first_stage`) for each query's
+  top videos, ``retrieve(tokens, mask, k) -> (scores (B, k), videos (B, k))``: exhaustively through
+  ``score_videos``, or through a vector index when the retriever exposes its vectors;
 * ``Reranker.rerank(tokens, token_mask, videos (B, K), scores (B, K)) -> (B, K)``: optional, e.g.
   a cross-encoder that reads each (query, video) pair;
 * ``Localizer.localize(tokens, token_mask, videos (B, K), video_scores (B, K) | None) -> (B, K, T, T)``:

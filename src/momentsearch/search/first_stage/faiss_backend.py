@@ -1,9 +1,12 @@
 """FAISS in process: an index-factory string over inner product, saved beside the index folder's arrays.
 
-Build-time parameters: ``efConstruction`` (HNSW), ``train_size`` (rows sampled to train IVF/PQ
-quantizers; default max(100,000, 64 x nlist)). Every other parameter is a search-time one that
-FAISS's ParameterSpace sets (``nprobe``, ``efSearch``, ...). Defaults where the spec names none:
-``nprobe=32`` for IVF and ``efSearch=128`` for HNSW (measured in ``benchmarks/first_stage_scale.py``).
+Build-time parameters: ``efConstruction`` (HNSW; 80 by default, twice FAISS's: these clip vectors
+come in runs of near-duplicates, on which a sparser graph loses recall), ``train_size`` (rows sampled
+to train IVF/PQ quantizers; default max(100,000, 64 x nlist)). Every other parameter is a
+search-time one that FAISS's ParameterSpace sets (``nprobe``, ``efSearch``, ...). Defaults where the
+spec names none: ``nprobe=32`` for IVF; for HNSW ``efSearch`` is at least the number of rows asked
+for (128 or more), as a beam narrower than k cannot return k good rows (measured in
+``benchmarks/first_stage_scale.py``).
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ class FaissBackend(VectorBackend):
         if "IVF" in self.arg and "nprobe" not in p:
             p["nprobe"] = "32"
         if "HNSW" in self.arg and "efSearch" not in p:
-            p["efSearch"] = "128"
+            p["efSearch"] = "128"  # raised to k per search
         return ",".join(f"{k}={v}" for k, v in p.items())
 
     def _configure(self) -> None:
@@ -68,8 +71,8 @@ class FaissBackend(VectorBackend):
         except RuntimeError as e:
             raise FirstStageError(f"faiss:{self.arg}: not an index-factory string FAISS can build for dim {d} "
                                   f"({str(e).strip().splitlines()[-1][:200]})") from None
-        if "efConstruction" in self.params and hasattr(index, "hnsw"):
-            index.hnsw.efConstruction = int(self.params["efConstruction"])
+        if hasattr(index, "hnsw"):
+            index.hnsw.efConstruction = int(self.params.get("efConstruction", 80))
         if not index.is_trained:
             m = re.search(r"IVF(\d+)", self.arg)
             nlist = int(m.group(1)) if m else 256
@@ -111,6 +114,9 @@ class FaissBackend(VectorBackend):
         return self.arg.replace(" ", "") in ("Flat", "IDMap,Flat")
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        hnsw = getattr(self.index, "hnsw", None)
+        if hnsw is not None and "efSearch" not in self.params and hnsw.efSearch < k:
+            hnsw.efSearch = int(k)
         d, i = self.index.search(np.ascontiguousarray(queries, np.float32), int(k))
         return d, i.astype(np.int64)
 

@@ -111,7 +111,7 @@ class VectorFirstStage:
     def _top(self, q: np.ndarray, videos: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         s = self.source.exact_scores(q, videos)
         order = np.argsort(-s, kind="stable")[:k]
-        return videos[order], s[order]
+        return videos[order], s[order]  # pools: every pool video scored exactly
 
     def retrieve(self, tokens: torch.Tensor, token_mask: torch.Tensor, k: int,
                  pools: Sequence[Sequence[int]] | None = None) -> tuple[torch.Tensor, np.ndarray]:
@@ -129,21 +129,13 @@ class VectorFirstStage:
             m_eff = min(m, self.n_rows, *(b.max_k for b in self.backends))
             fetched = [b.search(q[todo, s], m_eff) for s, b in enumerate(self.backends)]
             self.stats["rounds"] += 1
+            last = round_ == self.max_rounds - 1 or m_eff >= min(self.n_rows, *(b.max_k for b in self.backends))
             again = []
             for j, i in enumerate(todo):
-                ids = np.concatenate([f[1][j] for f in fetched])
-                ids = ids[ids >= 0]
-                cand = np.unique(np.searchsorted(self.offsets, ids, side="right") - 1)
-                vids, sc = self._top(q[i], cand, k)
-                # an unseen video scores at most the mean over streams of each stream's last fetched score
-                tau = [f[0][j][-1] if f[1][j][-1] >= 0 and m_eff < self.n_rows else -np.inf for f in fetched]
-                bound = float(np.mean(tau))
-                done = len(vids) >= k and sc[k - 1] >= bound or m_eff >= self.n_rows
-                last = round_ == self.max_rounds - 1 or m_eff >= min(b.max_k for b in self.backends)
-                if done or last:
+                vids, sc, certified = self._merge(q[i], [(f[0][j], f[1][j]) for f in fetched], k, m_eff)
+                if certified or last:
                     out[i] = (vids, sc)
-                    self.stats["uncertified"] += int(not done)
-                    self.stats["candidates"] += len(cand)
+                    self.stats["uncertified"] += int(not certified)
                 else:
                     again.append(i)
             if not again:
@@ -151,6 +143,47 @@ class VectorFirstStage:
             todo, m = np.asarray(again), m * 4
         self.stats["queries"] += len(q)
         return _pad([o for o in out if o is not None], k)
+
+    def _merge(self, q: np.ndarray, fetched: list[tuple[np.ndarray, np.ndarray]], k: int, m: int
+               ) -> tuple[np.ndarray, np.ndarray, bool]:
+        """One query's fetched clips per stream -> (top k videos, their exact scores, certified?).
+
+        A video's best fetched clip in a stream is its maximum there (exactly so for an exhaustive
+        backend); a stream where none of its clips was fetched bounds it by tau_s. Videos seen in every
+        stream are ranked by those maxima; the others only get their exact score computed when their
+        upper bound could still reach the top k, so few videos are read from the index."""
+        n_streams = len(fetched)
+        seen, best, tau = [], [], np.empty(n_streams, np.float32)
+        for s, (sc, ids) in enumerate(fetched):
+            ok = ids >= 0
+            sc, ids = sc[ok], ids[ok]
+            v, first = np.unique(np.searchsorted(self.offsets, ids, side="right") - 1, return_index=True)
+            seen.append(v)
+            best.append(sc[first])  # lists come best first: a video's first clip is its best
+            tau[s] = -np.inf if (len(ids) < m or m >= self.n_rows) else sc[-1]
+        cand = np.unique(np.concatenate(seen))
+        known = np.full((len(cand), n_streams), np.nan, np.float32)
+        for s in range(n_streams):
+            known[np.searchsorted(cand, seen[s]), s] = best[s]
+        full = ~np.isnan(known).any(1)
+        score = np.full(len(cand), -np.inf, np.float32)
+        score[full] = known[full].mean(1)
+        upper = np.where(np.isnan(known), tau[None], known).mean(1)
+        part = np.flatnonzero(~full)
+        part = part[np.argsort(-upper[part], kind="stable")]
+        kth = score[np.argpartition(-score, k - 1)[k - 1]] if len(score) >= k else -np.inf
+        for c in range(0, len(part), 256):
+            chunk = part[c: c + 256]
+            chunk = chunk[upper[chunk] > kth]
+            if len(chunk) == 0:
+                break
+            score[chunk] = self.source.exact_scores(q, cand[chunk])
+            kth = score[np.argpartition(-score, k - 1)[k - 1]] if len(score) >= k else -np.inf
+        top = cand[np.argsort(-score, kind="stable")[:k]]
+        exact = self.source.exact_scores(q, top)  # an approximate backend's maxima are only lower bounds
+        order = np.argsort(-exact, kind="stable")
+        self.stats["candidates"] += len(cand)
+        return top[order], exact[order], bool(len(top) >= k and kth >= float(np.mean(tau)))
 
     @property
     def nbytes(self) -> int:
@@ -185,6 +218,7 @@ def build_first_stage(retriever: Any, index: Any, spec: str = "exact", folder: s
                       progress: bool = False) -> ExactFirstStage | VectorFirstStage:
     """The first stage ``spec`` over ``retriever`` (a family's), its built vector indexes kept in ``folder``
     (built there when missing or stale). ``auto``: FAISS Flat up to 500,000 clips, HNSW32 above."""
+    asked = spec
     spec = resolve_spec(spec, int(index.offsets[-1]))
     if spec == "exact":
         if params:
@@ -212,7 +246,13 @@ def build_first_stage(retriever: Any, index: Any, spec: str = "exact", folder: s
         if not backend.load(root, name, int(index.offsets[-1])):
             if progress:
                 print(f"building the first stage {spec} (stream {s + 1}/{retriever.n_streams}) in {root}", flush=True)
-            backend.build(retriever.stream_rows(s), root, name, progress)
+            try:
+                backend.build(retriever.stream_rows(s), root, name, progress)
+            except OSError as e:  # a read-only index folder, a full disk
+                if asked == "auto":
+                    return ExactFirstStage(retriever)
+                raise FirstStageError(f"cannot keep the {spec} index in {root} ({e.strerror or e}); make the "
+                                      "folder writable, or use --first-stage exact") from None
         backends.append(backend)
     rounds = rounds or (4 if all(b.exhaustive for b in backends) else 1)
     return VectorFirstStage(retriever, backends, spec, clips_per_video, rounds)
