@@ -45,6 +45,8 @@ SPECS = [("faiss:Flat", {}),
          ("faiss:IVF4096,Flat", {"nprobe": "128", "clips_per_video": "16"}),
          ("faiss:HNSW32", {"efSearch": "800", "clips_per_video": "8"}),
          ("faiss:HNSW32", {"efSearch": "1600", "clips_per_video": "16"}),
+         ("faiss:HNSW32", {"efSearch": "3200", "clips_per_video": "32"}),
+         ("faiss:HNSW32", {"efSearch": "6400", "clips_per_video": "64"}),
          ("milvus", {"index_type": "IVF_FLAT", "nlist": "4096", "nprobe": "128", "clips_per_video": "16"})]
 
 
