@@ -11,45 +11,28 @@ from typing import Any
 
 from momentsearch.errors import ConfigError
 from momentsearch.models.family import ModelFamily
+from momentsearch.plugins import Registry
 
-FAMILIES: dict[str, type[ModelFamily]] = {}
 BUILTIN = ("momentsearch.models.xml", "momentsearch.models.minute", "momentsearch.models.mmn",
            "momentsearch.models.span", "momentsearch.models.clip")
-_loaded = False
+_REGISTRY: Registry = Registry("name", "momentsearch.families", BUILTIN, unique=True)
+FAMILIES: dict[str, type[ModelFamily]] = _REGISTRY.classes
 
 
 def register(cls: type[ModelFamily]) -> type[ModelFamily]:
     """Class decorator: make a family available under ``cls.name``."""
-    name = getattr(cls, "name", "")
-    if not name:
-        raise TypeError(f"{cls.__name__} has no name")
-    if name in FAMILIES and FAMILIES[name] is not cls:
-        raise ValueError(f"model family {name!r} is registered twice ({FAMILIES[name].__name__}, {cls.__name__})")
-    FAMILIES[name] = cls
-    return cls
-
-
-def _load() -> None:
-    global _loaded
-    if _loaded:
-        return
-    import importlib
-    from importlib.metadata import entry_points
-
-    for mod in BUILTIN:
-        importlib.import_module(mod)
-    for ep in entry_points(group="momentsearch.families"):
-        register(ep.load())
-    _loaded = True
+    try:
+        return _REGISTRY.register(cls)
+    except ValueError as e:
+        raise ValueError(f"model family {e}") from None
 
 
 def family_names() -> list[str]:
-    _load()
-    return sorted(FAMILIES)
+    return _REGISTRY.names()
 
 
 def get_family(name: str) -> type[ModelFamily]:
-    _load()
+    _REGISTRY.load()
     if name not in FAMILIES:
         raise ConfigError(f"unknown model family {name!r}; known families: {sorted(FAMILIES)}")
     return FAMILIES[name]

@@ -26,10 +26,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from momentsearch.errors import FirstStageError
+from momentsearch.plugins import Registry
 
-BACKENDS: dict[str, type[VectorBackend]] = {}
-_BUILTIN = ("momentsearch.search.first_stage.faiss_backend", "momentsearch.search.first_stage.milvus_backend")
-_loaded = False
+_REGISTRY: Registry = Registry("kind", "momentsearch.first_stages", (
+    "momentsearch.search.first_stage.faiss_backend", "momentsearch.search.first_stage.milvus_backend"))
+BACKENDS: dict[str, type[VectorBackend]] = _REGISTRY.classes
 
 
 class VectorBackend(ABC):
@@ -84,29 +85,11 @@ class VectorBackend(ABC):
 
 
 def register_backend(cls: type[VectorBackend]) -> type[VectorBackend]:
-    if not getattr(cls, "kind", ""):
-        raise TypeError(f"{cls.__name__} has no kind")
-    BACKENDS[cls.kind] = cls
-    return cls
-
-
-def _load() -> None:
-    global _loaded
-    if _loaded:
-        return
-    import importlib
-    from importlib.metadata import entry_points
-
-    for mod in _BUILTIN:
-        importlib.import_module(mod)
-    for ep in entry_points(group="momentsearch.first_stages"):
-        register_backend(ep.load())
-    _loaded = True
+    return _REGISTRY.register(cls)
 
 
 def backend_names() -> list[str]:
-    _load()
-    return ["exact", *sorted(BACKENDS)]
+    return ["exact", *_REGISTRY.names()]
 
 
 def parse_params(items: list[str] | None) -> dict[str, str]:
@@ -122,7 +105,7 @@ def parse_params(items: list[str] | None) -> dict[str, str]:
 
 def create_backend(spec: str, **params: Any) -> VectorBackend:
     """``faiss``, ``faiss:HNSW32``, ``milvus``, ``milvus:http://host:19530``; ``params`` go to the backend."""
-    _load()
+    _REGISTRY.load()
     kind, _, arg = spec.partition(":")
     if kind == "exact":
         raise FirstStageError("'exact' is not a vector backend: it scores every video with the family's retriever")

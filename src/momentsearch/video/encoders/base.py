@@ -28,11 +28,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from momentsearch.errors import EncoderError
+from momentsearch.plugins import Registry
 
-ENCODERS: dict[str, type[VisualEncoder]] = {}
-_BUILTIN = ("momentsearch.video.encoders.builtin", "momentsearch.video.encoders.open_clip",
-            "momentsearch.video.encoders.torchvision", "momentsearch.video.encoders.hf_clip")
-_loaded = False
+_REGISTRY: Registry = Registry("kind", "momentsearch.encoders", (
+    "momentsearch.video.encoders.builtin", "momentsearch.video.encoders.open_clip",
+    "momentsearch.video.encoders.torchvision", "momentsearch.video.encoders.hf_clip"))
+ENCODERS: dict[str, type[VisualEncoder]] = _REGISTRY.classes
 
 
 class VisualEncoder(ABC):
@@ -72,36 +73,17 @@ class VisualEncoder(ABC):
 
 
 def register_encoder(cls: type[VisualEncoder]) -> type[VisualEncoder]:
-    kind = getattr(cls, "kind", "")
-    if not kind:
-        raise TypeError(f"{cls.__name__} has no kind")
-    ENCODERS[kind] = cls
-    return cls
-
-
-def _load() -> None:
-    global _loaded
-    if _loaded:
-        return
-    import importlib
-    from importlib.metadata import entry_points
-
-    for mod in _BUILTIN:
-        importlib.import_module(mod)
-    for ep in entry_points(group="momentsearch.encoders"):
-        register_encoder(ep.load())
-    _loaded = True
+    return _REGISTRY.register(cls)
 
 
 def encoder_names() -> list[str]:
-    _load()
-    return sorted(ENCODERS)
+    return _REGISTRY.names()
 
 
 def create_encoder(name: str, **options: Any) -> VisualEncoder:
     """``builtin``, ``open_clip:ARCH[@TAG]``, ``torchvision:NAME[@WEIGHTS]``; options go to the encoder
     (``weights=FILE``, ``device=...``, ``batch_size=...``)."""
-    _load()
+    _REGISTRY.load()
     kind, _, arch = name.partition(":")
     if kind not in ENCODERS:
         raise EncoderError(f"unknown visual encoder {name!r}; known: {sorted(ENCODERS)} "
