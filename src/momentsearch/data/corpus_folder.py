@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,7 @@ def _check(cond: bool, path: Path, what: str) -> None:
 class CorpusFolder:
     root: Path
     manifest: dict[str, Any]
+    _by_id: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def open(cls, root: str | Path) -> CorpusFolder:
@@ -121,9 +122,10 @@ class CorpusFolder:
         return list(self.manifest.get("failures", []))
 
     def entry(self, video_id: str) -> dict[str, Any]:
-        for v in self.manifest["videos"]:
-            if v["id"] == video_id:
-                return v
+        if not self._by_id:  # built once: a service looks videos up per request
+            self._by_id.update((v["id"], v) for v in self.manifest["videos"])
+        if video_id in self._by_id:
+            return self._by_id[video_id]
         raise CorpusFolderError(f"{self.root}: no video {video_id!r} in the corpus")
 
     def videos(self) -> list[Video]:

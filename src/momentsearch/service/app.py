@@ -154,7 +154,7 @@ def create_app(searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 5.0
         ckpt = searcher.checkpoint
         return {"status": "ok", "family": ckpt.family.name, "videos": len(searcher.video_ids),
                 "clips": int(searcher.index.offsets[-1]), "first_stage": searcher.first_stage.spec,
-                "video_files": sum(media.video_path(v) is not None for v in list(media.entries)[:10_000]),
+                "video_files": media.n_files,
                 "corpus": None if searcher.corpus is None else str(searcher.corpus.root),
                 "batching": dict(batcher.stats, max_batch=batcher.max_batch)}
 

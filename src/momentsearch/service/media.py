@@ -11,10 +11,12 @@ from __future__ import annotations
 import io
 import threading
 from collections import OrderedDict
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from momentsearch.data.corpus_folder import CorpusFolder
+from momentsearch.errors import CorpusFolderError
 
 MEDIA_TYPES = {".mp4": "video/mp4", ".m4v": "video/mp4", ".mov": "video/quicktime", ".webm": "video/webm",
                ".mkv": "video/x-matroska", ".avi": "video/x-msvideo", ".ogv": "video/ogg"}
@@ -26,23 +28,29 @@ class Media:
                  cache_size: int = 512):
         self.corpus = corpus
         self.ids = set(video_ids)
-        self.entries: dict[str, dict[str, Any]] = (
-            {v["id"]: v for v in corpus.manifest["videos"]} if corpus is not None else {})
         self.width = thumbnail_width
         self._thumbs: OrderedDict[tuple[str, float], bytes] = OrderedDict()
         self._subs: dict[str, list[Any]] = {}
         self._cache_size = cache_size
         self._lock = threading.Lock()
 
+    def entry(self, video_id: str) -> dict[str, Any] | None:
+        """The corpus's record of an indexed video (None: unknown id, or no corpus beside the index)."""
+        if video_id not in self.ids or self.corpus is None:
+            return None
+        try:
+            return self.corpus.entry(video_id)
+        except CorpusFolderError:  # the corpus changed since indexing
+            return None
+
     def video_path(self, video_id: str) -> Path | None:
         """The recorded video file of ``video_id`` when it is still there (None: unknown id or no file)."""
-        if video_id not in self.ids or self.corpus is None or video_id not in self.entries:
-            return None
-        rel, src = self.entries[video_id].get("path"), self.corpus.manifest.get("source")
-        if not rel or not src:
-            return None
-        p = Path(src) / rel
-        return p if p.is_file() else None
+        return None if self.entry(video_id) is None else self.corpus.video_path(video_id)  # type: ignore[union-attr]
+
+    @cached_property
+    def n_files(self) -> int:
+        """Indexed videos with a playable file (counted once)."""
+        return sum(self.video_path(v) is not None for v in self.ids)
 
     def media_type(self, path: Path) -> str:
         return MEDIA_TYPES.get(path.suffix.lower(), "application/octet-stream")
@@ -71,7 +79,7 @@ class Media:
         return data
 
     def annotation(self, video_id: str, start: float, end: float) -> str | None:
-        entry = self.entries.get(video_id)
+        entry = self.entry(video_id)
         if entry is None:
             return None
         best, best_iou = None, 0.0
@@ -90,7 +98,7 @@ class Media:
     def _subtitles(self, video_id: str) -> list[Any]:
         if video_id not in self._subs:
             subs: list[Any] = []
-            sub, src = (self.entries[video_id].get("subtitles") or {}), self.corpus.manifest.get("source")  # type: ignore[union-attr]
+            sub, src = (self.entry(video_id) or {}).get("subtitles") or {}, self.corpus.manifest.get("source")  # type: ignore[union-attr]
             if isinstance(sub, dict) and sub.get("path") and src:
                 from momentsearch.data.subtitles import read_subtitles
                 from momentsearch.errors import MomentSearchError
