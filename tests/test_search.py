@@ -14,7 +14,8 @@ from momentsearch.models.xml import XML, XMLConfig
 from momentsearch.models.xml.search import XMLLocalizer, XMLRetriever, encode_corpus
 from momentsearch.search.engine import SearchEngine
 from momentsearch.search.index import VideoIndex
-from momentsearch.search.nms import temporal_nms
+from momentsearch.search import engine as engine_module
+from momentsearch.search.nms import temporal_nms, temporal_nms_grid, temporal_nms_grid_loop, temporal_nms_loop
 from momentsearch.search.stages import SearchStages
 
 CPU = torch.device("cpu")
@@ -34,6 +35,40 @@ def test_temporal_nms_by_hand() -> None:
     assert temporal_nms(video, start, end, score, 0.95, 10).tolist() == [0, 1, 2, 3]
     assert temporal_nms(video, start, end, score, 0.7, 2).tolist() == [0, 2]
     assert temporal_nms(video, start, end, score, 1.0, 3).tolist() == [0, 1, 2]
+
+
+def test_vectorised_nms_equals_the_loop_on_random_moments() -> None:
+    """Ties in score, equal and zero-length spans, many or one video, every threshold: the same indices."""
+    rng = np.random.default_rng(0)
+    for _ in range(400):
+        b, k, c = (int(x) for x in rng.integers(1, 7, 3))
+        st = rng.uniform(0, 30, (b, k, c)).round(int(rng.integers(0, 2)))
+        ed = st + rng.uniform(0, 10, (b, k, c)).round(int(rng.integers(0, 2)))
+        sc = rng.normal(size=(b, k, c)).round(int(rng.integers(0, 2)))
+        ok = rng.random((b, k, c)) < 0.8
+        thr, keep = float(rng.choice([0.0, 0.3, 0.5, 0.7, 1.0])), int(rng.integers(1, 30))
+        got, want = temporal_nms_grid(st, ed, sc, ok, thr, keep), temporal_nms_grid_loop(st, ed, sc, ok, thr, keep)
+        assert np.array_equal(got[1], want[1]) and np.array_equal(got[0][got[1]], want[0][want[1]])
+        vids = np.repeat(np.arange(k), c)
+        flat = (x[0].ravel() for x in (st, ed, sc))
+        s0, e0, c0 = flat
+        assert np.array_equal(temporal_nms(vids, s0, e0, c0, thr, keep), temporal_nms_loop(vids, s0, e0, c0, thr, keep))
+
+
+def test_engine_ranks_a_split_identically_with_the_nms_loop(tiny_benchmark: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bench, model, index, engine = _xml_engine(tiny_benchmark, k_videos=8, n_moments=50)
+    tokens, mask = torch.randn(6, 5, 384), torch.ones(6, 5, dtype=torch.bool)
+    fast = engine.search(list("abcdef"), tokens, mask)
+    svmr_fast = engine.localize_in(list("abcdef"), tokens, mask, np.arange(6))
+    monkeypatch.setattr(engine_module, "temporal_nms_grid", temporal_nms_grid_loop)
+    slow = engine.search(list("abcdef"), tokens, mask)
+    svmr_slow = engine.localize_in(list("abcdef"), tokens, mask, np.arange(6))
+    suppressed = 0
+    for a, b in ((fast.vcmr, slow.vcmr), (svmr_fast, svmr_slow)):
+        for f in ("video_idx", "start", "end", "score"):
+            assert np.array_equal(getattr(a, f), getattr(b, f), equal_nan=True), f
+        suppressed += int((a.video_idx < 0).sum())
+    assert suppressed > 0  # NMS dropped some moments, so the comparison covers suppression
 
 
 def _model(bench: SyntheticBenchmark) -> XML:

@@ -16,6 +16,8 @@ from momentsearch.training.trainer import Trainer
 def run_train(config: Path, overrides: dict[str, Any] | None = None, resume: bool = True,
               progress: bool = True) -> Trainer:
     trainer = train(config, overrides, resume=resume, progress=progress)
+    if not trainer.world.is_main:  # under torchrun, rank 0 reports
+        return trainer
     best = max(trainer.history, key=lambda h: h["selection"])
     typer.echo(f"best epoch {best['epoch']}: val {flatten(best['val'])}; checkpoints in {trainer.ckpt_dir}")
     return trainer

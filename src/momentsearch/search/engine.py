@@ -21,7 +21,7 @@ from momentsearch.errors import QueryError
 from momentsearch.evaluation.predictions import RankedMoments
 from momentsearch.search.first_stage.retrieve import ExactFirstStage, FirstStage
 from momentsearch.search.index import VideoIndex, clips_to_seconds
-from momentsearch.search.nms import temporal_nms
+from momentsearch.search.nms import temporal_nms_grid
 from momentsearch.search.stages import SearchStages
 
 Ranked = list[tuple[int, float, float, float]]
@@ -31,13 +31,6 @@ Ranked = list[tuple[int, float, float, float]]
 class SearchResult:
     vcmr: RankedMoments
     vr: RankedMoments
-
-
-def nms_ranked(video: np.ndarray, start: np.ndarray, end: np.ndarray, score: np.ndarray, threshold: float,
-               n: int) -> Ranked:
-    """One query's candidate moments -> its ranked list after temporal NMS."""
-    keep = temporal_nms(video, start, end, score, threshold, n)
-    return list(zip(video[keep], start[keep], end[keep], score[keep], strict=True))
 
 
 class SearchEngine:
@@ -67,11 +60,13 @@ class SearchEngine:
         b = len(videos)
         vids = np.broadcast_to(videos[:, :, None], st_clip.shape)
         start, end = clips_to_seconds(self.index, vids, st_clip, ed_clip)
+        ok = (best > 0) & valid[:, :, None]
+        keep, kept = temporal_nms_grid(start, end, best, ok, self.nms_threshold, self.n_moments)  # (B, n) each
         lists = []
         for i in range(b):
-            ok = ((best[i] > 0) & valid[i][:, None]).ravel()
-            lists.append(nms_ranked(vids[i].ravel()[ok], start[i].ravel()[ok], end[i].ravel()[ok],
-                                    best[i].ravel()[ok], self.nms_threshold, self.n_moments))
+            j = keep[i][kept[i]]
+            lists.append(list(zip(vids[i].ravel()[j], start[i].ravel()[j], end[i].ravel()[j], best[i].ravel()[j],
+                                  strict=True)))
         vcmr = RankedMoments.from_lists(list(query_ids), self.index.video_ids, lists)
         vr = RankedMoments.from_lists(list(query_ids), self.index.video_ids,
                                       self._video_lists(videos, top_vr.numpy(), valid, best))
@@ -109,13 +104,16 @@ class SearchEngine:
                     videos: np.ndarray, n: int = 100) -> RankedMoments:
         """SVMR: the moments of one given video per query (``videos`` (B,) indices), best first."""
         s_tl = self.stages.localizer.localize(tokens, token_mask, videos.reshape(-1, 1), None)[:, 0].cpu()
-        t = s_tl.shape[-1]
+        b, t = s_tl.shape[0], s_tl.shape[-1]
+        flat = s_tl.reshape(b, t * t).numpy()
+        top = np.argsort(-flat, axis=1)[:, : 4 * n]  # (B, c)
+        best = np.take_along_axis(flat, top, 1)
+        vids = np.broadcast_to(videos.reshape(-1, 1), top.shape)
+        start, end = clips_to_seconds(self.index, vids, top // t, top % t)
+        keep, kept = temporal_nms_grid(start[:, None], end[:, None], best[:, None], best[:, None] > 0,
+                                       self.nms_threshold, n)
         lists = []
-        for i in range(s_tl.shape[0]):
-            flat = s_tl[i].reshape(-1).numpy()
-            top = np.argsort(-flat)[: 4 * n]
-            top = top[flat[top] > 0]
-            vids = np.full(len(top), videos[i])
-            start, end = clips_to_seconds(self.index, vids, top // t, top % t)
-            lists.append(nms_ranked(vids, start, end, flat[top], self.nms_threshold, n))
+        for i in range(b):
+            j = keep[i][kept[i]]
+            lists.append(list(zip(vids[i][j], start[i][j], end[i][j], best[i][j], strict=True)))
         return RankedMoments.from_lists(list(query_ids), self.index.video_ids, lists)

@@ -6,6 +6,10 @@ Randomness is re-seeded from (seed, epoch) at the start of every epoch — batch
 sampling and dropout — so a run resumed from an epoch's checkpoint continues exactly as the
 uninterrupted run would have. Torch's thread count and deterministic mode are set from the config
 while ``fit`` runs and restored afterwards.
+
+Started by ``torchrun``, the same config trains over several processes (:mod:`momentsearch.distributed`):
+``batch_size`` stays the global batch, each rank encodes its share of every batch's rows, gradients
+are averaged across ranks, and only rank 0 validates and writes checkpoints, history and plots.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from momentsearch.text.queries import dataset_query_features
 from momentsearch.training.checkpoint import read_state, save_checkpoint
 from momentsearch.training.config import TrainConfig
 from momentsearch.training.device import autocast, autocast_dtype, resolve_device, torch_settings
+from momentsearch.distributed import World
 
 SELECTION_KEYS = ("VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.5-r100", "VCMR 0.7-r10", "VR r10")
 
@@ -65,8 +70,9 @@ def _worker_init(_: int) -> None:
 class Trainer:
     def __init__(self, cfg: TrainConfig, progress: bool = True):
         self.cfg = cfg = dataclasses.replace(cfg, dataset=cfg.dataset.resolved())
-        self.progress = progress
-        self.device = resolve_device(cfg.device)
+        self.world = World.from_env()
+        self.progress = progress and self.world.is_main
+        self.device = self.world.init(resolve_device(cfg.device))
         self.amp = autocast_dtype(cfg.amp, self.device)
         self.out = Path(cfg.out_dir)
         self.dataset = open_dataset(cfg.dataset)
@@ -146,10 +152,12 @@ class Trainer:
             self.optimizer.zero_grad()
             if self.scaler is not None:
                 self.scaler.scale(loss).backward()
+                self.world.average_gradients(self.model)
                 self.scaler.step(self.optimizer)
                 self.scaler.update()
             else:
                 loss.backward()
+                self.world.average_gradients(self.model)
                 self.optimizer.step()
             size = len(batch.query_ids)
             for k, v in parts.items():
@@ -168,16 +176,26 @@ class Trainer:
             ranked["VR"], self.val_corpus, ("VR",))
 
     def fit(self) -> list[dict[str, Any]]:
-        with torch_settings(self.cfg.num_threads, self.cfg.deterministic, self.device):
-            return self._fit()
+        """Train the remaining epochs. Under torchrun every rank calls it; the process group is left at the end."""
+        try:
+            with torch_settings(self.cfg.num_threads, self.cfg.deterministic, self.device):
+                self.world.broadcast_parameters(self.model)
+                return self._fit()
+        finally:
+            self.world.close()
 
     def _fit(self) -> list[dict[str, Any]]:
-        self.ckpt_dir.mkdir(parents=True, exist_ok=True)
-        write_json(self.out / "train_config.json", to_dict(self.cfg))
+        if self.world.is_main:
+            self.ckpt_dir.mkdir(parents=True, exist_ok=True)
+            write_json(self.out / "train_config.json", to_dict(self.cfg))
         self.features_identity = self.dataset.feature_identity()
         best = max((h["selection"] for h in self.history), default=-1.0)
         for epoch in range(self.start_epoch, self.cfg.epochs):
             stats = self.train_epoch(epoch)
+            if not self.world.is_main:  # rank 0 validates and writes; the others wait for its checkpoint
+                self.history.append({"epoch": epoch + 1, **stats})
+                self.world.barrier()
+                continue
             metrics = self.validate()
             sel = selection_score(metrics)
             row = {"epoch": epoch + 1, **stats, "val": metrics, "selection": sel}
@@ -196,6 +214,7 @@ class Trainer:
                       f"{stats['queries_per_second']:.0f} queries/s", flush=True)
             write_json(self.out / "history.json", self.history)
             plot_training(self.history, self.out / "training_curves.png", self.family.name)
+            self.world.barrier()
         return self.history
 
 

@@ -13,13 +13,14 @@ from momentsearch.losses.contrastive import bidirectional_info_nce
 from momentsearch.losses.localization import start_end_nll
 from momentsearch.models.minute.batches import MinuteBatch
 from momentsearch.models.minute.network import MINUTE
+from momentsearch.distributed import sharded
 
 
 def retriever_loss(model: MINUTE, batch: MinuteBatch) -> tuple[torch.Tensor, dict[str, float]]:
     r = model.retriever
-    q = r.encode_queries(batch.tokens, batch.token_mask)
-    c = r.encode_videos(batch.streams, batch.clip_mask)
-    s_r = r.video_scores(q, c, batch.clip_mask)[:, batch.video_col]  # (B, B): query i vs item j's video
+    q = sharded(r.encode_queries, batch.tokens, batch.token_mask)  # this rank's rows, gathered
+    c = sharded(r.encode_videos, batch.streams, batch.clip_mask)
+    s_r = sharded(lambda qs: r.video_scores(qs, c, batch.clip_mask), q)[:, batch.video_col]  # (B, B)
     l_v, l_q = bidirectional_info_nce(s_r, batch.same_video)
     loss = l_v + l_q
     return loss, {"loss": loss.item(), "loss_retriever": loss.item(), "L^v": l_v.item(), "L^q": l_q.item()}
@@ -29,12 +30,12 @@ def shared_norm_logits(model: MINUTE, batch: MinuteBatch) -> tuple[torch.Tensor,
     """l_st, l_ed (B, C, T) of each query on its C = 1 + n candidate videos (positive first)."""
     assert batch.candidates is not None
     loc = model.localizer
-    w, q = loc.query(batch.tokens, batch.token_mask)
-    c = loc.video(batch.streams, batch.clip_mask)  # (U, S, T, d), each distinct video once
+    w, q = sharded(loc.query, batch.tokens, batch.token_mask)  # this rank's rows, gathered
+    c = sharded(loc.video, batch.streams, batch.clip_mask)  # (U, S, T, d), each distinct video once
     b, n_cand = batch.candidates.shape
     qi = torch.arange(b, device=w.device).repeat_interleave(n_cand)
     vi = batch.candidates.reshape(-1)
-    l_st, l_ed = loc.logits(w[qi], batch.token_mask[qi], q[qi], c[vi], batch.clip_mask[vi])
+    l_st, l_ed = sharded(loc.logits, w[qi], batch.token_mask[qi], q[qi], c[vi], batch.clip_mask[vi])
     return l_st.reshape(b, n_cand, -1), l_ed.reshape(b, n_cand, -1)
 
 

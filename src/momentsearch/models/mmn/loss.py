@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from momentsearch.models.mmn.batches import MMNBatch
 from momentsearch.models.mmn.config import MMNConfig
 from momentsearch.models.mmn.network import MMN
+from momentsearch.distributed import sharded
 
 
 def iou_targets(iou: torch.Tensor, cfg: MMNConfig) -> torch.Tensor:
@@ -38,8 +39,8 @@ def mmn_loss(model: MMN, batch: MMNBatch) -> tuple[torch.Tensor, dict[str, float
     cfg = model.cfg
     b = len(batch.query_ids)
     n = cfg.num_clips
-    q = model.encode_queries(batch.tokens, batch.token_mask)  # (B + E, 2, d)
-    m = model.encode_videos(batch.streams, batch.clip_mask)  # (U, N, N, 2, d)
+    q = sharded(model.encode_queries, batch.tokens, batch.token_mask)  # (B + E, 2, d), rows split over ranks
+    m = sharded(model.encode_videos, batch.streams, batch.clip_mask)  # (U, N, N, 2, d)
     valid = model.valid(q.device)  # (N, N)
     rows = torch.arange(b, device=q.device)
     cos = torch.einsum("bsd,uijsd->buijs", q[:b], m)  # (B, U, N, N, 2)

@@ -18,6 +18,7 @@ from momentsearch.models.span.network import SpanNet
 from momentsearch.models.span.search import SpanStages, encode_corpus
 from momentsearch.search.index import VideoIndex
 from momentsearch.search.stages import SearchStages
+from momentsearch.distributed import sharded
 
 
 class _SpanFamily(ModelFamily):
@@ -35,7 +36,7 @@ class _SpanFamily(ModelFamily):
         return SpanBatches(data.corpus, data.store, data.queries, data.clip_lengths, self.cfg)
 
     def loss(self, model: nn.Module, batch: SpanBatch, step: Step) -> tuple[torch.Tensor, dict[str, float]]:
-        l_s, l_e = model.pair_logits(batch.streams, batch.clip_mask, batch.tokens, batch.token_mask)  # type: ignore[operator]
+        l_s, l_e = sharded(model.pair_logits, batch.streams, batch.clip_mask, batch.tokens, batch.token_mask)  # type: ignore[arg-type]
         loss = span_bce(l_s, l_e, batch.st, batch.ed, batch.clip_mask, self.cfg.label_power)
         return loss, {"loss": loss.item(), "loss_span_bce": loss.item()}
 

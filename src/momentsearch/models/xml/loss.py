@@ -27,6 +27,7 @@ from momentsearch.losses.multilevel import (
 from momentsearch.models.xml.batches import Batch
 from momentsearch.models.xml.config import XMLConfig
 from momentsearch.models.xml.network import XML
+from momentsearch.distributed import sharded
 
 
 def _confidence(batch: Batch, cfg: XMLConfig) -> torch.Tensor:
@@ -67,20 +68,21 @@ def batch_loss(model: XML, batch: Batch, cfg: XMLConfig, pool: int | None,
     """The loss of one batch and its named terms; ``pool`` None draws random in-batch negatives,
     k draws from the k highest-scoring ones (XML's hard negatives)."""
     rc = cfg.relevance
-    q = model.encode_queries(batch.tokens, batch.token_mask)
-    h1, h2 = model.encode_videos(batch.streams, batch.clip_mask)  # the U distinct videos
-    s_vr = model.video_scores(q, h1, batch.clip_mask)[:, batch.video_col]  # (B, B): query i vs item j's video
+    # each encoder on this rank's rows, gathered: the loss sees the whole (global) batch on every rank
+    q = sharded(model.encode_queries, batch.tokens, batch.token_mask)
+    h1, h2 = sharded(model.encode_videos, batch.streams, batch.clip_mask)  # the U distinct videos
+    s_vr = sharded(lambda qs: model.video_scores(qs, h1, batch.clip_mask), q)[:, batch.video_col]  # (B, B)
     l_vr, vr_parts = _ranking(s_vr, batch, cfg, pool, generator, rc.lambda_rel_neg_vr, rc.lambda_pos_rel_vr,
                               lambda s: (1 + s) / 2)
     stats = {f"vr {k}": v for k, v in vr_parts.items()}
     with_pairs = rc.method == "pairs" and batch.pairs is not None
     every_pair = rc.lambda_vcmr > 0 or (with_pairs and rc.lambda_tl2 > 0)
     if every_pair:  # logits of every query on every distinct video of the batch
-        o_st_all, o_ed_all = model.st_ed_logits_all(q, h2, batch.clip_mask)
+        o_st_all, o_ed_all = sharded(lambda qs: model.st_ed_logits_all(qs, h2, batch.clip_mask), q)
         ar = torch.arange(len(batch.video_col), device=batch.video_col.device)
         o_st, o_ed = o_st_all[ar, batch.video_col], o_ed_all[ar, batch.video_col]
     else:
-        o_st, o_ed = model.st_ed_logits(q, h2[batch.video_col], batch.clip_mask[batch.video_col])
+        o_st, o_ed = sharded(model.st_ed_logits, q, h2[batch.video_col], batch.clip_mask[batch.video_col])
     l_tl = start_end_nll(o_st, o_ed, batch.st, batch.ed)
     stats["nll1"] = l_tl.item()
     if with_pairs and rc.lambda_tl2 > 0:
