@@ -90,7 +90,7 @@ def test_only_the_projects_errors_are_caught_a_bug_shows_its_traceback(monkeypat
     from momentsearch.cli import main as cli_main
     from momentsearch.errors import ConfigError
 
-    def project_error() -> None:
+    def project_error(**_: object) -> None:
         raise ConfigError("x.yaml: unknown key(s) ['hiden']")
 
     monkeypatch.setattr(cli_main, "app", project_error)
@@ -98,7 +98,7 @@ def test_only_the_projects_errors_are_caught_a_bug_shows_its_traceback(monkeypat
         cli_main.main()
     assert e.value.code == 2
 
-    def bug() -> None:
+    def bug(**_: object) -> None:
         raise KeyError("a programming error")
 
     monkeypatch.setattr(cli_main, "app", bug)

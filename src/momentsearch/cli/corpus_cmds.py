@@ -34,6 +34,14 @@ def ingest_cmd(
     encoder_device: Annotated[str, typer.Option("--encoder-device", help="cpu, cuda or cuda:N for neural encoders.")] = "cpu",
     random_init: Annotated[bool, typer.Option(
         "--random-init", help="Allow a randomly initialised neural encoder (tests only: its features mean nothing).")] = False,
+    ray: Annotated[Optional[str], typer.Option(
+        "--ray", help="Decode and encode on Ray: --ray alone starts a local Ray; --ray ADDRESS joins a cluster "
+                      "(auto, ray://head:10001). Needs momentsearch[ray].")] = None,
+    ray_workers: Annotated[Optional[int], typer.Option(
+        "--ray-workers", help="Ray actors (one encoder each); default one per CPU.")] = None,
+    threads: Annotated[int, typer.Option(
+        help="Torch threads per encoding process (0: torch's default; on Ray, 1 per actor). Torch encoders' "
+             "float results depend on it.")] = 0,
 ) -> None:
     """Decode and encode a folder of videos into a corpus folder. Run it again after adding or changing
     videos: only those are encoded. Broken files are reported and skipped."""
@@ -42,7 +50,8 @@ def ingest_cmd(
     if encoder != "builtin":
         _require_models()
     report = ingest(videos_dir, out, encoder, clip_seconds, fps, _encoder_options(encoder_weights, encoder_device,
-                                                                                    random_init))
+                                                                                    random_init),
+                    ray_address=ray, ray_workers=ray_workers, threads=threads)
     typer.echo(report.summary())
 
 

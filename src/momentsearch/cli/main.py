@@ -350,10 +350,22 @@ def main() -> None:
     """Errors the project raises on purpose (bad files, configs, queries) print one line and exit 2;
     anything else is a bug and shows its traceback."""
     try:
-        app()
+        app(args=_optional_values(sys.argv[1:]))
     except MomentSearchError as e:
         typer.echo(f"error: {e}", err=True)
         sys.exit(2)
+
+
+def _optional_values(argv: list[str]) -> list[str]:
+    """``--ray`` may stand alone (a local Ray) or take an address: alone, it becomes ``--ray local``. The next
+    word is the address when it is ``local`` or ``auto`` or has a ``:`` (``ray://head:10001``, ``head:6379``)."""
+    out = []
+    for i, a in enumerate(argv):
+        out.append(a)
+        nxt = argv[i + 1] if i + 1 < len(argv) else None
+        if a == "--ray" and (nxt is None or not (nxt in ("local", "auto") or ":" in nxt)):
+            out.append("local")
+    return out
 
 
 import momentsearch.cli.corpus_cmds  # noqa: E402,F401 - registers ingest, index and corpus-from-dataset on app

@@ -14,13 +14,19 @@ appended to ``ingest.journal.jsonl``; a killed ingest, run again, keeps what the
 manifest hold and goes on. Running ingest again on a grown folder encodes only new files and files
 whose size or modification time changed (or whose subtitle file did); files that are gone leave the
 corpus. The manifest is written last, atomically.
+
+**On a Ray cluster** (``ray_address``; :mod:`momentsearch.video.ray_ingest`) the decoding and encoding of
+each video runs on Ray actors, each holding one encoder, and this process writes what they return
+exactly as above: same files, journal, resume and manifest; the features are the serial ingest's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,6 +128,53 @@ class _SubtitleEncoder:
         return out
 
 
+@dataclass
+class Encoded:
+    """What one video's decode and encode gives: features, or the reason it was skipped."""
+
+    feats: np.ndarray | None = None  # (n_clips, dim)
+    subtitle: np.ndarray | None = None  # (n_clips, 384) when the video has a subtitle file
+    stats: DecodeStats | None = None
+    error: str | None = None
+
+
+class VideoWorker:
+    """Decodes and encodes one video at a time with one visual encoder (and MiniLM for subtitles, made
+    when first needed): what the serial ingest runs in-process and each Ray actor runs remotely."""
+
+    def __init__(self, encoder: VisualEncoder, clip_seconds: float, fps: float, batch_clips: int):
+        self.enc, self.clip_seconds, self.fps, self.batch_clips = encoder, clip_seconds, fps, batch_clips
+        self.sub_encoder: _SubtitleEncoder | None = None
+
+    def run(self, path: Path, subtitles: Path | None) -> Encoded:
+        try:
+            feats, st = _encode_video(path, self.enc, self.clip_seconds, self.fps, self.batch_clips)
+            subs = read_subtitles(subtitles) if subtitles is not None else None
+        except MomentSearchError as e:  # VideoDecodeError, SubtitleError: reported, the rest goes on
+            return Encoded(error=str(e))
+        sub = None
+        if subs is not None:
+            self.sub_encoder = self.sub_encoder or _SubtitleEncoder()
+            sub = self.sub_encoder(clip_texts(subs, len(feats), self.clip_seconds))
+        return Encoded(feats, sub, st)
+
+
+@contextlib.contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """torch on ``n`` threads for the block (0: unchanged), restored after; no torch import when n is 0."""
+    if n <= 0:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _encode_video(path: Path, enc: VisualEncoder, clip_seconds: float, fps: float, batch_clips: int
                   ) -> tuple[np.ndarray, DecodeStats]:
     stats = DecodeStats()
@@ -171,8 +224,14 @@ def _previous_state(out: Path, identity: dict[str, Any], clip_seconds: float, fp
 
 def ingest(videos_dir: str | Path, out: str | Path, encoder: str | VisualEncoder = "builtin",
            clip_seconds: float = 2.0, fps: float = 2.0, encoder_options: dict[str, Any] | None = None,
-           batch_clips: int = 16, progress: bool = True) -> IngestReport:
-    """Ingest (or update) ``out`` from ``videos_dir``; returns what was done, failures included."""
+           batch_clips: int = 16, progress: bool = True, ray_address: str | None = None,
+           ray_workers: int | None = None, threads: int = 0) -> IngestReport:
+    """Ingest (or update) ``out`` from ``videos_dir``; returns what was done, failures included.
+    ``ray_address``: spread decoding and encoding over Ray (``"local"``: a Ray started here with
+    ``ray_workers`` workers, default one per core; else a cluster's address, e.g. ``ray://head:10001``
+    or ``auto``), with ``ray_workers`` actors (default: one per CPU of the cluster). ``threads``: torch
+    threads per encoding process (0: torch's default here, 1 per Ray actor); torch encoders' float results
+    depend on it, so a serial and a Ray ingest give bit-identical features at the same ``threads``."""
     t0 = time.perf_counter()
     src, dst = Path(videos_dir), Path(out)
     if not src.is_dir():
@@ -198,24 +257,33 @@ def ingest(videos_dir: str | Path, out: str | Path, encoder: str | VisualEncoder
         else:
             todo.append((vid, path, sig))
     report.removed = sorted(set(entries) - set(files))
-    sub_encoder: _SubtitleEncoder | None = None
     settings = [identity, clip_seconds, fps]
-    with open(dst / JOURNAL, "a", encoding="utf-8") as journal, tqdm(
+    jobs = [(vid, path, src / sig["subtitles"]["path"] if sig["subtitles"] else None) for vid, path, sig in todo]
+    sigs = {vid: sig for vid, _, sig in todo}
+    if threads < 0:
+        raise CorpusFolderError(f"threads must be >= 0, got {threads}")
+    if ray_address is None:
+        worker = VideoWorker(enc, clip_seconds, fps, batch_clips)
+        results: Iterator[tuple[str, Encoded]] = ((vid, worker.run(path, sub)) for vid, path, sub in jobs)
+    else:
+        from momentsearch.video.ray_ingest import ray_results
+
+        results = ray_results(jobs, encoder if isinstance(encoder, str) else enc, encoder_options,
+                              (clip_seconds, fps, batch_clips), ray_address, ray_workers, threads or 1)
+    with torch_threads(threads if ray_address is None else 0), open(dst / JOURNAL, "a", encoding="utf-8") as journal, tqdm(
             total=len(todo), desc="ingesting", unit="video", disable=not progress or not todo) as bar:
-        for vid, path, sig in todo:
-            bar.set_postfix_str(path.name[:40])
-            try:
-                feats, st = _encode_video(path, enc, clip_seconds, fps, batch_clips)
-                subs = read_subtitles(src / sig["subtitles"]["path"]) if sig["subtitles"] else None
-            except MomentSearchError as e:  # VideoDecodeError, SubtitleError: reported, the rest goes on
-                report.failures.append({**{k: sig[k] for k in ("path", "size", "mtime_ns")}, "error": str(e)})
+        for vid, done in results:  # in order here, as finished on Ray
+            sig = sigs[vid]
+            bar.set_postfix_str(Path(sig["path"]).name[:40])
+            if done.error is not None or done.feats is None or done.stats is None:
+                report.failures.append({**{k: sig[k] for k in ("path", "size", "mtime_ns")}, "error": done.error})
                 bar.update(1)
                 continue
+            feats, st = done.feats, done.stats
             crc = {"visual": _write_array(vis_dir, vid, feats)}
-            if subs is not None:
-                sub_encoder = sub_encoder or _SubtitleEncoder()
+            if done.subtitle is not None:
                 make_folder(sub_dir, sub_dir)
-                crc["subtitle"] = _write_array(sub_dir, vid, sub_encoder(clip_texts(subs, len(feats), clip_seconds)))
+                crc["subtitle"] = _write_array(sub_dir, vid, done.subtitle)
             entry = {"id": vid, **sig, "duration": round(st.duration, 6), "clip_length": clip_seconds,
                      "n_clips": len(feats), "fps": st.fps, "width": st.width, "height": st.height,
                      "rotation": st.rotation, "codec": st.codec, "frames_decoded": st.n_frames, "crc32": crc}
@@ -228,6 +296,8 @@ def ingest(videos_dir: str | Path, out: str | Path, encoder: str | VisualEncoder
             bar.update(1)
             el = time.perf_counter() - t0
             bar.set_postfix_str(f"{report.video_seconds / el:.1f} video-s/s")
+    report.failures.sort(key=lambda f: f["path"])
+    report.encoded.sort()
     _finish(dst, src, identity, clip_seconds, fps, videos, report, sub_dir)
     report.wall_seconds = time.perf_counter() - t0
     return report

@@ -1,0 +1,59 @@
+"""Ingest on a local Ray (2 actors) writes the same corpus folder as the serial ingest: the same features,
+failures and manifest; the serial path never imports Ray."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from test_ingest import _folder
+
+from momentsearch.cli.main import _optional_values
+from momentsearch.data.corpus_folder import CorpusFolder
+from momentsearch.errors import ConfigError
+from momentsearch.video.ingest import ingest
+
+pytest.importorskip("ray")
+
+
+def test_ray_ingest_equals_the_serial_ingest(tmp_path):
+    d = _folder(tmp_path)
+    (d / "sub" / "b.srt").write_text("1\n00:00:00,500 --> 00:00:01,800\na dog runs\n")  # a subtitle stream too
+    # one torch thread per encoding process in both: MiniLM's subtitle vectors depend on the thread count
+    serial = ingest(d, tmp_path / "serial", clip_seconds=1.0, fps=2.0, progress=False, threads=1)
+    on_ray = ingest(d, tmp_path / "ray", clip_seconds=1.0, fps=2.0, progress=False, ray_address="local",
+                    ray_workers=2, threads=1)
+    assert on_ray.encoded == serial.encoded and len(serial.encoded) >= 3
+    assert on_ray.failures == serial.failures and len(serial.failures) == 4  # the broken files, same errors
+    a, b = CorpusFolder.open(tmp_path / "serial"), CorpusFolder.open(tmp_path / "ray")
+    assert a.fingerprint == b.fingerprint and a.video_ids == b.video_ids
+    assert [a.entry(v) for v in a.video_ids] == [b.entry(v) for v in b.video_ids]
+    with a.features() as fa, b.features() as fb:
+        for v in a.video_ids:
+            assert np.array_equal(fa[v], fb[v]), v  # bit-identical features
+    assert "subtitle" in a.entry("sub/b")["crc32"]
+    again = ingest(d, tmp_path / "ray", clip_seconds=1.0, fps=2.0, progress=False, ray_address="local",
+                   ray_workers=2)  # nothing changed: nothing sent to Ray
+    assert again.encoded == [] and sorted(again.kept) == sorted(serial.encoded)
+
+
+def test_ray_options_and_errors(tmp_path):
+    assert _optional_values(["ingest", "v", "--ray", "--out", "c"]) == ["ingest", "v", "--ray", "local", "--out", "c"]
+    assert _optional_values(["ingest", "v", "--out", "c", "--ray"])[-2:] == ["--ray", "local"]
+    assert _optional_values(["ingest", "--ray", "ray://head:10001", "v"])[1:3] == ["--ray", "ray://head:10001"]
+    assert _optional_values(["ingest", "--ray", "auto", "v"])[1:3] == ["--ray", "auto"]
+    d = _folder(tmp_path)
+    with pytest.raises(ConfigError, match="--ray-workers must be >= 1"):
+        ingest(d, tmp_path / "c", progress=False, ray_address="local", ray_workers=0)
+
+
+def test_the_serial_ingest_does_not_import_ray(tmp_path):
+    d = tmp_path / "v"
+    d.mkdir()
+    code = (f"import sys; from momentsearch.video.ingest import ingest; ingest({str(d)!r}, {str(tmp_path / 'c')!r}, "
+            "progress=False); print('ray' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert out.strip() == "False"
