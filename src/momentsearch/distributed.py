@@ -166,16 +166,16 @@ def _gather(x: Any, sizes: list[int], rank: int) -> Any:
     raise TypeError(f"sharded: cannot gather a {type(x).__name__} (return tensors, or lists/tuples of them)")
 
 
-def sharded(fn: Callable[..., Any], *args: Any, rows: int | None = None) -> Any:
+def sharded(fn: Callable[..., Any], *args: Any) -> Any:
     """``fn(*args)`` where every tensor in ``args`` (or in a list/tuple of them) has the batch's rows on
     dim 0: in one process the plain call; with several ranks, each runs ``fn`` on its contiguous share
     of the rows and the outputs (tensors, or lists/tuples of them) are all-gathered with gradients, so
-    the caller sees the whole batch's outputs. Non-tensor arguments pass through. ``rows``: the row count
-    (default: the first tensor's). With fewer rows than ranks, every rank runs the whole call."""
+    the caller sees the whole batch's outputs. Non-tensor arguments pass through. The row count is the
+    first tensor's. With fewer rows than ranks, every rank runs the whole call."""
     world = _CURRENT
     if world.size == 1:
         return fn(*args)
-    n = rows if rows is not None else _first_len(args)
+    n = _first_len(args)
     if n < world.size:
         return fn(*args)
     sizes = [len(r) for r in torch.arange(n).tensor_split(world.size)]

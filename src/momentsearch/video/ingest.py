@@ -37,7 +37,7 @@ from tqdm import tqdm
 from momentsearch.data.corpus_folder import FORMAT, MANIFEST, VERSION, CorpusFolder, fingerprint_of
 from momentsearch.data.features import _check_array, _h5_key, checksum
 from momentsearch.data.subtitles import SUBTITLE_SUFFIXES, clip_texts, find_subtitles, read_subtitles
-from momentsearch.errors import CorpusFolderError, MomentSearchError
+from momentsearch.errors import ConfigError, CorpusFolderError, MomentSearchError
 from momentsearch.fileio import atomic_path, make_folder, write_json
 from momentsearch.video.decode import DecodeStats, clip_frames
 from momentsearch.video.encoders import VisualEncoder, create_encoder, describe, same_encoder
@@ -159,20 +159,13 @@ class VideoWorker:
         return Encoded(feats, sub, st)
 
 
-@contextlib.contextmanager
-def torch_threads(n: int) -> Iterator[None]:
-    """torch on ``n`` threads for the block (0: unchanged), restored after; no torch import when n is 0."""
+def _torch_threads(n: int) -> contextlib.AbstractContextManager[None]:
+    """torch on ``n`` threads for the block, restored after (training.device.torch_settings); no torch import at 0."""
     if n <= 0:
-        yield
-        return
-    import torch
+        return contextlib.nullcontext()
+    from momentsearch.training.device import torch_settings
 
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
+    return torch_settings(n)
 
 
 def _encode_video(path: Path, enc: VisualEncoder, clip_seconds: float, fps: float, batch_clips: int
@@ -239,6 +232,10 @@ def ingest(videos_dir: str | Path, out: str | Path, encoder: str | VisualEncoder
     if not (clip_seconds > 0 and fps > 0 and clip_seconds * fps >= 1 - 1e-9):
         raise CorpusFolderError(f"--clip-seconds {clip_seconds} and --fps {fps}: both must be > 0, with at least one "
                                 "frame per clip (clip_seconds x fps >= 1)")
+    if threads < 0:
+        raise CorpusFolderError(f"threads must be >= 0, got {threads}")
+    if ray_workers is not None and ray_workers < 1:
+        raise ConfigError(f"--ray-workers must be >= 1, got {ray_workers}")
     enc = encoder if isinstance(encoder, VisualEncoder) else create_encoder(encoder, **(encoder_options or {}))
     identity = enc.identity()
     make_folder(dst, dst)
@@ -260,8 +257,6 @@ def ingest(videos_dir: str | Path, out: str | Path, encoder: str | VisualEncoder
     settings = [identity, clip_seconds, fps]
     jobs = [(vid, path, src / sig["subtitles"]["path"] if sig["subtitles"] else None) for vid, path, sig in todo]
     sigs = {vid: sig for vid, _, sig in todo}
-    if threads < 0:
-        raise CorpusFolderError(f"threads must be >= 0, got {threads}")
     if ray_address is None:
         worker = VideoWorker(enc, clip_seconds, fps, batch_clips)
         results: Iterator[tuple[str, Encoded]] = ((vid, worker.run(path, sub)) for vid, path, sub in jobs)
@@ -270,7 +265,7 @@ def ingest(videos_dir: str | Path, out: str | Path, encoder: str | VisualEncoder
 
         results = ray_results(jobs, encoder if isinstance(encoder, str) else enc, encoder_options,
                               (clip_seconds, fps, batch_clips), ray_address, ray_workers, threads or 1)
-    with torch_threads(threads if ray_address is None else 0), open(dst / JOURNAL, "a", encoding="utf-8") as journal, tqdm(
+    with _torch_threads(threads if ray_address is None else 0), open(dst / JOURNAL, "a", encoding="utf-8") as journal, tqdm(
             total=len(todo), desc="ingesting", unit="video", disable=not progress or not todo) as bar:
         for vid, done in results:  # in order here, as finished on Ray
             sig = sigs[vid]

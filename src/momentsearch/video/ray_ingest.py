@@ -64,8 +64,6 @@ def ray_results(jobs: Sequence[tuple[str, Path, Path | None]], encoder: str | Vi
     ray = _ray()
     from ray.util import ActorPool
 
-    if workers is not None and workers < 1:
-        raise ConfigError(f"--ray-workers must be >= 1, got {workers}")
     started = not ray.is_initialized()
     if started:
         if address == "local":
