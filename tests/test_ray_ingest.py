@@ -48,6 +48,8 @@ def test_ray_options_and_errors(tmp_path):
     d = _folder(tmp_path)
     with pytest.raises(ConfigError, match="--ray-workers must be >= 1"):
         ingest(d, tmp_path / "c", progress=False, ray_address="local", ray_workers=0)
+    with pytest.raises(ConfigError, match=r"--ray 127.0.0.1:1: no Ray cluster answers there"):  # not minutes of retries
+        ingest(d, tmp_path / "c", progress=False, ray_address="127.0.0.1:1")
 
 
 def test_the_serial_ingest_does_not_import_ray(tmp_path):

@@ -20,6 +20,7 @@ Ray is an optional dependency (``pip install 'momentsearch[ray]'``); the serial 
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,19 @@ def _ray() -> Any:
     return ray
 
 
+def _reachable(address: str, timeout: float = 5.0) -> None:
+    """A ``host:port`` or ``ray://host:port`` address must accept a TCP connection: Ray itself retries an
+    unreachable head for minutes before it gives up."""
+    hostport = address.removeprefix("ray://")
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit():
+        return  # "auto" and other forms Ray resolves itself
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise ConfigError(f"--ray {address}: no Ray cluster answers there ({e})") from None
+
+
 def ray_results(jobs: Sequence[tuple[str, Path, Path | None]], encoder: str | VisualEncoder,
                 options: dict[str, Any] | None, settings: tuple[float, float, int], address: str,
                 workers: int | None = None, threads: int = 1) -> Iterator[tuple[str, Encoded]]:
@@ -69,6 +83,7 @@ def ray_results(jobs: Sequence[tuple[str, Path, Path | None]], encoder: str | Vi
         if address == "local":
             ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
         else:
+            _reachable(address)
             try:
                 ray.init(address=address, log_to_driver=False, configure_logging=False)
             except ConnectionError as e:
