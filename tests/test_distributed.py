@@ -72,12 +72,15 @@ def test_torchrun_training_matches_one_process_and_resumes_after_a_kill(tiny_ben
     proc = _torchrun_train(config)
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out
-    assert out.count("epoch ") >= 1 and f"epoch {done_before}:" not in out  # resumed: finished epochs not redone
+    # resumed: the finished epochs' progress bars ("epoch 1/4: ...") do not come again
+    assert f"epoch {done_before + 1}/{epochs}:" in out and f"epoch {done_before}/{epochs}:" not in out
     two = json.loads(history.read_text())
     assert [h["epoch"] for h in two] == list(range(1, epochs + 1))
     for a, b in zip(one.history, two, strict=True):  # the same loss curve and validation, within float tolerance
-        # measured when written: losses 3e-8 apart (relative), the same validation recall at every epoch
-        assert b["loss"] == pytest.approx(a["loss"], rel=1e-6), (a["epoch"], a["loss"], b["loss"])
+        # measured: losses 3e-8 apart (relative) with transformer layers, up to 1.3e-6 by epoch 4 with the
+        # attention layers (issue 23; attention kernels round differently on half the rows); the same
+        # validation recall at every epoch
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-5), (a["epoch"], a["loss"], b["loss"])
         for task in ("VCMR", "VR"):
             for k, v in a["val"][task].items():
                 assert b["val"][task][k] == pytest.approx(v, abs=1.0), (a["epoch"], task, k)
