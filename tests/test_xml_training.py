@@ -49,6 +49,11 @@ def test_resume_gives_identical_weights(tiny_benchmark: Path, tmp_path: Path) ->
     del state["train_config"]["model"]["conv_kernel"], state["train_config"]["model"]["relevance"]["floor_mode"]
     torch.save(state, tmp_path / "b" / "checkpoints" / "last.pt")
     assert Trainer(tiny_cfg(tiny_benchmark, tmp_path / "b", 2), progress=False).resume()
+    del state["train_config"]["model"]["encoder_layer"]  # from before encoder_layer: its layers were transformer
+    torch.save(state, tmp_path / "b" / "checkpoints" / "last.pt")
+    with pytest.raises(CheckpointError, match=r"differs in \['model'\]"):
+        Trainer(tiny_cfg(tiny_benchmark, tmp_path / "b", 2), progress=False).resume()
+    state["train_config"]["model"]["encoder_layer"] = "attention"
     state["train_config"]["model"]["hidden"] = 32  # a stored value that differs still refuses
     torch.save(state, tmp_path / "b" / "checkpoints" / "last.pt")
     with pytest.raises(CheckpointError, match=r"differs in \['model'\]"):

@@ -81,6 +81,12 @@ class ModelFamily(ABC):
     config_class: ClassVar[type]
     network_class: ClassVar[Any] = None  # built from the config by the default build / restore
 
+    @classmethod
+    def stored_config(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """A config stored by an earlier momentsearch (a checkpoint's) as this version reads it: an option
+        added since, whose default changed what the network is, is set to the value it had then."""
+        return data
+
     def __init__(self, cfg: Any):
         if not isinstance(cfg, self.config_class):
             raise TypeError(f"family {self.name!r} takes a {self.config_class.__name__}, got {type(cfg).__name__}")

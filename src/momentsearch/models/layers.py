@@ -59,6 +59,50 @@ def transformer_layer(d: int, heads: int, dropout: float) -> nn.TransformerEncod
     return nn.TransformerEncoderLayer(d, heads, dim_feedforward=d, dropout=dropout, batch_first=True)
 
 
+class MultiHeadAttention(nn.Module):
+    """Scaled dot-product attention of x (N, Lx, d) over y (N, Ly, d) (over x itself when y is None),
+    keys where ``y_pad`` (N, Ly) is True masked out; dropout on the attention weights. The q, k, v projections are one (3d, d) weight
+    (self-attention projects x once); the output projection is optional (``output``)."""
+
+    def __init__(self, d: int, heads: int, dropout: float, output: bool = True):
+        super().__init__()
+        self.heads, self.dropout = heads, dropout
+        self.in_proj = nn.Linear(d, 3 * d)
+        self.out_proj = nn.Linear(d, d) if output else None
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor | None = None, y_pad: torch.Tensor | None = None
+                ) -> torch.Tensor:
+        n, lx, d = x.shape
+        if y is None:  # self-attention
+            q, k, v = self.in_proj(x).chunk(3, dim=-1)
+        else:
+            w, b = self.in_proj.weight, self.in_proj.bias
+            q = nn.functional.linear(x, w[:d], b[:d])
+            k, v = nn.functional.linear(y, w[d:], b[d:]).chunk(2, dim=-1)
+        h = self.heads
+        q, k, v = (t.reshape(n, -1, h, d // h).transpose(1, 2) for t in (q, k, v))
+        mask = None if y_pad is None else ~y_pad[:, None, None, :]  # (N, 1, 1, Ly) True = attend
+        out = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                                         dropout_p=self.dropout if self.training else 0.0)
+        out = out.transpose(1, 2).reshape(n, lx, d)
+        return out if self.out_proj is None else self.out_proj(out)
+
+
+class AttentionLayer(nn.Module):
+    """Self-attention, a dense layer, dropout, then LayerNorm of the residual sum: BERT's attention
+    block without its feed-forward block, XML's encoder layer in Lei et al.'s code. Called like
+    ``nn.TransformerEncoderLayer``: ``layer(x, src_key_padding_mask=pad)``, pad (N, L) True = padding."""
+
+    def __init__(self, d: int, heads: int, dropout: float):
+        super().__init__()
+        self.att = MultiHeadAttention(d, heads, dropout)
+        self.drop = nn.Dropout(dropout)
+        self.norm = nn.LayerNorm(d)
+
+    def forward(self, x: torch.Tensor, src_key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.norm(x + self.drop(self.att(x, y_pad=src_key_padding_mask)))
+
+
 def modular_pooling(scores: torch.Tensor, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Modular (learned attention) pooling (XML; MINUTE Eq. 14): scores (B, L, S) = W_c x over tokens
     x (B, L, d) with mask (B, L) True = real -> one vector per head, (B, S, d)."""

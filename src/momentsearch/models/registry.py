@@ -51,6 +51,15 @@ def family_config(data: Mapping[str, Any] | Any, where: str = "model") -> Any:
     return from_dict(fam.config_class, dict(data), where)
 
 
+def stored_family_config(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A family config as a checkpoint stored it, read as this version reads it (see
+    ``ModelFamily.stored_config``); an unknown family passes through for the caller to report."""
+    name = data.get("name")
+    if name not in family_names():
+        return dict(data)
+    return get_family(str(name)).stored_config(dict(data))
+
+
 def create_family(cfg: Mapping[str, Any] | Any) -> ModelFamily:
     """A family instance from its config (typed, or a mapping with ``name``), like timm's ``create_model``."""
     typed = family_config(cfg)

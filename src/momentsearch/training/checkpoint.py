@@ -21,7 +21,7 @@ from momentsearch import __version__
 from momentsearch.config import from_dict, to_dict
 from momentsearch.errors import CheckpointError, ConfigError
 from momentsearch.models.family import ModelFamily
-from momentsearch.models.registry import create_family, family_names
+from momentsearch.models.registry import create_family, family_names, stored_family_config
 from momentsearch.training.config import TrainConfig
 
 FORMAT = "momentsearch-checkpoint"
@@ -111,13 +111,19 @@ class Checkpoint:
         return self.train_config
 
 
+def stored_train_config(data: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's train config with its model config read as this version reads it."""
+    model = data.get("model")
+    return {**data, "model": stored_family_config(model)} if isinstance(model, dict) else data
+
+
 def family_of(state: dict[str, Any], where: str) -> ModelFamily:
     name = state.get("family")
     if name not in family_names():
         raise CheckpointError(f"{where}: a checkpoint of model family {name!r}, which this installation does "
                               f"not have (it has {family_names()})")
     try:
-        family = create_family(state["model_config"])
+        family = create_family(stored_family_config(state["model_config"]))
     except ConfigError as e:
         raise CheckpointError(f"{where}: its model config does not load: {e}") from None
     if state.get("family_version") != family.version:
@@ -134,7 +140,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     family = family_of(state, str(p))
     cfg = None
     if state.get("train_config") is not None:
-        cfg = from_dict(TrainConfig, state["train_config"], str(p))
+        cfg = from_dict(TrainConfig, stored_train_config(state["train_config"]), str(p))
         cfg = dataclasses.replace(cfg, dataset=cfg.dataset.relocated(state.get("dataset_relative", {}), p.parent))
     model = family.restore()
     try:

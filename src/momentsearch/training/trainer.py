@@ -34,7 +34,7 @@ from momentsearch.models.family import InputDims, Step, TrainingData
 from momentsearch.models.registry import create_family
 from momentsearch.search.run import rank_split
 from momentsearch.text.queries import dataset_query_features
-from momentsearch.training.checkpoint import read_state, save_checkpoint
+from momentsearch.training.checkpoint import read_state, save_checkpoint, stored_train_config
 from momentsearch.training.config import TrainConfig
 from momentsearch.training.device import autocast, autocast_dtype, resolve_device, torch_settings
 from momentsearch.distributed import World
@@ -233,6 +233,6 @@ def _with_defaults(saved: dict[str, Any]) -> dict[str, Any]:
     default, so that a checkpoint from before the option resumes as the same run. A config this
     version cannot read (a removed option) is compared as stored, and differs."""
     try:
-        return to_dict(from_dict(TrainConfig, dict(saved), "stored train config"))
+        return to_dict(from_dict(TrainConfig, stored_train_config(dict(saved)), "stored train config"))
     except ConfigError:
         return dict(saved)

@@ -77,6 +77,11 @@ class XMLConfig:
     hidden: int = 256
     n_heads: int = 4
     dropout: float = 0.1
+    # attention: self-attention, dense, dropout, residual LayerNorm, and cross-attention without an
+    # output projection (Lei et al.'s code); transformer: nn.TransformerEncoderLayer with a d-wide
+    # feed-forward block and nn.MultiheadAttention (the default before issue 23: a checkpoint written
+    # then names no encoder_layer and loads as transformer)
+    encoder_layer: str = "attention"
     max_clips: int = 128
     max_tokens: int = 32
     conv_kernel: int = 5
@@ -97,6 +102,8 @@ class XMLConfig:
     def __post_init__(self) -> None:
         if self.margin < 0 or self.lambda_tl < 0:
             raise ValueError("margin and lambda_tl must be >= 0")
+        if self.encoder_layer not in ("attention", "transformer"):
+            raise ValueError(f"encoder_layer must be attention or transformer, got {self.encoder_layer!r}")
         if self.hidden % self.n_heads:
             raise ValueError(f"hidden ({self.hidden}) must be a multiple of n_heads ({self.n_heads})")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -33,6 +34,11 @@ class XMLFamily(ModelFamily):
     config_class = XMLConfig
     network_class = XML
     cfg: XMLConfig
+
+    @classmethod
+    def stored_config(cls, data: dict[str, Any]) -> dict[str, Any]:
+        # before encoder_layer existed (issue 23), XML's layers were full Transformer layers
+        return data if "encoder_layer" in data else {**data, "encoder_layer": "transformer"}
 
     def build(self, dims: InputDims) -> nn.Module:
         self.cfg = self.cfg.with_inputs(dims.visual, dims.subtitle if self.cfg.use_subtitle else 0, dims.query)

@@ -1,12 +1,14 @@
 """XML, Cross-modal Moment Localization (Lei et al., 2020), as Sec. 3.2 of
 ``potentially-relevant-pairs-vcmr.txt`` describes it.
 
-Query: token features E^q (l_q, D_q) -> linear + positional encoding -> one Transformer layer ->
+Query: token features E^q (l_q, D_q) -> linear + positional encoding -> one encoder layer ->
 modular (learned attention) pooling into one query vector q_s per video stream s.
 
 Video: clip features E^v (l_v, D_v) per stream -> linear + positional encoding -> self-attention
 (-> cross-attention between the visual and subtitle streams when both exist) -> H^{v,1}
-(retrieval); one more Transformer layer -> H^{v,2} (localization). d = 256.
+(retrieval); one more encoder layer -> H^{v,2} (localization). d = 256. An encoder layer is, as in
+Lei et al.'s code, self-attention + dense + LayerNorm (``encoder_layer: attention``), or a full
+Transformer layer with a d-wide feed-forward block (``transformer``, the default before issue 23).
 
     s_vr(v | q)          = mean_s max_t cos(q_s, H^{v,1}_{s,t})                         (Eq. 1)
     o_st, o_ed           = Conv1D_st/ed( mean_s <W_s q_s, H^{v,2}_{s,t}> )  (logits along t; W_s a
@@ -28,7 +30,9 @@ from torch import nn
 
 from momentsearch.models.layers import (
     NEG_INF,
+    AttentionLayer,
     LinearLayer,
+    MultiHeadAttention,
     PositionalEncoding,
     bert_init,
     check_input_dims,
@@ -38,19 +42,31 @@ from momentsearch.models.layers import (
 )
 from momentsearch.models.xml.config import XMLConfig
 
-__all__ = ["NEG_INF", "XML", "CrossAttention", "LinearLayer", "PositionalEncoding", "transformer_layer"]
+__all__ = ["NEG_INF", "XML", "CrossAttention", "LinearLayer", "PositionalEncoding", "encoder_layer", "transformer_layer"]
 
 class CrossAttention(nn.Module):
-    """x attends to y (padding of y masked), with a residual connection and LayerNorm."""
+    """x attends to y (padding of y masked), with a residual connection and LayerNorm. Lei et al.'s
+    code has no output projection here (``projection=False``); ``nn.MultiheadAttention`` has one."""
 
-    def __init__(self, d: int, heads: int, dropout: float):
+    def __init__(self, d: int, heads: int, dropout: float, projection: bool = True):
         super().__init__()
-        self.att = nn.MultiheadAttention(d, heads, dropout=dropout, batch_first=True)
+        self.att: nn.Module = (nn.MultiheadAttention(d, heads, dropout=dropout, batch_first=True) if projection
+                               else MultiHeadAttention(d, heads, dropout, output=False))
         self.norm = nn.LayerNorm(d)
 
     def forward(self, x: torch.Tensor, y: torch.Tensor, y_pad: torch.Tensor) -> torch.Tensor:
-        out, _ = self.att(x, y, y, key_padding_mask=y_pad, need_weights=False)
+        if isinstance(self.att, nn.MultiheadAttention):
+            out, _ = self.att(x, y, y, key_padding_mask=y_pad, need_weights=False)
+        else:
+            out = self.att(x, y, y_pad)
         return self.norm(x + out)
+
+
+def encoder_layer(cfg: XMLConfig) -> nn.Module:
+    """One encoder layer as ``cfg.encoder_layer`` names it (see :class:`XMLConfig`)."""
+    if cfg.encoder_layer == "attention":
+        return AttentionLayer(cfg.hidden, cfg.n_heads, cfg.dropout)
+    return transformer_layer(cfg.hidden, cfg.n_heads, cfg.dropout)
 
 
 class XML(nn.Module):
@@ -61,14 +77,16 @@ class XML(nn.Module):
         d, p = cfg.hidden, cfg.dropout
         self.query_input = LinearLayer(cfg.query_dim, d, p)
         self.query_pos = PositionalEncoding(cfg.max_tokens, d, p)
-        self.query_encoder = transformer_layer(d, cfg.n_heads, p)
+        self.query_encoder = encoder_layer(cfg)
         self.modular = nn.Linear(d, cfg.n_streams)  # one attention-pooling head per stream
         dims = [cfg.visual_dim] + ([cfg.subtitle_dim] if cfg.n_streams == 2 else [])
         self.video_input = nn.ModuleList(LinearLayer(dv, d, p) for dv in dims)
         self.video_pos = nn.ModuleList(PositionalEncoding(cfg.max_clips, d, p) for _ in dims)
-        self.video_encoder1 = nn.ModuleList(transformer_layer(d, cfg.n_heads, p) for _ in dims)
-        self.cross = nn.ModuleList(CrossAttention(d, cfg.n_heads, p) for _ in dims) if cfg.n_streams == 2 else None
-        self.video_encoder2 = nn.ModuleList(transformer_layer(d, cfg.n_heads, p) for _ in dims)
+        self.video_encoder1 = nn.ModuleList(encoder_layer(cfg) for _ in dims)
+        projection = cfg.encoder_layer == "transformer"
+        self.cross = (nn.ModuleList(CrossAttention(d, cfg.n_heads, p, projection) for _ in dims)
+                      if cfg.n_streams == 2 else None)
+        self.video_encoder2 = nn.ModuleList(encoder_layer(cfg) for _ in dims)
         self.query_linear = nn.ModuleList(nn.Linear(d, d) for _ in dims)  # W_s: the localization query
         k = cfg.conv_kernel
         self.conv_st = nn.Conv1d(1, 1, k, padding=k // 2, bias=False)
