@@ -71,7 +71,8 @@ def reference_inputs(b: Batch) -> dict[str, torch.Tensor | None]:
                 tef_feat=None, tef_mask=None, st_ed_indices=torch.stack([b.st, b.ed], dim=1))
 
 
-Stepper = Callable[[Batch], None]
+Inputs = tuple[Batch, dict[str, torch.Tensor | None]]  # our batch, and the same batch as the reference's arguments
+Stepper = Callable[[Inputs], None]
 
 
 def ours(encoder_layer: str, data: TrainingData) -> tuple[Stepper, int]:
@@ -83,8 +84,8 @@ def ours(encoder_layer: str, data: TrainingData) -> tuple[Stepper, int]:
     opt = family.optimizer(model, LR)
     step = Step(0, torch.Generator().manual_seed(0))  # epoch 0: random in-batch negatives
 
-    def run(b: Batch) -> None:
-        loss, _ = family.loss(model, b, step)
+    def run(inputs: Inputs) -> None:
+        loss, _ = family.loss(model, inputs[0], step)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -104,9 +105,9 @@ def reference(xml_cls: type, base: dict, dims: InputDims, anomaly: bool = False)
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=LR)
 
-    def run(b: Batch) -> None:
+    def run(inputs: Inputs) -> None:
         with torch.autograd.set_detect_anomaly(anomaly):
-            loss, _ = model(**b.reference)  # type: ignore[attr-defined]
+            loss, _ = model(**inputs[1])
             opt.zero_grad()
             loss.backward()
         opt.step()
@@ -137,12 +138,11 @@ def main() -> None:
     family.build(dims)  # sets the input dims: two streams
     source = family.batches(data)
     gen = torch.Generator().manual_seed(0)
-    batches = []
+    batches: list[Inputs] = []
     for idx in source.sampler(128, gen):
         if len(idx) == 128:
             b = source.collate(idx)
-            b.reference = reference_inputs(b)  # type: ignore[attr-defined]
-            batches.append(b)
+            batches.append((b, reference_inputs(b)))
         if len(batches) == args.batches + 1:
             break
     impls: dict[str, tuple[Stepper, int]] = {f"momentsearch ({layer})": ours(layer, data)
@@ -157,8 +157,8 @@ def main() -> None:
     for r in range(args.rounds):
         for name, (run, _) in impls.items():
             t = time.perf_counter()
-            for b in timed:
-                run(b)
+            for inputs in timed:
+                run(inputs)
             rates[name].append(len(timed) * 128 / (time.perf_counter() - t))
         print(f"round {r + 1}/{args.rounds}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in rates.items()), flush=True)
     ref = statistics.median(rates[f"reference ({REFERENCE_COMMIT[:7]})"])
@@ -167,7 +167,7 @@ def main() -> None:
         med = statistics.median(rates[name])
         rows.append({"implementation": name, "parameters": n_params, "queries/s (median)": med,
                      "min": min(rates[name]), "max": max(rates[name]), "x reference": med / ref})
-    clips = np.mean([float(b.clip_mask.sum(1).float().mean()) for b in timed])
+    clips = np.mean([float(b.clip_mask.sum(1).float().mean()) for b, _ in timed])
     print(f"\n{args.threads} thread(s); {len(timed)} batches x {args.rounds} rounds; {clips:.0f} clips per video "
           f"on average; reference {REFERENCE_COMMIT}; peak RSS {peak_rss_mib():.0f} MiB")
     report("xml_reference", rows, "python benchmarks/xml_reference.py " + " ".join(sys.argv[1:]))

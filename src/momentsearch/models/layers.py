@@ -61,8 +61,9 @@ def transformer_layer(d: int, heads: int, dropout: float) -> nn.TransformerEncod
 
 class MultiHeadAttention(nn.Module):
     """Scaled dot-product attention of x (N, Lx, d) over y (N, Ly, d) (over x itself when y is None),
-    keys where ``y_pad`` (N, Ly) is True masked out; dropout on the attention weights. The q, k, v projections are one (3d, d) weight
-    (self-attention projects x once); the output projection is optional (``output``)."""
+    keys where ``y_pad`` (N, Ly) is True masked out; dropout on the attention weights. The q, k, v
+    projections are one (3d, d) weight (self-attention projects x once); the output projection is
+    optional (``output``)."""
 
     def __init__(self, d: int, heads: int, dropout: float, output: bool = True):
         super().__init__()
