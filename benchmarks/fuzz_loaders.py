@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import re
+import shutil
 import signal
 import sys
 import tempfile
@@ -32,6 +32,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
 
 from momentsearch.data.corpus import Corpus  # noqa: E402
 from momentsearch.data.loaders import (  # noqa: E402
@@ -46,6 +47,9 @@ from momentsearch.data.loaders import (  # noqa: E402
 )
 from momentsearch.errors import MomentSearchError  # noqa: E402
 from momentsearch.evaluation import Submission, evaluate_submission  # noqa: E402
+
+from benchmarks.fuzz_mutations import mutate  # noqa: E402
+from benchmarks.fuzz_targets import TARGETS, fixtures  # noqa: E402
 
 J = json.dumps
 SEEDS: dict[str, tuple[str, str]] = {  # format -> (file name, valid content)
@@ -93,129 +97,6 @@ SEEDS: dict[str, tuple[str, str]] = {  # format -> (file name, valid content)
                {"desc_id": 2, "desc": "she says hi", "predictions": [[1, -1, -1, 0.8]]}]})),
 }
 
-NUMBERS = ["NaN", "Infinity", "-Infinity", "1e309", "-1e309", "-5", "0", "-0", "1e-320", "4.9e-324",
-           "9223372036854775808", "18446744073709551616", "1" + "0" * 400, "-1" + "0" * 400, "1e308", "0.0000001",
-           '"3"', "true", "null", "[]", "{}"]
-STRINGS = ['""', '" "', '"\\ud800"', '"\\udfff x"', '"' + "x" * 200_000 + '"', "0", "null", "[]", "{}", "true",
-           '"\\u0000"', '"a\\nb"', '"\\u2028"', "1e309"]
-BAD_BYTES = [b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x80\x80", b"\xf4\x90\x80\x80", b"\x00", b"\xef\xbb\xbf"]
-
-
-def _json_mutate(text: str, rng: random.Random) -> str | None:
-    """Replace a random node of the parsed JSON (or one jsonl line) by a value of another type, or drop a key."""
-    lines = text.split("\n")
-    if not text.lstrip().startswith(("{", "[")) or text.count("\n") > 1 and all(
-            ln.strip().startswith("{") for ln in lines if ln.strip()):
-        cand = [i for i, ln in enumerate(lines) if ln.strip()]
-        if not cand:
-            return None
-        i = rng.choice(cand)
-        try:
-            obj = json.loads(lines[i])
-        except (ValueError, RecursionError):
-            return None
-        lines[i] = J(_mutate_obj(obj, rng))
-        return "\n".join(lines)
-    try:
-        obj = json.loads(text)
-    except (ValueError, RecursionError):
-        return None
-    return J(_mutate_obj(obj, rng))
-
-
-def _mutate_obj(obj: Any, rng: random.Random) -> Any:
-    nodes: list[tuple[Any, Any]] = []
-
-    def walk(o: Any) -> None:
-        if isinstance(o, dict):
-            for k in list(o):
-                nodes.append((o, k))
-                walk(o[k])
-        elif isinstance(o, list):
-            for i in range(len(o)):
-                nodes.append((o, i))
-                walk(o[i])
-
-    walk(obj)
-    if not nodes:
-        return rng.choice([None, 1, "x", [], {}])
-    parent, key = rng.choice(nodes)
-    op = rng.random()
-    if op < 0.15 and isinstance(parent, dict):
-        del parent[key]
-    elif op < 0.25 and isinstance(parent, dict):
-        parent[rng.choice(["", "\ud800", "x" * 1000, str(key) + "_"])] = parent[key]
-    else:
-        parent[key] = rng.choice([None, True, -1, 0, 2 ** 63, -(2 ** 70), 1e308, -0.0, 5e-324, "", "x", "\ud800",
-                                  [], {}, [[]], [1, 2, 3], {"a": 1}, [None, None], [float("nan"), 1.0],
-                                  [float("inf"), 1.0], ["1", "2"], [5.0, 1.0], [-5.0, -1.0]])
-    return obj
-
-
-def mutate(data: bytes, rng: random.Random) -> tuple[bytes, str]:
-    """One random mutation of ``data``; returns the mutant and the mutation's name."""
-    kind = rng.choice(["truncate", "bitflip", "insert", "delete", "bad_utf8", "number", "string", "nest", "duplicate",
-                       "bom", "crlf", "json_type", "json_type", "json_type", "swap_lines", "empty"])
-    n = len(data)
-    if kind == "truncate":
-        return data[: rng.randrange(n)], kind
-    if kind == "bitflip":
-        b = bytearray(data)
-        for _ in range(rng.randint(1, 4)):
-            i = rng.randrange(n)
-            b[i] ^= 1 << rng.randrange(8)
-        return bytes(b), kind
-    if kind == "insert":
-        i = rng.randrange(n + 1)
-        return data[:i] + bytes(rng.randrange(256) for _ in range(rng.randint(1, 8))) + data[i:], kind
-    if kind == "delete":
-        i = rng.randrange(n)
-        return data[:i] + data[i + rng.randint(1, 16):], kind
-    if kind == "bad_utf8":
-        i = rng.randrange(n + 1)
-        return data[:i] + rng.choice(BAD_BYTES) + data[i:], kind
-    text = data.decode("utf-8", "surrogateescape")  # earlier mutations may have left invalid UTF-8
-    if kind in ("number", "string"):
-        pat = r"-?\d+(\.\d+)?([eE][-+]?\d+)?" if kind == "number" else r'"(?:[^"\\]|\\.)*"'
-        spots = list(re.finditer(pat, text))
-        if not spots:
-            return data, kind + "(none)"
-        m = rng.choice(spots)
-        new = rng.choice(NUMBERS if kind == "number" else STRINGS)
-        if text.lstrip()[:1] not in "[{" and kind == "string":  # Charades/CSV: raw text
-            new = new.strip('"')
-        return (text[: m.start()] + new + text[m.end():]).encode("utf-8", "surrogateescape"), kind
-    if kind == "nest":
-        depth = rng.choice([100, 1000, 100_000])
-        spots = [m.start() for m in re.finditer(r"[\[{:,]", text)] or [0]
-        i = rng.choice(spots) + 1
-        return (text[:i] + "[" * depth + "1" + "]" * depth + text[i:]).encode("utf-8", "surrogateescape"), kind
-    if kind == "duplicate":
-        lines = text.split("\n")
-        i = rng.randrange(len(lines))
-        lines.insert(i, lines[i])
-        if text.lstrip().startswith("{") and "\n" not in text.strip():  # one JSON object: repeat its first key
-            m = re.match(r'\s*\{("(?:[^"\\]|\\.)*"\s*:\s*(?:\{[^{}]*\}|\[[^\[\]]*\]|[^,{}\[\]]+))', text)
-            if m:
-                return (text[: m.end()] + "," + m.group(1) + text[m.end():]).encode("utf-8", "surrogateescape"), \
-                    "duplicate_key"
-        return "\n".join(lines).encode("utf-8", "surrogateescape"), kind
-    if kind == "bom":
-        return b"\xef\xbb\xbf" + data, kind
-    if kind == "crlf":
-        return data.replace(b"\n", b"\r\n"), kind
-    if kind == "swap_lines":
-        lines = text.split("\n")
-        rng.shuffle(lines)
-        return "\n".join(lines).encode("utf-8", "surrogateescape"), kind
-    if kind == "empty":
-        return rng.choice([b"", b"\n", b" ", b"{}", b"[]", b"null"]), kind
-    out = _json_mutate(text, rng)
-    if out is None:
-        return data, "json_type(none)"
-    return out.encode("utf-8", "surrogateescape"), "json_type"
-
-
 def user_actions(fmt: str, path: Path, folder: Path) -> Callable[[], Any]:
     """What a user would run on the file: load it, ``data info`` (stats), ``data convert`` (jsonl writer)."""
     def corpus_actions(load: Callable[[], Corpus]) -> Callable[[], Any]:
@@ -251,7 +132,38 @@ def _alarm(signum: int, frame: Any) -> None:
     raise Hang()
 
 
+def _run(action: Callable[[], Any], mutant: bytes | str, kind: str, i: int, timeout: int,
+         outcomes: Counter[str], foreign: dict[str, dict[str, Any]], by_kind: Counter[str]) -> None:
+    """Run one mutant's action and count its outcome."""
+    example = mutant[:300].decode("utf-8", "replace") if isinstance(mutant, bytes) else mutant
+    signal.alarm(timeout)
+    try:
+        action()
+        outcomes["loaded"] += 1
+    except MomentSearchError:
+        outcomes["project error"] += 1
+    except Hang:
+        outcomes["hang"] += 1
+        foreign.setdefault("Hang", {"count": 0, "mutation": kind, "example": example})
+        foreign["Hang"]["count"] += 1
+    except Exception as e:  # noqa: BLE001 - a foreign exception is what we are counting
+        outcomes["foreign exception"] += 1
+        frames = traceback.extract_tb(e.__traceback__)
+        tb = frames[-1]
+        ours = next((f for f in reversed(frames) if "/momentsearch/" in f.filename), None)
+        key = f"{type(e).__name__} at {Path(tb.filename).name}:{tb.lineno}" + (
+            f" (from {Path(ours.filename).name}:{ours.lineno})" if ours is not None and ours is not tb else "")
+        by_kind[kind] += 1
+        rec = foreign.setdefault(key, {"count": 0, "mutation": kind, "message": str(e)[:200],
+                                       "example": example, "mutant": i})
+        rec["count"] += 1
+    finally:
+        signal.alarm(0)
+
+
 def fuzz(fmt: str, n: int, seed: int, folder: Path, timeout: int = 10) -> dict[str, Any]:
+    if fmt in TARGETS:
+        return fuzz_target(fmt, n, seed, folder, timeout)
     name, content = SEEDS[fmt]
     for f, c in SEEDS.values():  # every companion file valid
         (folder / f).write_text(c, encoding="utf-8")
@@ -265,48 +177,75 @@ def fuzz(fmt: str, n: int, seed: int, folder: Path, timeout: int = 10) -> dict[s
     for i in range(n):
         mutant, kind = mutate(data, rng)
         path.write_bytes(mutant)
-        action = user_actions(fmt, path, folder)
-        signal.alarm(timeout)
-        try:
-            action()
-            outcomes["loaded"] += 1
-        except MomentSearchError:
-            outcomes["project error"] += 1
-        except Hang:
-            outcomes["hang"] += 1
-            foreign.setdefault("Hang", {"count": 0, "mutation": kind, "example": mutant[:300].decode("utf-8", "replace")})
-            foreign["Hang"]["count"] += 1
-        except Exception as e:  # noqa: BLE001 - a foreign exception is what we are counting
-            outcomes["foreign exception"] += 1
-            tb = traceback.extract_tb(e.__traceback__)[-1]
-            key = f"{type(e).__name__} at {Path(tb.filename).name}:{tb.lineno}"
-            by_kind[kind] += 1
-            rec = foreign.setdefault(key, {"count": 0, "mutation": kind, "message": str(e)[:200],
-                                           "example": mutant[:300].decode("utf-8", "replace"), "mutant": i})
-            rec["count"] += 1
-        finally:
-            signal.alarm(0)
+        _run(user_actions(fmt, path, folder), mutant, kind, i, timeout, outcomes, foreign, by_kind)
     return {"format": fmt, "n": n, "outcomes": dict(outcomes), "foreign": foreign,
             "foreign_by_mutation": dict(by_kind)}
 
 
+def fuzz_target(name: str, n: int, seed: int, folder: Path, timeout: int = 10) -> dict[str, Any]:
+    """A reader of :mod:`fuzz_targets`: its file is restored from the real one before every mutant."""
+    target = TARGETS[name]
+    fix = fixtures(folder / "fixtures")
+    work = folder / "work"
+    if work.exists():
+        shutil.rmtree(work)
+    shutil.copytree(fix, work, symlinks=True)
+    pristine, path = fix / target.file, work / target.file
+    outcomes: Counter[str] = Counter()
+    foreign: dict[str, dict[str, Any]] = {}
+    by_kind: Counter[str] = Counter()
+    rng = random.Random(seed)
+    signal.signal(signal.SIGALRM, _alarm)
+    for i in range(n):
+        if pristine.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+            shutil.copytree(pristine, path)
+        elif pristine.is_file():
+            shutil.copyfile(pristine, path)
+        if target.mutant is not None:
+            kind = target.mutant(work, rng)
+            mutant: bytes | str = kind
+        else:
+            mutant, kind = mutate(pristine.read_bytes(), rng)
+            path.write_bytes(mutant)
+        _run(lambda: target.action(work), mutant, kind, i, timeout, outcomes, foreign, by_kind)
+    return {"format": name, "n": n, "outcomes": dict(outcomes), "foreign": foreign,
+            "foreign_by_mutation": dict(by_kind)}
+
+
+def _one(job: tuple[str, int, int]) -> dict[str, Any]:
+    """One format in a fresh temporary folder (a worker process of its own)."""
+    fmt, n, seed = job
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.time()
+        r = fuzz(fmt, n, seed, Path(tmp))
+        r["seconds"] = round(time.time() - t0, 1)
+    return r
+
+
 def main() -> None:
+    import warnings
+
+    warnings.filterwarnings("ignore")  # numpy's and torch's warnings on broken files are not outcomes
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=10_000, help="mutants per format")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--formats", nargs="*", default=list(SEEDS))
+    ap.add_argument("--formats", nargs="*", default=[*SEEDS, *TARGETS])
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    ap.add_argument("--jobs", type=int, default=1, help="formats fuzzed in parallel processes")
     args = ap.parse_args()
+    unknown = sorted(set(args.formats) - set(SEEDS) - set(TARGETS))
+    if unknown:
+        ap.error(f"unknown formats {unknown}; known: {[*SEEDS, *TARGETS]}")
     results = []
-    print(f"{'format':<15} {'mutants':>8} {'loaded':>8} {'project error':>14} {'foreign':>8} {'hang':>5} {'s':>6}")
-    with tempfile.TemporaryDirectory() as tmp:
-        for fmt in args.formats:
-            t0 = time.time()
-            r = fuzz(fmt, args.n, args.seed, Path(tmp))
-            r["seconds"] = round(time.time() - t0, 1)
+    print(f"{'format':<17} {'mutants':>8} {'loaded':>8} {'project error':>14} {'foreign':>8} {'hang':>5} {'s':>6}")
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(args.jobs, maxtasksperchild=1) as pool:
+        for r in pool.imap(_one, [(fmt, args.n, args.seed) for fmt in args.formats]):
             results.append(r)
             o = r["outcomes"]
-            print(f"{fmt:<15} {args.n:>8} {o.get('loaded', 0):>8} {o.get('project error', 0):>14} "
+            print(f"{r['format']:<17} {args.n:>8} {o.get('loaded', 0):>8} {o.get('project error', 0):>14} "
                   f"{o.get('foreign exception', 0):>8} {o.get('hang', 0):>5} {r['seconds']:>6}", flush=True)
             for key, rec in sorted(r["foreign"].items(), key=lambda kv: -kv[1]["count"])[:8]:
                 print(f"    {rec['count']:>5} x {key} ({rec['mutation']}): {rec.get('message', '')[:120]}")

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
+import math
 import types
 import typing
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, TypeVar
 
-import yaml
-
 from momentsearch.errors import ConfigError
+from momentsearch.readers import read_yaml as read_yaml_file
 
 T = TypeVar("T")
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"  # shipped inside the package
@@ -48,14 +49,14 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
                 return _coerce(value, a, where)
             except ConfigError as e:
                 errors.append(str(e))
-        raise ConfigError(errors[0] if errors else f"{where}: bad value {value!r}")
+        raise ConfigError(errors[0] if errors else f"{where}: bad value {_show(value)}")
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+            raise ConfigError(f"{where}: expected a mapping, got {_show(value)}")
         return from_dict(tp, value, where)
     if origin in (tuple, list):
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{where}: expected a list, got {value!r}")
+            raise ConfigError(f"{where}: expected a list, got {_show(value)}")
         if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
             return tuple(_coerce(v, args[0], f"{where}[{i}]") for i, v in enumerate(value))
         if origin is tuple:
@@ -65,25 +66,52 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         return [_coerce(v, args[0], f"{where}[{i}]") for i, v in enumerate(value)]
     if origin is dict:
         if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+            raise ConfigError(f"{where}: expected a mapping, got {_show(value)}")
         return {k: _coerce(v, args[1], f"{where}.{k}") for k, v in value.items()}
+    if origin is typing.Literal:  # one of the listed values, of the listed type (true is not 1)
+        if not any(value == a and type(value) is type(a) for a in args):
+            raise ConfigError(f"{where}: must be one of {list(args)}, got {_show(value)}")
+        return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{where}: expected a number, got {value!r}")
+            raise ConfigError(f"{where}: expected a number, got {_show(value)}")
+        if abs(value) > 1e300 or not math.isfinite(value):  # (a huge int overflows isfinite)
+            raise ConfigError(f"{where}: expected a finite number, got {_show(value)}")
         return float(value)
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+            raise ConfigError(f"{where}: expected an integer, got {_show(value)}")
+        if not -(2**63) <= value < 2**63:
+            raise ConfigError(f"{where}: {str(value)[:20]}... is beyond a 64-bit integer")
         return value
     if tp is bool:
         if not isinstance(value, bool):
-            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+            raise ConfigError(f"{where}: expected true or false, got {_show(value)}")
         return value
     if tp is str:
         if not isinstance(value, str):
-            raise ConfigError(f"{where}: expected a string, got {value!r}")
+            raise ConfigError(f"{where}: expected a string, got {_show(value)}")
         return value
+    if isinstance(tp, type) and issubclass(tp, PurePath):
+        if not isinstance(value, (str, PurePath)) or not str(value) or "\x00" in str(value):
+            raise ConfigError(f"{where}: expected a path (a non-empty string), got {_show(value)}")
+        return tp(value)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        try:
+            return tp(value)
+        except ValueError:
+            raise ConfigError(f"{where}: must be one of {[m.value for m in tp]}, got {_show(value)}") from None
+    if isinstance(tp, type) and not isinstance(value, tp):
+        raise ConfigError(f"{where}: expected a {tp.__name__}, got {_show(value)}")
     return value
+
+
+def _show(value: Any) -> str:
+    """A value as an error shows it: cut, so that a megabyte string does not become the message."""
+    if isinstance(value, int) and abs(value) >= 10**30:  # repr() of one over 4,300 digits raises
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def from_dict(cls: type[T], data: dict[str, Any], where: str = "config") -> T:
@@ -93,10 +121,17 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "config") -> T:
     unknown = sorted(set(data) - names)
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {unknown}; known keys are {sorted(names)}")
+    required = [f.name for f in dataclasses.fields(cls) if f.init and f.default is dataclasses.MISSING  # type: ignore[arg-type]
+                and f.default_factory is dataclasses.MISSING]
+    missing = [k for k in required if k not in data]
+    if missing:
+        raise ConfigError(f"{where}: missing key(s) {missing}")
     kwargs = {k: _coerce(v, hints[k], f"{where}.{k}") for k, v in data.items()}
     try:
         obj = cls(**kwargs)
-    except (TypeError, ValueError) as e:
+    except ConfigError:
+        raise
+    except (TypeError, ValueError, ArithmeticError, LookupError) as e:  # a __post_init__ check, or a value it trips on
         raise ConfigError(f"{where}: {e}") from None
     return obj
 
@@ -106,10 +141,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     p = resolve_config(path)
     if not p.is_file():
         raise ConfigError(f"{p}: config file not found (packaged configs: {sorted(str(c.relative_to(CONFIG_DIR)) for c in CONFIG_DIR.rglob('*.yaml'))[:12]})")
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{p}: invalid YAML: {e}") from None
+    data = read_yaml_file(p, ConfigError, "config") or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: expected a mapping at the top level")
     return data

@@ -62,6 +62,10 @@ class DatasetError(MomentSearchError, ValueError):
     """A dataset section that names missing files, or files that do not fit together."""
 
 
+class RelevanceTableError(MomentSearchError, ValueError):
+    """A relevance table file (``.npz``) that is not one, or whose arrays disagree with each other."""
+
+
 class CheckpointError(MomentSearchError, ValueError):
     """A checkpoint that is missing, unreadable, of an unknown family or of another format version."""
 

@@ -14,7 +14,6 @@ videos the corpus lost. The folder is written as a set (a temporary folder renam
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ import torch
 from momentsearch.data.corpus_folder import CorpusFolder
 from momentsearch.errors import SearchIndexError
 from momentsearch.fileio import atomic_dir, write_json
+from momentsearch.readers import read_json
 from momentsearch.search.index import VideoIndex
 from momentsearch.training.checkpoint import Checkpoint, load_checkpoint
 from momentsearch.training.device import resolve_device
@@ -53,10 +53,7 @@ def is_index_folder(path: str | Path) -> bool:
 
 def read_index_info(folder: str | Path) -> dict[str, Any]:
     f = Path(folder) / INDEX_FILE
-    try:
-        info = json.loads(f.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
-        raise SearchIndexError(f"{f}: unreadable ({str(e)[:200]}); build the index again") from None
+    info = read_json(f, lambda m: SearchIndexError(f"{m}; build the index again"), "index file")
     if not isinstance(info, dict) or info.get("format") != INDEX_FORMAT:
         raise SearchIndexError(f"{f}: not a momentsearch index folder")
     if info.get("version") != INDEX_FOLDER_VERSION:
@@ -65,6 +62,10 @@ def read_index_info(folder: str | Path) -> dict[str, Any]:
     for key, kind in (("family", str), ("model_fingerprint", str), ("corpus", dict), ("videos", dict)):
         if not isinstance(info.get(key), kind):
             raise SearchIndexError(f"{f}: field {key!r} missing or not a {kind.__name__}")
+    if not all(isinstance(v, str) for v in info["videos"].values()):
+        raise SearchIndexError(f"{f}: field 'videos' must map video ids to signatures (strings)")
+    if not all(isinstance(info["corpus"].get(k, ""), str) for k in ("path", "relative")):
+        raise SearchIndexError(f"{f}: corpus.path and corpus.relative must be strings")
     return info
 
 

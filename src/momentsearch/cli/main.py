@@ -288,10 +288,9 @@ def search_cmd(
 
     texts = [query] if query is not None else []
     if queries_file is not None:
-        try:
-            texts += [ln.strip() for ln in queries_file.read_text(encoding="utf-8").splitlines() if ln.strip()]
-        except (OSError, UnicodeDecodeError) as e:
-            raise QueryError(f"{queries_file}: cannot read the queries ({e})") from None
+        from momentsearch.text.query_file import read_query_file
+
+        texts += read_query_file(queries_file)
     if not texts:
         raise QueryError("give a query, or --queries-file with one query per line")
     from momentsearch.search.first_stage import parse_params

@@ -83,6 +83,9 @@ class CorpusFolder:
         for key, kind in (("encoder", dict), ("streams", dict), ("videos", list)):
             _check(isinstance(man.get(key), kind), f, f"field {key!r} must be a {kind.__name__}")
         _check("visual" in man["streams"], f, "streams: no 'visual' stream")
+        _check(isinstance(man.get("source"), (str, type(None))) and isinstance(man.get("failures", []), list)
+               and all(isinstance(x, dict) for x in man.get("failures", [])), f,
+               "source must be a string or null, failures a list of objects")
         for name, s in man["streams"].items():
             _check(isinstance(s, dict) and isinstance(s.get("path"), str) and s.get("kind") in ("npy", "hdf5")
                    and isinstance(s.get("dim"), int) and s["dim"] > 0, f,
@@ -95,9 +98,14 @@ class CorpusFolder:
                        f"videos[{i}].{key} missing or not a {getattr(kind, '__name__', 'number')}")
             _check(bool(v["id"]) and v["id"] not in seen, f, f"videos[{i}].id {v['id']!r} is empty or repeated")
             seen.add(v["id"])
-            ok = (math.isfinite(v["duration"]) and v["duration"] > 0 and math.isfinite(v["clip_length"])
-                  and v["clip_length"] > 0 and v["n_clips"] >= 1)
+            ok = (0 < v["duration"] < 1e12 and math.isfinite(v["duration"]) and 0 < v["clip_length"] < 1e12
+                  and math.isfinite(v["clip_length"]) and 1 <= v["n_clips"] < 2**40)  # (a huge int overflows isfinite)
             _check(ok, f, f"videos[{i}] ({v['id']}): duration and clip_length must be > 0, n_clips >= 1")
+            _check(isinstance(v.get("path"), (str, type(None))) and isinstance(v.get("annotations", []), list), f,
+                   f"videos[{i}].path must be a string or null, annotations a list")
+            sums = v.get("crc32", {})
+            _check(isinstance(sums, dict) and all(type(c) is int and 0 <= c < 2**32 for c in sums.values()), f,
+                   f"videos[{i}].crc32 must map stream names to CRC-32 values (integers)")
         return cls(r, man)
 
     # ---- what the corpus is ------------------------------------------------------------------
@@ -148,7 +156,10 @@ class CorpusFolder:
         if not rel or not src:
             return None
         p = Path(src) / rel
-        return p if p.is_file() else None
+        try:
+            return p if p.is_file() else None
+        except (OSError, ValueError):  # a name the file system cannot hold: no file
+            return None
 
     def stream_path(self, name: str) -> Path:
         p = Path(self.streams[name]["path"])

@@ -16,19 +16,16 @@ when the whole write succeeded, so a failed write never touches what is already 
 from __future__ import annotations
 
 import difflib
-import json
-import shutil
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Protocol
 
 import h5py
 import numpy as np
 
 from momentsearch.errors import FeatureError, MissingFeatureError
-from momentsearch.fileio import atomic_path, write_json
+from momentsearch.readers import check_array, read_json, read_npy
 
 
 def _h5_key(video_id: str) -> str:
@@ -49,17 +46,46 @@ def checksum(arr: np.ndarray) -> int:
     return zlib.crc32(np.ascontiguousarray(arr).tobytes()) & 0xFFFFFFFF
 
 
-def _check_array(arr: np.ndarray, dim: int | None, where: str) -> np.ndarray:
-    if arr.ndim != 2:
+MAX_VIDEO_BYTES = 2**31  # one video's features; a header claiming more is corrupt, not a video
+
+
+def _check_array(arr: Any, dim: int | None, where: str) -> np.ndarray:
+    """A (clips, dim) array of numbers, finite; any other kind, shape or value is a FeatureError."""
+    if isinstance(arr, np.ndarray) and arr.ndim != 2:
         raise FeatureError(f"{where}: expected a 2-D array (clips, dim), got shape {arr.shape}")
+    arr = check_array(arr, where, FeatureError)
     if arr.shape[0] == 0:
         raise FeatureError(f"{where}: has zero clips")
-    if dim is not None and arr.shape[1] != dim:
+    if arr.shape[1] == 0 or dim is not None and arr.shape[1] != dim:
         raise FeatureError(f"{where}: dim {arr.shape[1]} does not match the store's dim {dim}")
     if not np.isfinite(arr).all():
         bad = int((~np.isfinite(arr)).any(axis=1).argmax())
         raise FeatureError(f"{where}: contains NaN or inf (first at clip {bad})")
     return arr
+
+
+def _is_file(p: Path) -> bool:
+    """``p.is_file()``, False for a name the file system cannot hold (too long, say) rather than an OSError."""
+    try:
+        return p.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def _check_shape(arr: Any, where: str) -> np.ndarray:
+    """A stored array before its values are read: numbers, 2-D."""
+    if isinstance(arr, np.ndarray) and arr.ndim != 2:
+        raise FeatureError(f"{where}: expected a 2-D array (clips, dim), got shape {arr.shape}")
+    return check_array(arr, where, FeatureError)
+
+
+def _int_attr(value: Any, where: str, name: str, low: int, high: int) -> int:
+    """An HDF5 attribute (or JSON value) that must be one integer in [low, high]."""
+    v = value.item() if isinstance(value, np.ndarray) and value.size == 1 else value
+    v = v.item() if isinstance(v, np.generic) else v
+    if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
+        raise FeatureError(f"{where}: attribute {name!r} must be an integer in [{low}, {high}], got {str(value)[:80]}")
+    return v
 
 
 def _missing(video_id: str, source: str, keys: Iterable[str]) -> MissingFeatureError:
@@ -96,8 +122,8 @@ class HDF5Features:
         if self._file is None:
             try:
                 self._file = h5py.File(self.path, "r")
-            except OSError as e:
-                raise FeatureError(f"{self.path}: cannot open as HDF5 ({e})") from None
+            except Exception as e:  # noqa: BLE001 - h5py raises OSError, and others for odd files
+                raise FeatureError(f"{self.path}: cannot open as HDF5 ({type(e).__name__}: {str(e)[:200]})") from None
         return self._file
 
     @property
@@ -105,13 +131,38 @@ class HDF5Features:
         if self._dim is None:
             f = self._h5()
             if "dim" in f.attrs:
-                self._dim = int(f.attrs["dim"])
+                self._dim = _int_attr(self._attr(f.attrs, "dim", str(self.path)), str(self.path), "dim", 1, 2**31)
             else:
-                first = next(iter(f.keys()), None)
+                first = next(iter(self.keys()), None)
                 if first is None:
                     raise FeatureError(f"{self.path}: the file holds no datasets")
-                self._dim = int(f[first].shape[-1])
+                ds = self._dataset(first)
+                if ds.ndim != 2 or ds.shape[1] < 1:
+                    raise FeatureError(f"{self.path} [{first}]: expected a 2-D dataset (clips, dim), got shape "
+                                       f"{ds.shape}; the file has no 'dim' attribute to go by")
+                self._dim = int(ds.shape[1])
         return self._dim
+
+    def _attr(self, attrs: Any, name: str, where: str) -> Any:
+        try:
+            return attrs.get(name)
+        except Exception as e:  # noqa: BLE001 - an attribute of a type h5py cannot read
+            raise FeatureError(f"{where}: attribute {name!r} unreadable ({type(e).__name__}: {str(e)[:120]})") from None
+
+    def _dataset(self, video_id: str) -> h5py.Dataset:
+        """The dataset of ``video_id``: a dangling or external link, a group or a datatype is a FeatureError."""
+        where = f"{self.path} [{video_id}]"
+        try:
+            ds = self._h5()[_h5_key(video_id)]
+        except Exception as e:  # noqa: BLE001 - KeyError for a dangling link, OSError for a broken external one
+            raise FeatureError(f"{where}: cannot open ({type(e).__name__}: {str(e)[:200]})") from None
+        if not isinstance(ds, h5py.Dataset):
+            raise FeatureError(f"{where}: is a {type(ds).__name__}, not a dataset of features")
+        if ds.shape is None or ds.dtype.kind not in "fiub" or ds.dtype.fields is not None:
+            raise FeatureError(f"{where}: holds {ds.dtype} values of shape {ds.shape}, expected numbers (clips, dim)")
+        if ds.size * ds.dtype.itemsize > MAX_VIDEO_BYTES:
+            raise FeatureError(f"{where}: shape {ds.shape} is larger than one video's features can be: corrupt")
+        return ds
 
     @property
     def attrs(self) -> dict[str, Any]:
@@ -119,30 +170,42 @@ class HDF5Features:
 
     def keys(self) -> list[str]:
         if self._keys is None:
-            self._keys = [_h5_unkey(k) for k in self._h5().keys()]
+            try:
+                self._keys = [_h5_unkey(k) for k in self._h5().keys()]
+            except Exception as e:  # noqa: BLE001 - a corrupt group index
+                raise FeatureError(f"{self.path}: cannot list its datasets ({type(e).__name__}: {str(e)[:200]})"
+                                   ) from None
         return self._keys
 
     def __len__(self) -> int:
-        return len(self._h5())
+        return len(self.keys())
 
     def __contains__(self, video_id: object) -> bool:
-        return isinstance(video_id, str) and _h5_key(video_id) in self._h5()
+        if not isinstance(video_id, str):
+            return False
+        try:
+            return _h5_key(video_id) in self._h5()
+        except (KeyError, ValueError, UnicodeError):  # a name HDF5 cannot hold
+            return False
 
     def __getitem__(self, video_id: str) -> np.ndarray:
-        f = self._h5()
-        key = _h5_key(video_id)
-        if key not in f:
+        if video_id not in self:
             raise _missing(video_id, str(self.path), self.keys())
         where = f"{self.path} [{video_id}]"
+        ds = self._dataset(video_id)
+        expected = self._attr(ds.attrs, CHECKSUM_ATTR, where)
+        if expected is not None:
+            expected = _int_attr(expected, where, CHECKSUM_ATTR, 0, 2**32 - 1)
         try:
-            ds = f[key]
             raw = ds[()]
-            expected = ds.attrs.get(CHECKSUM_ATTR)
-        except (OSError, ValueError, TypeError, KeyError) as e:
-            raise FeatureError(f"{where}: cannot read ({e})") from None
-        if self.verify and expected is not None and checksum(raw) != int(expected):
+        except Exception as e:  # noqa: BLE001 - h5py raises OSError, ValueError, TypeError... for corrupt data
+            raise FeatureError(f"{where}: cannot read ({type(e).__name__}: {str(e)[:200]})") from None
+        raw = _check_shape(raw, where)
+        if self.verify and expected is not None and checksum(raw) != expected:
             raise FeatureError(f"{where}: checksum mismatch: the stored features are corrupt; write the file again")
-        return _check_array(np.asarray(raw, dtype=np.float32), self.dim, where)
+        with np.errstate(over="ignore"):  # float64 beyond float32's range becomes inf, refused below
+            arr = np.asarray(raw, dtype=np.float32)
+        return _check_array(arr, self.dim, where)
 
     def close(self) -> None:
         if self._file is not None:
@@ -185,28 +248,25 @@ class NpyDirFeatures:
             keys = self.keys()
             if not keys:
                 raise FeatureError(f"{self.path}: no .npy files")
-            self._dim = int(self._load(keys[0]).shape[-1])
+            self._dim = int(self._load(keys[0]).shape[1])
         return self._dim
 
     def __contains__(self, video_id: object) -> bool:
-        return isinstance(video_id, str) and self._file(video_id).is_file()
+        return isinstance(video_id, str) and _is_file(self._file(video_id))
 
     def _load(self, video_id: str) -> np.ndarray:
         f = self._file(video_id)
-        if not f.is_file():
+        if not _is_file(f):
             raise _missing(video_id, str(self.path), self.keys())
-        try:
-            return np.load(f, mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError) as e:
-            raise FeatureError(f"{f}: corrupt or not a .npy file ({e})") from None
+        return _check_shape(read_npy(f, FeatureError, mmap=True), str(f))
 
     def _checksums(self) -> dict[str, int]:
         if self._sums is None:
             f = self.path / CHECKSUMS_FILE
-            try:
-                self._sums = {str(k): int(v) for k, v in json.loads(f.read_text()).items()} if f.is_file() else {}
-            except (OSError, ValueError, TypeError, AttributeError) as e:
-                raise FeatureError(f"{f}: unreadable checksums ({e})") from None
+            sums = read_json(f, FeatureError, "checksums file") if f.is_file() else {}
+            if not isinstance(sums, dict):
+                raise FeatureError(f"{f}: expected a JSON object {{video id: CRC-32}}, got {type(sums).__name__}")
+            self._sums = {str(k): _int_attr(v, f"{f} [{k}]", "crc32", 0, 2**32 - 1) for k, v in sums.items()}
         return self._sums
 
     def __getitem__(self, video_id: str) -> np.ndarray:
@@ -215,7 +275,8 @@ class NpyDirFeatures:
         if expected is not None and checksum(raw) != expected:
             raise FeatureError(f"{self._file(video_id)}: checksum mismatch: the stored features are corrupt; "
                                "write them again")
-        arr = np.asarray(raw, dtype=np.float32)
+        with np.errstate(over="ignore"):
+            arr = np.asarray(raw, dtype=np.float32)
         return _check_array(arr, self._dim if self._dim is not None else None, str(self._file(video_id)))
 
     def close(self) -> None:
@@ -285,120 +346,12 @@ class FeatureStore:
         self.close()
 
 
-class HDF5FeatureWriter:
-    """Write (or extend) an HDF5 feature file atomically.
+# the writers live in their own module; they are imported from here as before
+from momentsearch.data.feature_writers import (  # noqa: E402
+    HDF5FeatureWriter,
+    write_features,
+    write_npy_features,
+)
 
-    Arrays are validated (2-D, the file's dim, finite, finite after the cast to fp16) before they
-    are written. The target is replaced only when the ``with`` block exits without an error; with
-    ``append=True`` the existing file is copied first and its datasets are kept.
-    """
-
-    def __init__(
-        self,
-        path: str | Path,
-        dim: int | None = None,
-        dtype: Any = np.float16,
-        append: bool = False,
-        attrs: Mapping[str, Any] | None = None,
-        overwrite_ids: bool = False,
-    ):
-        self.path = Path(path)
-        self.dim = dim
-        self.dtype = np.dtype(dtype)
-        self.append = append
-        self.attrs = dict(attrs or {})
-        self.overwrite_ids = overwrite_ids
-        self._ctx: Any = None
-        self._h5: h5py.File | None = None
-        self.n_written = 0
-
-    def __enter__(self) -> HDF5FeatureWriter:
-        self._ctx = atomic_path(self.path)
-        tmp = self._ctx.__enter__()
-        if self.append and self.path.exists():
-            shutil.copyfile(self.path, tmp)
-            self._h5 = h5py.File(tmp, "a")
-            if "dim" in self._h5.attrs:
-                old = int(self._h5.attrs["dim"])
-                if self.dim is not None and self.dim != old:
-                    raise FeatureError(f"{self.path}: holds dim {old}, cannot append dim {self.dim}")
-                self.dim = old
-        else:
-            self._h5 = h5py.File(tmp, "w")
-        return self
-
-    def add(self, video_id: str, features: np.ndarray) -> None:
-        assert self._h5 is not None, "use HDF5FeatureWriter inside a with-block"
-        arr = np.asarray(features)
-        where = f"{self.path} [{video_id}] (being written)"
-        if not np.issubdtype(arr.dtype, np.floating) and not np.issubdtype(arr.dtype, np.integer):
-            raise FeatureError(f"{where}: features must be numbers, got dtype {arr.dtype}")
-        _check_array(arr, self.dim, where)
-        with np.errstate(over="ignore"):
-            stored = arr.astype(self.dtype)
-        if not np.isfinite(stored).all():
-            raise FeatureError(f"{where}: values overflow {self.dtype} (largest |x| = {np.abs(arr).max():g})")
-        if self.dim is None:
-            self.dim = int(arr.shape[1])
-        key = _h5_key(video_id)
-        if key in self._h5:
-            if not self.overwrite_ids:
-                raise FeatureError(f"{where}: video id already stored (pass overwrite_ids=True to replace)")
-            del self._h5[key]
-        self._h5.create_dataset(key, data=stored)
-        self._h5[key].attrs[CHECKSUM_ATTR] = checksum(stored)
-        self.n_written += 1
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        assert self._h5 is not None and self._ctx is not None
-        try:
-            if exc_type is None:
-                if self.dim is not None:
-                    self._h5.attrs["dim"] = self.dim
-                for k, v in self.attrs.items():
-                    self._h5.attrs[k] = v
-                self._h5.attrs["format"] = "momentsearch-features"
-        finally:
-            self._h5.close()
-        self._ctx.__exit__(exc_type, exc, tb)
-
-
-def write_features(
-    path: str | Path,
-    features: Mapping[str, np.ndarray] | Iterable[tuple[str, np.ndarray]],
-    dim: int | None = None,
-    dtype: Any = np.float16,
-    append: bool = False,
-    attrs: Mapping[str, Any] | None = None,
-) -> int:
-    """Write {video_id: (clips, dim)} to an HDF5 file atomically; returns the number written."""
-    items: Iterator[tuple[str, np.ndarray]] = iter(features.items() if isinstance(features, Mapping) else features)
-    with HDF5FeatureWriter(path, dim=dim, dtype=dtype, append=append, attrs=attrs) as w:
-        for vid, arr in items:
-            w.add(vid, arr)
-    return w.n_written
-
-
-def write_npy_features(folder: str | Path, features: Mapping[str, np.ndarray], dtype: Any = np.float32) -> int:
-    """Write one ``<video_id>.npy`` per video, each atomically."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    sums_file = folder / CHECKSUMS_FILE
-    try:
-        sums = json.loads(sums_file.read_text()) if sums_file.is_file() else {}
-    except ValueError:
-        sums = {}  # rewritten below for what is written now
-    for vid in features:  # no stale checksum beside a new file, even if killed half-way
-        sums.pop(vid, None)
-    write_json(sums_file, sums, indent=None)
-    new = {}
-    for vid, arr in features.items():
-        arr = _check_array(np.asarray(arr), None, f"{folder / vid}.npy (being written)")
-        stored = arr.astype(dtype)
-        with atomic_path(folder / f"{_h5_key(vid)}.npy") as tmp, open(tmp, "wb") as fh:
-            np.save(fh, stored)
-        new[vid] = checksum(stored)
-    write_json(sums_file, {**sums, **new}, indent=None)
-    return len(features)
+__all__ = ["FeatureStore", "HDF5FeatureWriter", "HDF5Features", "NpyDirFeatures", "checksum", "open_features",
+           "write_features", "write_npy_features"]

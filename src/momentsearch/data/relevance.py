@@ -15,7 +15,9 @@ from pathlib import Path
 import numpy as np
 
 from momentsearch.data.corpus import Corpus
+from momentsearch.errors import RelevanceTableError
 from momentsearch.fileio import atomic_path
+from momentsearch.readers import check_array, read_npz
 
 
 @dataclass
@@ -168,8 +170,27 @@ class MomentRelevance:
 
     @classmethod
     def load(cls, path: str | Path) -> MomentRelevance:
-        with np.load(path, allow_pickle=False) as z:
-            return cls(
-                z["query_ids"].tolist(), z["video_ids"].tolist(), z["indptr"], z["video_idx"],
-                z["start"], z["end"], z["value"],
-            )
+        """A table written by :meth:`save`; any other archive, a missing array, an array of another kind
+        or length, or values out of range is a :class:`RelevanceTableError` naming the file and array."""
+        p = Path(path)
+
+        def error(msg: str) -> RelevanceTableError:
+            return RelevanceTableError(msg if msg.startswith(str(p)) else f"{p}: {msg}")
+
+        z = read_npz(p, error, ("query_ids", "video_ids", "indptr", "video_idx", "start", "end", "value"))
+        ids = {k: check_array(z[k], f"{p} [{k}]", error, ndim=1, kinds="U") for k in ("query_ids", "video_ids")}
+        indptr = check_array(z["indptr"], f"{p} [indptr]", error, ndim=1, kinds="iu", length=len(ids["query_ids"]) + 1)
+        n = int(indptr[-1]) if len(indptr) else 0
+        idx = check_array(z["video_idx"], f"{p} [video_idx]", error, ndim=1, kinds="iu")
+        cols = {k: check_array(z[k], f"{p} [{k}]", error, ndim=1, kinds=kinds, length=len(idx), finite=True)
+                for k, kinds in (("video_idx", "iu"), ("start", "fi"), ("end", "fi"), ("value", "f"))}
+        if len(cols["video_idx"]) != n:
+            raise error(f"indptr ends at {n} but the table has {len(cols['video_idx'])} entries")
+        if (cols["start"] < 0).any() or (cols["end"] < cols["start"]).any():
+            raise error("a moment starts before 0 s or ends before it starts")
+        try:
+            return cls(ids["query_ids"].tolist(), ids["video_ids"].tolist(), indptr.astype(np.int64),
+                       cols["video_idx"].astype(np.int64), cols["start"].astype(np.float64),
+                       cols["end"].astype(np.float64), cols["value"].astype(np.float32))
+        except ValueError as e:  # the table's own checks: indptr, index ranges, values in (0, 1]
+            raise error(str(e)) from None

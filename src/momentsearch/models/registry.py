@@ -47,8 +47,35 @@ def family_config(data: Mapping[str, Any] | Any, where: str = "model") -> Any:
         return data
     if "name" not in data:
         raise ConfigError(f"{where}: say which model family with `name:` (one of {family_names()})")
-    fam = get_family(str(data["name"]))
-    return from_dict(fam.config_class, dict(data), where)
+    if not isinstance(data["name"], str):
+        raise ConfigError(f"{where}.name: a family name (one of {family_names()}), got {str(data['name'])[:40]}")
+    fam = get_family(data["name"])
+    return check_sizes(from_dict(fam.config_class, dict(data), where), where)
+
+
+# Network sizes every family shares by name: what no network can be built with is refused here, naming
+# the field, rather than by a layer's constructor deep inside ``build``.
+AT_LEAST_ONE = ("hidden", "n_heads", "max_clips", "max_tokens", "num_clips", "conv_kernel", "kernel_size", "layers",
+                "mlp_layers", "query_layers", "joint_dim", "context_length",
+                "localizer_batch_size")
+NON_NEGATIVE = ("visual_dim", "subtitle_dim", "query_dim", "hard_pool_size", "n_negatives", "hard_negative_start_epoch",
+                "queries_per_video", "retriever_epochs", "weight_decay", "margin")
+
+
+def check_sizes(cfg: Any, where: str) -> Any:
+    for name in AT_LEAST_ONE:
+        if isinstance(getattr(cfg, name, None), int) and getattr(cfg, name) < 1:
+            raise ConfigError(f"{where}.{name}: must be >= 1, got {getattr(cfg, name)}")
+    for name in NON_NEGATIVE:
+        if isinstance(getattr(cfg, name, None), (int, float)) and getattr(cfg, name) < 0:
+            raise ConfigError(f"{where}.{name}: must be >= 0, got {getattr(cfg, name)}")
+    dropout = getattr(cfg, "dropout", None)
+    if isinstance(dropout, float) and not 0 <= dropout < 1:
+        raise ConfigError(f"{where}.dropout: must lie in [0, 1), got {dropout}")
+    hidden, heads = getattr(cfg, "hidden", None), getattr(cfg, "n_heads", None)
+    if isinstance(hidden, int) and isinstance(heads, int) and hidden % heads:
+        raise ConfigError(f"{where}.hidden: {hidden} must be a multiple of n_heads ({heads})")
+    return cfg
 
 
 def stored_family_config(data: Mapping[str, Any]) -> dict[str, Any]:

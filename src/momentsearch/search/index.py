@@ -15,7 +15,7 @@ that the index was built by the model that reads it.
 
 from __future__ import annotations
 
-import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ import torch
 
 from momentsearch.errors import SearchIndexError
 from momentsearch.fileio import atomic_dir, write_json
+from momentsearch.readers import check_array, read_json_object, read_npy
 
 INDEX_VERSION = 2
 
@@ -100,30 +101,68 @@ class VideoIndex:
                 "version": INDEX_VERSION, "video_ids": self.video_ids, "n_videos": len(self),
                 "n_clips": int(self.offsets[-1]), "arrays": {k: list(a.shape[1:]) for k, a in self.arrays.items()},
                 "video_arrays": {k: list(a.shape[1:]) for k, a in self.video_arrays.items()}, "meta": self.meta,
+                "dtypes": {**{f"clip.{k}": str(a.dtype) for k, a in self.arrays.items()},
+                           **{f"video.{k}": str(a.dtype) for k, a in self.video_arrays.items()}},
             }, indent=None)
         return f
 
     @classmethod
     def load(cls, folder: str | Path, mmap: bool = True) -> VideoIndex:
+        """The index in ``folder``, every file checked against the manifest (names, lengths, shapes and
+        dtypes): a missing, short or foreign array is refused, never read short."""
         f = Path(folder)
         if not (f / "manifest.json").is_file():
             raise SearchIndexError(f"{f}: no index here (manifest.json missing)")
-        try:
-            man = json.loads((f / "manifest.json").read_text())
-        except (OSError, ValueError) as e:
-            raise SearchIndexError(f"{f / 'manifest.json'}: unreadable ({e}); delete the folder to rebuild") from None
+        man = read_json_object(f / "manifest.json", _error, "index manifest")
         if man.get("version") != INDEX_VERSION:
-            raise SearchIndexError(f"{f}: index version {man.get('version')}, this momentsearch reads "
+            raise SearchIndexError(f"{f}: index version {str(man.get('version'))[:40]}, this momentsearch reads "
                                    f"{INDEX_VERSION}; delete the folder to rebuild it")
-        mode = "r" if mmap else None
-        try:
-            arrays = {k: np.load(f / f"clip.{k}.npy", mmap_mode=mode) for k in man["arrays"]}
-            video_arrays = {k: np.load(f / f"video.{k}.npy", mmap_mode=mode) for k in man["video_arrays"]}
-            base = [np.load(f / f"{k}.npy") for k in ("durations", "clip_lengths", "offsets")]
-        except (OSError, ValueError) as e:
-            raise SearchIndexError(f"{f}: a file of the index is missing or corrupt ({e}); delete the folder "
-                                   "to rebuild it") from None
-        return cls(man["video_ids"], *base, arrays, video_arrays, man.get("meta", {}))
+        ids, v, n = man.get("video_ids"), man.get("n_videos"), man.get("n_clips")
+        _need(isinstance(ids, list) and all(isinstance(i, str) and i for i in ids) and len(set(ids)) == len(ids),
+              f, "video_ids must be a list of distinct, non-empty strings")
+        _need(v == len(ids) and type(n) is int and n >= 0, f, "n_videos must equal len(video_ids); n_clips an integer >= 0")
+        groups = {}
+        for kind in ("arrays", "video_arrays"):
+            g = man.get(kind)
+            _need(isinstance(g, dict) and all(re.fullmatch(r"[A-Za-z0-9_]+", k) and isinstance(sh, list)
+                                              and all(type(x) is int and x >= 0 for x in sh) for k, sh in g.items()),
+                  f, f"{kind} must map array names to their row shapes (lists of integers)")
+            groups[kind] = g
+        dtypes = man.get("dtypes", {})
+        _need(isinstance(dtypes, dict) and all(isinstance(d, str) for d in dtypes.values()), f,
+              "dtypes must map file names to dtype strings")
+        meta = man.get("meta", {})
+        _need(isinstance(meta, dict), f, "meta must be an object")
+
+        def read(name: str, rows: int, shape: list[int], kinds: str, big: bool) -> np.ndarray:
+            path = f / f"{name}.npy"
+            a = check_array(read_npy(path, _error, mmap=mmap and big), str(path), _error, ndim=1 + len(shape),
+                            kinds=kinds, length=rows, finite=not big)
+            if list(a.shape[1:]) != shape:
+                raise SearchIndexError(f"{path}: rows of shape {list(a.shape[1:])}, the manifest says {shape}")
+            if name in dtypes and str(a.dtype) != dtypes[name]:
+                raise SearchIndexError(f"{path}: dtype {a.dtype}, the manifest says {dtypes[name]}")
+            return a
+
+        durations = read("durations", v, [], "fi", False)
+        clip_lengths = read("clip_lengths", v, [], "fi", False)
+        offsets = read("offsets", v + 1, [], "iu", False)
+        _need(bool((durations > 0).all() and (clip_lengths > 0).all()), f, "durations and clip lengths must be > 0")
+        _need(offsets[0] == 0 and offsets[-1] == n and bool((np.diff(offsets) >= 1).all()), f,
+              "offsets must start at 0, grow by at least one clip per video and end at n_clips")
+        arrays = {k: read(f"clip.{k}", n, sh, "fiub", True) for k, sh in groups["arrays"].items()}
+        video_arrays = {k: read(f"video.{k}", v, sh, "fiub", True) for k, sh in groups["video_arrays"].items()}
+        return cls(ids, durations.astype(np.float64), clip_lengths.astype(np.float64), offsets.astype(np.int64),
+                   arrays, video_arrays, meta)
+
+
+def _error(message: str) -> SearchIndexError:
+    return SearchIndexError(f"{message}; delete the index folder to rebuild it")
+
+
+def _need(ok: bool, folder: Path, what: str) -> None:
+    if not ok:
+        raise SearchIndexError(f"{folder / 'manifest.json'}: {what}; delete the folder to rebuild it")
 
 
 def clips_to_seconds(index: VideoIndex, videos: np.ndarray, st_clip: np.ndarray, ed_clip: np.ndarray

@@ -29,7 +29,7 @@ from momentsearch.errors import MomentSearchError, QueryError, VideoDecodeError
 from momentsearch.service.batcher import QueryBatcher
 from momentsearch.service.media import Media
 
-MAX_QUERY_CHARS = 1000
+from momentsearch.text.query_file import MAX_QUERY_CHARS  # noqa: E402 - one limit for the file and the service
 MAX_K = 100
 MAX_VIDEOS = 10_000
 STATIC = {"app.js": "text/javascript", "style.css": "text/css"}

@@ -57,17 +57,67 @@ def read_state(path: str | Path) -> dict[str, Any]:
     try:
         state = torch.load(p, map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - torch raises many kinds for a corrupt or unsafe file
-        raise CheckpointError(f"{p}: not a readable momentsearch checkpoint ({type(e).__name__}: "
-                              f"{str(e).splitlines()[0][:200]})") from None
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        first = (str(e).splitlines() or [""])[0][:200]
+        raise CheckpointError(f"{p}: not a readable momentsearch checkpoint ({type(e).__name__}: {first}); "
+                              f"{_what_it_is(p)}") from None
+    if not isinstance(state, dict) or not _equals(state.get("format"), FORMAT):
         old = isinstance(state, dict) and "model_config" in state and "family" not in state
         raise CheckpointError(
             f"{p}: written by momentsearch 0.1 (checkpoint format 1, no model family); this version reads format "
             f"{FORMAT_VERSION}: retrain with `momentsearch train`" if old else f"{p}: not a momentsearch checkpoint")
-    if state.get("format_version") != FORMAT_VERSION:
-        raise CheckpointError(f"{p}: checkpoint format {state.get('format_version')}, this momentsearch "
+    if not _equals(state.get("format_version"), FORMAT_VERSION):
+        raise CheckpointError(f"{p}: checkpoint format {str(state.get('format_version'))[:40]}, this momentsearch "
                               f"({__version__}) reads format {FORMAT_VERSION}")
+    _check_fields(state, p)
     return state
+
+
+def _equals(value: Any, expected: Any) -> bool:
+    """``value == expected`` for a value of any type (a tensor's == is not a bool)."""
+    return type(value) is type(expected) and value == expected
+
+
+FIELDS: dict[str, tuple[type, ...]] = {  # what each field of a checkpoint must be (None where it may be)
+    "family": (str,), "model_config": (dict,), "model": (dict,), "train_config": (dict, type(None)),
+    "history": (list,), "features": (dict, type(None)), "dataset_relative": (dict,), "epoch": (int,),
+    "optimizer": (dict, type(None)), "text_encoder": (dict, str, type(None)), "versions": (dict,),
+}
+REQUIRED = ("family", "model_config", "model")
+
+
+def _check_fields(state: dict[str, Any], p: Path) -> None:
+    for key, kinds in FIELDS.items():
+        if (key in state or key in REQUIRED) and not isinstance(state.get(key), kinds):
+            raise CheckpointError(f"{p}: field {key!r} is a {type(state.get(key)).__name__}, expected "
+                                  f"{' or '.join(k.__name__ for k in kinds)}: not a checkpoint momentsearch wrote")
+    for name, t in state["model"].items():
+        if not isinstance(name, str) or not isinstance(t, torch.Tensor):
+            raise CheckpointError(f"{p}: weight {str(name)[:80]!r} is a {type(t).__name__}, not a tensor")
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            raise CheckpointError(f"{p}: weight {name!r} holds NaN or inf: the model diverged or the file is corrupt")
+
+
+def _what_it_is(p: Path) -> str:
+    """A guess at what a file that is not a checkpoint is, for the error."""
+    try:
+        head = p.read_bytes()[:512]
+    except OSError:
+        return "it cannot be read"
+    if not head:
+        return "the file is empty"
+    if head.startswith(b"PK\x03\x04"):
+        return "it is a zip archive (torch's format) that is truncated or damaged, or not torch's"
+    if head.startswith(b"\x93NUMPY"):
+        return "it is a NumPy .npy array, not a checkpoint"
+    if head.startswith(b"\x80"):
+        return "it is a Python pickle of something a checkpoint does not hold (refused: it could run code)"
+    if head.startswith(b"\x89HDF"):
+        return "it is an HDF5 file (features?), not a checkpoint"
+    try:
+        head.decode("utf-8")
+        return "it is a text file, not a checkpoint"
+    except UnicodeDecodeError:
+        return "its bytes are not any format momentsearch writes"
 
 
 def pack_checkpoint(path: str | Path, family: ModelFamily, model: nn.Module, features: dict[str, Any]) -> Path:
@@ -126,7 +176,7 @@ def family_of(state: dict[str, Any], where: str) -> ModelFamily:
         family = create_family(stored_family_config(state["model_config"]))
     except ConfigError as e:
         raise CheckpointError(f"{where}: its model config does not load: {e}") from None
-    if state.get("family_version") != family.version:
+    if not _equals(state.get("family_version"), family.version):
         raise CheckpointError(f"{where}: written by version {state.get('family_version')} of family {name!r}; "
                               f"this momentsearch has version {family.version}: retrain, or use the momentsearch "
                               f"{state.get('versions', {}).get('momentsearch', '?')} that wrote it")
@@ -142,7 +192,10 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     if state.get("train_config") is not None:
         cfg = from_dict(TrainConfig, stored_train_config(state["train_config"]), str(p))
         cfg = dataclasses.replace(cfg, dataset=cfg.dataset.relocated(state.get("dataset_relative", {}), p.parent))
-    model = family.restore()
+    try:
+        model = family.restore()
+    except Exception as e:  # noqa: BLE001 - a config value no network can be built with (a stored config checks less)
+        raise CheckpointError(f"{p}: its model config builds no network ({type(e).__name__}: {str(e)[:200]})") from None
     try:
         model.load_state_dict(state["model"])
     except RuntimeError as e:

@@ -98,6 +98,8 @@ def parse_json(path: Path, text: str, line: int | None = None) -> Any:
     except json.JSONDecodeError as e:
         raise AnnotationError(path, f"invalid JSON: {e.msg} (column {e.colno})",
                               line=e.lineno if line is None else line) from None
+    except ValueError as e:  # an integer of more than sys.get_int_max_str_digits() digits
+        raise AnnotationError(path, f"a number JSON cannot hold here ({str(e).split(';')[0][:120]})", line=line) from None
     except RecursionError:
         raise AnnotationError(path, "JSON nested too deeply to read", line=line) from None
 

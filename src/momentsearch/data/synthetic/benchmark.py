@@ -35,7 +35,8 @@ from momentsearch.data.synthetic.concepts import Inventory
 from momentsearch.data.synthetic.config import SyntheticConfig
 from momentsearch.data.synthetic.generator import SyntheticVideo, World, sample_video, video_features
 from momentsearch.data.synthetic.oracle import SyntheticOracle
-from momentsearch.errors import MomentSearchError
+from momentsearch.errors import DatasetError, MomentSearchError
+from momentsearch.readers import read_yaml
 from momentsearch.fileio import atomic_dir, atomic_open, write_json, write_jsonl
 
 FORMAT_VERSION = 1
@@ -175,12 +176,16 @@ class SyntheticBenchmark:
         r = Path(root)
         meta_path = r / "benchmark.yaml"
         if not meta_path.is_file():
-            raise FileNotFoundError(f"{r}: not a synthetic benchmark folder (no benchmark.yaml); "
-                                    f"make one with `momentsearch generate --preset default --out {r}`")
-        info: dict[str, Any] = yaml.safe_load(meta_path.read_text(encoding="utf-8"))
-        if info.get("version") != FORMAT_VERSION:
-            raise ValueError(f"{meta_path}: benchmark format version {info.get('version')}, expected {FORMAT_VERSION}")
-        cfg = from_dict(SyntheticConfig, info["config"], str(meta_path))
+            raise DatasetError(f"{r}: not a synthetic benchmark folder (no benchmark.yaml); "
+                               f"make one with `momentsearch generate --preset default --out {r}`")
+        info = read_yaml(meta_path, DatasetError, "benchmark file")
+        if not isinstance(info, dict) or info.get("version") != FORMAT_VERSION:
+            got = info.get("version") if isinstance(info, dict) else None
+            raise DatasetError(f"{meta_path}: benchmark format version {str(got)[:40]}, expected {FORMAT_VERSION}; "
+                               "generate the folder again")
+        if not isinstance(info.get("config"), dict):
+            raise DatasetError(f"{meta_path}: field 'config' missing or not a mapping")
+        cfg = from_dict(SyntheticConfig, info["config"], f"{meta_path}: config")
         return cls(r, cfg, load_jsonl_corpus(r / "corpus.jsonl"))
 
     def features(self) -> FeatureStore:

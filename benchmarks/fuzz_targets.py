@@ -1,0 +1,359 @@
+"""The fuzz run's readers beyond the annotation formats: feature stores (HDF5, npy), checkpoints, YAML
+configs, index folders (index.json, arrays and their manifest), relevance tables, MVMR pools, corpus
+folders, subtitle files, query files, synthetic benchmark folders and the service's ``/search`` body.
+
+Each :class:`Target` starts from real files made by momentsearch itself (a served index over three
+ingested videos, a packed checkpoint, the shipped configs...), writes one mutant at a time over its
+file, and runs what a user would run on it. ``fuzz_loaders.py`` drives them beside the annotation formats.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the test suite's video writer and served index
+
+from benchmarks.fuzz_mutations import _mutate_obj, mutate, mutate_h5, mutate_npy  # noqa: E402
+
+GOOD = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
+SRT = "1\n00:00:01,000 --> 00:00:03,000\nthe red door opens\n\n2\n00:00:04,000 --> 00:00:05,500\nsomeone <i>waves</i>\n"
+VTT = "WEBVTT\n\nNOTE a note\n\n00:01.000 --> 00:03.000 align:start\nthe red door opens\n\ncue-2\n" \
+      "00:00:04.000 --> 00:00:05.500\nsomeone waves\n"
+MVMR_ANNOTATIONS = json.dumps({
+    "v_a": {"duration": 20.0, "timestamps": [[1.0, 5.0], [4.0, 19.5]], "sentences": ["a man runs", "he jumps"]},
+    "v_b": {"duration": 31.3, "timestamps": [[0.0, 31.3]], "sentences": ["people dance"]}})
+MVMR_POOLS = json.dumps({
+    "v_a": {"duration": 20.0, "timestamps": [[1.0, 5.0], [4.0, 19.5]], "sentences": ["a man runs", "he jumps"],
+            "pos_moments": [[], [["v_b", "people dance", [0.0, 31.3]]]], "retrieval_pool": [["v_a", "v_b"], ["v_a", "v_b"]]},
+    "v_b": {"duration": 31.3, "timestamps": [[0.0, 31.3]], "sentences": ["people dance"], "pos_moments": [[]],
+            "retrieval_pool": [["v_b", "v_a"]]}})
+BODIES = [{"query": "the red door opens", "k": 3}, {"query": "someone waves", "k": 5, "videos": ["clip1", "clip0"]}]
+
+
+@dataclass
+class Target:
+    name: str
+    file: str  # the file mutated, relative to the work folder
+    action: Callable[[Path], Any]  # what a user runs, given the work folder
+    mutant: Callable[[Path, random.Random], str] | None = None  # writes a mutant; None: text mutations of the file
+    text: bool = True  # the file is text (JSON, YAML...): json_type mutations apply
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# ---- fixtures: real files, made once per run -------------------------------------------------------
+
+_FIXTURES: dict[str, Path] = {}
+
+
+def fixtures(root: Path) -> Path:
+    """A served index over three ingested videos (corpus folder, packed XML checkpoint, index folder),
+    feature stores, a relevance table, a tiny synthetic benchmark and the companion text files."""
+    if "root" in _FIXTURES:
+        return _FIXTURES["root"]
+    from served_index import build_served_index
+
+    from momentsearch.data.features import write_features, write_npy_features
+    from momentsearch.data.relevance import MomentRelevance
+    from momentsearch.data.synthetic import generate, load_preset
+
+    root.mkdir(parents=True, exist_ok=True)
+    build_served_index(root / "served")
+    write_features(root / "visual.h5", {"v1": GOOD, "v2": GOOD[:3] * 2}, attrs={"clip_length": 1.5})
+    write_npy_features(root / "npy", {"v1": GOOD, "v2": GOOD[:3] * 2})
+    MomentRelevance.from_rows(["q1", "q2"], ["v1", "v2"], [[(0, 1.0, 4.0, 1.0), (1, 0.0, 2.0, 0.5)],
+                                                           [(1, 2.0, 6.0, 0.75)]]).save(root / "relevance.npz")
+    generate(load_preset("tiny"), root / "synthetic", progress=False)
+    texts = {"subtitles.srt": SRT, "subtitles.vtt": VTT, "mvmr_annotations.json": MVMR_ANNOTATIONS,
+             "mvmr_pools.json": MVMR_POOLS, "queries.txt": "the red door opens\n\n  someone waves  \n",
+             "search_body.json": json.dumps(BODIES[1])}
+    for name, text in texts.items():
+        (root / name).write_text(text, encoding="utf-8")
+    for name in ("xml/default.yaml", "minute/small.yaml", "mmn/default.yaml", "span/cet.yaml", "span/bet.yaml"):
+        shutil.copy(ROOT / "src/momentsearch/configs" / name, root / ("config_" + name.replace("/", "_")))
+    _FIXTURES["root"] = root
+    return root
+
+
+# ---- what a user runs -----------------------------------------------------------------------------
+
+def _features(path: Path) -> None:
+    from momentsearch.data.features import FeatureStore
+
+    with FeatureStore(path) as store:
+        _ = store.visual.dim, len(store.visual)
+        for vid in store.visual.keys():
+            store.get(vid)
+        store.check_covers(["v1", "v2"])
+
+
+def _checkpoint(folder: Path) -> None:
+    from momentsearch.training.checkpoint import load_checkpoint
+
+    ck = load_checkpoint(folder / "served/index/model.pt")
+    _ = ck.fingerprint, ck.features
+
+
+def _config(folder: Path) -> None:
+    from momentsearch.api.training import load_train_config
+    from momentsearch.models.family import InputDims
+    from momentsearch.models.registry import create_family
+
+    cfg = load_train_config(folder / "config.yaml")
+    family = create_family(cfg.model)
+    family.build(InputDims(8, 0, 384))
+
+
+def _index_folder(folder: Path) -> None:
+    from momentsearch.api.indexing import IndexFolder
+
+    idx = IndexFolder.open(folder / "served/index").index
+    videos = np.arange(len(idx))
+    for name in idx.arrays:
+        idx.padded(name, videos)
+    for a in idx.video_arrays.values():
+        np.asarray(a[videos], np.float32)
+
+
+def _relevance(folder: Path) -> None:
+    from momentsearch.data.relevance import MomentRelevance
+
+    rel = MomentRelevance.load(folder / "relevance.npz")
+    rel.threshold(0.5)
+    rel.video_relevance()
+    rel.dense_video_relevance()
+    rel.select(rel.query_ids[:1])
+
+
+def _mvmr(folder: Path) -> None:
+    from momentsearch.data.mvmr import load_mvmr_pools
+
+    pools = load_mvmr_pools(folder / "mvmr_pools.json", folder / "mvmr_annotations.json")
+    pools.stats()
+    pools.relevance()
+
+
+def _corpus_folder(folder: Path) -> None:
+    from momentsearch.data.corpus_folder import CorpusFolder
+
+    c = CorpusFolder.open(folder / "served/corpus")
+    _ = c.videos, c.clip_lengths, c.fingerprint, c.failures
+    with c.features() as store:
+        for vid in c.video_ids:
+            store.get(vid)
+            c.video_path(vid)
+
+
+def _subtitles(name: str) -> Callable[[Path], Any]:
+    def run(folder: Path) -> None:
+        from momentsearch.data.subtitles import clip_texts, read_subtitles
+
+        clip_texts(read_subtitles(folder / name), 6, 1.0)
+    return run
+
+
+def _queries(folder: Path) -> None:
+    from momentsearch.text.query_file import read_query_file
+
+    read_query_file(folder / "queries.txt")
+
+
+def _synthetic(folder: Path) -> None:
+    from momentsearch.data.synthetic import SyntheticBenchmark
+
+    b = SyntheticBenchmark.load(folder / "synthetic")
+    with b.features() as store:
+        store.get(next(iter(b.corpus.videos)))
+    b.oracle("test")
+
+
+class BadResponse(Exception):
+    """The service answered a malformed body with a server error or a body that is not the error JSON."""
+
+
+_CLIENT: dict[str, Any] = {}
+
+
+def _search_body(folder: Path) -> None:
+    if "client" not in _CLIENT:
+        from fastapi.testclient import TestClient
+
+        from momentsearch.api.searcher import load
+        from momentsearch.service.app import create_app
+
+        _CLIENT["client"] = TestClient(create_app(load(folder / "served/index", device="cpu")))
+    r = _CLIENT["client"].post("/search", content=(folder / "search_body.json").read_bytes(),
+                               headers={"content-type": "application/json"})
+    body = r.json() if r.headers.get("content-type", "").startswith("application/json") else None
+    if r.status_code >= 500 or not isinstance(body, dict) or (r.status_code >= 400 and "error" not in body):
+        raise BadResponse(f"HTTP {r.status_code}: {r.text[:200]}")
+    if r.status_code >= 400:  # the service's own error, as JSON: the project's error for this reader
+        from momentsearch.errors import QueryError
+
+        raise QueryError(f"HTTP {r.status_code}: {body['error']}")
+
+
+# ---- structure-aware mutants ------------------------------------------------------------------------
+
+def _h5_mutant(folder: Path, rng: random.Random) -> str:
+    return mutate_h5(folder / "visual.h5", {"v1": GOOD, "v2": GOOD[:3] * 2},
+                     {"dim": 8, "clip_length": 1.5, "format": "momentsearch-features"}, rng)
+
+
+def _npy_mutant(folder: Path, rng: random.Random) -> str:
+    if rng.random() < 0.15:  # the checksums file instead
+        sums = folder / "npy/checksums.json"
+        sums.write_bytes(mutate(sums.read_bytes(), rng)[0])
+        return "checksums"
+    raw, how = mutate_npy(GOOD, rng)
+    (folder / "npy/v1.npy").write_bytes(raw)
+    return how
+
+
+def _yaml_mutant(folder: Path, rng: random.Random) -> str:
+    import yaml
+
+    src = rng.choice(sorted(folder.glob("config_*.yaml")))
+    text = src.read_text()
+    kind = rng.choice(["tree", "tree", "tree", "text", "aliases", "tag", "big"])
+    if kind == "tree":
+        data = yaml.safe_load(text)
+        for _ in range(rng.randint(1, 3)):
+            data = _mutate_obj(data, rng, yaml_values=True)
+        try:
+            out = yaml.safe_dump(data, allow_unicode=False)
+        except (yaml.YAMLError, ValueError):  # a value yaml cannot write: mutate the text instead
+            out, kind = mutate(text.encode(), rng)[0].decode("utf-8", "surrogateescape"), "text"
+    elif kind == "text":
+        out = mutate(text.encode(), rng)[0].decode("utf-8", "surrogateescape")
+    elif kind == "aliases":
+        out = text + "".join(f"x{i}: &a{i} [" + ", ".join([f"*a{i - 1}" if i else "1"] * 9) + "]\n" for i in range(12))
+    elif kind == "tag":
+        out = text + rng.choice(["epochs: !!python/object/apply:os.system ['true']\n", "lr: !!float nan\n",
+                                 "seed: !!binary aGVsbG8=\n", "seed: 2026-11-24\n", "model: !!set {a: null}\n"])
+    else:
+        out = text + "pad: '" + "x" * rng.choice([10_000, 2_000_000]) + "'\n"
+    (folder / "config.yaml").write_bytes(out.encode("utf-8", "surrogateescape"))
+    return f"{src.stem}:{kind}"
+
+
+def _index_mutant(folder: Path, rng: random.Random) -> str:
+    arrays = folder / "served/index/arrays"
+    files = sorted(arrays.glob("*.npy"))
+    op = rng.choice(["manifest", "npy", "npy", "npy", "delete", "index_json"])
+    if op == "manifest":
+        f = arrays / "manifest.json"
+        f.write_bytes(mutate(f.read_bytes(), rng)[0])
+        return op
+    if op == "index_json":
+        f = folder / "served/index/index.json"
+        f.write_bytes(mutate(f.read_bytes(), rng)[0])
+        return op
+    f = rng.choice(files)
+    if op == "delete":
+        f.unlink()
+        return f"delete {f.name}"
+    good = np.load(f)
+    if good.ndim == 2 and good.shape[0] > 0:
+        raw, how = mutate_npy(good, rng)
+    else:  # offsets, durations, clip lengths: 1-D
+        a = rng.choice([good[:-1], np.concatenate([good, good[-1:]]), good.astype("U8"), good[None], good * -1,
+                        good.astype(np.float16), np.full_like(good, 2**40) if good.dtype.kind == "i" else good * np.nan,
+                        good[::-1].copy(), np.zeros(0, good.dtype)])
+        from benchmarks.fuzz_mutations import npy_bytes
+
+        raw, how = npy_bytes(a), "array"
+    f.write_bytes(raw)
+    return f"{f.name}:{how}"
+
+
+def _npz_mutant(folder: Path, rng: random.Random) -> str:
+    import io
+    import zipfile
+
+    f = folder / "relevance.npz"
+    if rng.random() < 0.2:
+        f.write_bytes(mutate(f.read_bytes(), rng)[0])
+        return "bytes"
+    with np.load(f) as z:
+        arrays = {k: z[k] for k in z.files}
+    key = rng.choice(sorted(arrays))
+    op = rng.choice(["drop", "value", "value", "header"])
+    if op == "drop":
+        del arrays[key]
+    elif op == "value":
+        a = arrays[key]
+        if a.dtype.kind == "U":
+            choices = [a[:-1], np.concatenate([a, a]), a[None], np.zeros(len(a)), np.array([], "U1"),
+                       np.array(["", *a[1:]]), np.array(["\x00" * 3] * len(a)), np.array([a[0]] * len(a))]
+        else:
+            choices = [a[:-1], np.concatenate([a, a[-1:]]), a[None], a.astype("U4"), -np.abs(a) - 1,
+                       a * np.nan if a.dtype.kind == "f" else a + 2**40, a[::-1].copy(), np.zeros(0, a.dtype),
+                       np.zeros((len(a), 2)), np.array(1.5), np.full(len(a), 7, a.dtype), a.astype(np.float16)]
+        arrays[key] = rng.choice(choices)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for k, a in arrays.items():
+            raw = mutate_npy(a, rng)[0] if op == "header" and k == key else _npy_of(a)
+            zf.writestr(k + ".npy", raw)
+    f.write_bytes(buf.getvalue())
+    return f"{key}:{op}"
+
+
+def _npy_of(a: np.ndarray) -> bytes:
+    from benchmarks.fuzz_mutations import npy_bytes
+
+    return npy_bytes(a)
+
+
+def _checkpoint_mutant(folder: Path, rng: random.Random) -> str:
+    import torch
+
+    f = folder / "served/index/model.pt"
+    op = rng.choice(["bytes", "tree", "tree", "tree", "other"])
+    if op == "bytes":
+        f.write_bytes(mutate(f.read_bytes(), rng)[0])
+        return op
+    if op == "other":
+        choice = rng.choice(["text", "list", "tensor", "npy", "empty_dict", "pickle_class"])
+        if choice == "text":
+            f.write_text("this is not a checkpoint\n")
+        elif choice == "npy":
+            f.write_bytes(_npy_of(GOOD))
+        elif choice == "pickle_class":
+            import pickle
+
+            f.write_bytes(pickle.dumps(random.Random(1)))
+        else:
+            torch.save({"list": [1, 2], "tensor": torch.zeros(3), "empty_dict": {}}[choice], f)
+        return choice
+    state = torch.load(f, weights_only=True)
+    state = _mutate_obj(state, rng, tensors=True)
+    torch.save(state, f)
+    return op
+
+
+TARGETS: dict[str, Target] = {t.name: t for t in [
+    Target("features-hdf5", "visual.h5", lambda d: _features(d / "visual.h5"), _h5_mutant, text=False),
+    Target("features-npy", "npy", lambda d: _features(d / "npy"), _npy_mutant, text=False),
+    Target("checkpoint", "served/index/model.pt", _checkpoint, _checkpoint_mutant, text=False),
+    Target("config-yaml", "config.yaml", _config, _yaml_mutant),
+    Target("index-folder", "served/index", _index_folder, _index_mutant, text=False),
+    Target("relevance-npz", "relevance.npz", _relevance, _npz_mutant, text=False),
+    Target("mvmr-pools", "mvmr_pools.json", _mvmr),
+    Target("corpus-json", "served/corpus/corpus.json", _corpus_folder),
+    Target("subtitles-srt", "subtitles.srt", _subtitles("subtitles.srt")),
+    Target("subtitles-vtt", "subtitles.vtt", _subtitles("subtitles.vtt")),
+    Target("query-file", "queries.txt", _queries),
+    Target("synthetic-folder", "synthetic/benchmark.yaml", _synthetic),
+    Target("search-body", "search_body.json", _search_body),
+]}
