@@ -49,7 +49,7 @@ from momentsearch.errors import MomentSearchError  # noqa: E402
 from momentsearch.evaluation import Submission, evaluate_submission  # noqa: E402
 
 from benchmarks.fuzz_mutations import mutate  # noqa: E402
-from benchmarks.fuzz_targets import TARGETS, fixtures  # noqa: E402
+from benchmarks.fuzz_targets import TARGETS, apply_mutant, fixtures  # noqa: E402
 
 J = json.dumps
 SEEDS: dict[str, tuple[str, str]] = {  # format -> (file name, valid content)
@@ -190,24 +190,13 @@ def fuzz_target(name: str, n: int, seed: int, folder: Path, timeout: int = 10) -
     if work.exists():
         shutil.rmtree(work)
     shutil.copytree(fix, work, symlinks=True)
-    pristine, path = fix / target.file, work / target.file
     outcomes: Counter[str] = Counter()
     foreign: dict[str, dict[str, Any]] = {}
     by_kind: Counter[str] = Counter()
     rng = random.Random(seed)
     signal.signal(signal.SIGALRM, _alarm)
     for i in range(n):
-        if pristine.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
-            shutil.copytree(pristine, path)
-        elif pristine.is_file():
-            shutil.copyfile(pristine, path)
-        if target.mutant is not None:
-            kind = target.mutant(work, rng)
-            mutant: bytes | str = kind
-        else:
-            mutant, kind = mutate(pristine.read_bytes(), rng)
-            path.write_bytes(mutant)
+        mutant, kind = apply_mutant(target, fix, work, rng)
         _run(lambda: target.action(work), mutant, kind, i, timeout, outcomes, foreign, by_kind)
     return {"format": name, "n": n, "outcomes": dict(outcomes), "foreign": foreign,
             "foreign_by_mutation": dict(by_kind)}

@@ -50,6 +50,23 @@ class Target:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def apply_mutant(target: Target, fixture_root: Path, work: Path, rng: random.Random) -> tuple[bytes | str, str]:
+    """Restore ``target``'s file (or folder) in ``work`` from the fixtures, then write one mutant over it;
+    returns (the mutant's bytes, or its description, and the mutation's name)."""
+    pristine, path = fixture_root / target.file, work / target.file
+    if pristine.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+        shutil.copytree(pristine, path)
+    elif pristine.is_file():
+        shutil.copyfile(pristine, path)
+    if target.mutant is not None:
+        kind = target.mutant(work, rng)
+        return kind, kind
+    mutant, kind = mutate(pristine.read_bytes(), rng)
+    path.write_bytes(mutant)
+    return mutant, kind
+
+
 # ---- fixtures: real files, made once per run -------------------------------------------------------
 
 _FIXTURES: dict[str, Path] = {}

@@ -97,3 +97,42 @@ def test_any_byte_or_text_mutation_loads_or_is_the_projects_error(fmt: str, tmp_
         _outcome(fmt, tmp_path, out)
 
     check()
+
+
+# ---- every other reader: feature stores, checkpoints, configs, index folders, relevance tables, MVMR
+# pools, corpus folders, subtitles, query files, synthetic folders and the service's /search body
+
+@pytest.fixture(scope="module")
+def reader_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from benchmarks.fuzz_targets import fixtures
+
+    return fixtures(tmp_path_factory.mktemp("readers") / "fixtures")
+
+
+def _target_names() -> list[str]:
+    from benchmarks.fuzz_targets import TARGETS
+
+    return list(TARGETS)
+
+
+@pytest.mark.parametrize("name", _target_names())
+def test_any_mutation_of_every_other_reader_loads_or_is_the_projects_error(name: str, reader_files: Path,
+                                                                          tmp_path: Path) -> None:
+    import shutil
+
+    from benchmarks.fuzz_targets import TARGETS, apply_mutant
+
+    target = TARGETS[name]
+    work = tmp_path / "work"
+    shutil.copytree(reader_files, work, symlinks=True)
+
+    @SETTINGS
+    @given(rng=st.randoms(use_true_random=False))
+    def check(rng: random.Random) -> None:
+        apply_mutant(target, reader_files, work, rng)
+        try:
+            target.action(work)
+        except MomentSearchError:
+            pass  # the project's own error (any other exception fails the test)
+
+    check()

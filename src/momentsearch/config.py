@@ -82,7 +82,7 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{where}: expected an integer, got {_show(value)}")
         if not -(2**63) <= value < 2**63:
-            raise ConfigError(f"{where}: {str(value)[:20]}... is beyond a 64-bit integer")
+            raise ConfigError(f"{where}: {_show(value)} is beyond a 64-bit integer")
         return value
     if tp is bool:
         if not isinstance(value, bool):
@@ -129,8 +129,6 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "config") -> T:
     kwargs = {k: _coerce(v, hints[k], f"{where}.{k}") for k, v in data.items()}
     try:
         obj = cls(**kwargs)
-    except ConfigError:
-        raise
     except (TypeError, ValueError, ArithmeticError, LookupError) as e:  # a __post_init__ check, or a value it trips on
         raise ConfigError(f"{where}: {e}") from None
     return obj
