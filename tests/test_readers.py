@@ -232,7 +232,7 @@ def test_config_out_of_range_huge_and_alias_bombs(tmp_path: Path) -> None:
 
     base = "dataset: {benchmark: b}\nmodel: {name: xml, hidden: 0}\n"
     (tmp_path / "a.yaml").write_text(base)
-    with pytest.raises(ConfigError, match=r"a\.yaml: .*hidden.* must be >= 1"):
+    with pytest.raises(ConfigError, match=r"a\.yaml: .*model\.hidden: must lie in \[1, 8192\], got 0"):
         load_train_config(tmp_path / "a.yaml")
     (tmp_path / "b.yaml").write_text(base.replace("hidden: 0", "dropout: 1.5"))
     with pytest.raises(ConfigError, match=r"model\.dropout: must lie in \[0, 1\)"):

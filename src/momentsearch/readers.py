@@ -28,6 +28,22 @@ MAX_YAML_NODES = 100_000  # after aliases are expanded (a "billion laughs" docum
 NUMERIC_KINDS = "fiub"  # float, signed and unsigned integer, bool: what a feature array may hold
 
 
+def is_file(path: Path) -> bool:
+    """``path.is_file()``, False for a name the file system cannot hold (too long, a NUL) instead of an OSError:
+    the names come from the files being read."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
+
+
 def read_bytes(path: str | Path, error: ErrorType, what: str = "file") -> bytes:
     p = Path(path)
     try:
@@ -116,7 +132,7 @@ def read_npy(path: str | Path, error: ErrorType, mmap: bool = False) -> np.ndarr
     """An array from a ``.npy`` file (memory-mapped if ``mmap``), never a pickle. Whatever the header
     parser raises on a broken file (``EOFError``, ``SyntaxError``, ``OverflowError``...) is ``error``."""
     p = Path(path)
-    if not p.is_file():
+    if not is_file(p):
         raise error(f"{p}: missing")
     try:
         arr = np.load(p, mmap_mode="r" if mmap else None, allow_pickle=False)
@@ -133,7 +149,7 @@ def read_npy(path: str | Path, error: ErrorType, mmap: bool = False) -> np.ndarr
 def read_npz(path: str | Path, error: ErrorType, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
     """The arrays ``keys`` of an ``.npz`` archive, read whole (no pickles); a missing one is ``error``."""
     p = Path(path)
-    if not p.is_file():
+    if not is_file(p):
         raise error(f"{p}: missing")
     out: dict[str, np.ndarray] = {}
     try:

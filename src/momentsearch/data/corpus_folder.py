@@ -31,6 +31,7 @@ from typing import Any
 from momentsearch.data.corpus import Video
 from momentsearch.data.features import FeatureSource, FeatureStore, HDF5Features, NpyDirFeatures
 from momentsearch.errors import CorpusFolderError
+from momentsearch.readers import exists, is_file
 
 MANIFEST = "corpus.json"
 FORMAT = "momentsearch-corpus"
@@ -156,10 +157,7 @@ class CorpusFolder:
         if not rel or not src:
             return None
         p = Path(src) / rel
-        try:
-            return p if p.is_file() else None
-        except (OSError, ValueError):  # a name the file system cannot hold: no file
-            return None
+        return p if is_file(p) else None
 
     def stream_path(self, name: str) -> Path:
         p = Path(self.streams[name]["path"])
@@ -173,8 +171,8 @@ class CorpusFolder:
     def _source(self, name: str, verify: bool) -> FeatureSource:
         s = self.streams[name]
         path = self.stream_path(name)
-        if not path.exists():
-            raise CorpusFolderError(f"{self.root / MANIFEST}: stream {name!r}: {path} is missing")
+        if not exists(path):
+            raise CorpusFolderError(f"{self.root / MANIFEST}: stream {name!r}: {str(path)[:300]} is missing")
         if s["kind"] == "hdf5":
             return HDF5Features(path, s["dim"], verify=verify)
         sums = ({v["id"]: int(v["crc32"][name]) for v in self.manifest["videos"] if name in v["crc32"]}

@@ -25,7 +25,7 @@ import h5py
 import numpy as np
 
 from momentsearch.errors import FeatureError, MissingFeatureError
-from momentsearch.readers import check_array, read_json, read_npy
+from momentsearch.readers import check_array, is_file, read_json, read_npy
 
 
 def _h5_key(video_id: str) -> str:
@@ -62,14 +62,6 @@ def _check_array(arr: Any, dim: int | None, where: str) -> np.ndarray:
         bad = int((~np.isfinite(arr)).any(axis=1).argmax())
         raise FeatureError(f"{where}: contains NaN or inf (first at clip {bad})")
     return arr
-
-
-def _is_file(p: Path) -> bool:
-    """``p.is_file()``, False for a name the file system cannot hold (too long, say) rather than an OSError."""
-    try:
-        return p.is_file()
-    except (OSError, ValueError):
-        return False
 
 
 def _check_shape(arr: Any, where: str) -> np.ndarray:
@@ -130,8 +122,9 @@ class HDF5Features:
     def dim(self) -> int:
         if self._dim is None:
             f = self._h5()
-            if "dim" in f.attrs:
-                self._dim = _int_attr(self._attr(f.attrs, "dim", str(self.path)), str(self.path), "dim", 1, 2**31)
+            dim = self._attr(f.attrs, "dim", str(self.path))
+            if dim is not None:
+                self._dim = _int_attr(dim, str(self.path), "dim", 1, 2**31)
             else:
                 first = next(iter(self.keys()), None)
                 if first is None:
@@ -252,11 +245,11 @@ class NpyDirFeatures:
         return self._dim
 
     def __contains__(self, video_id: object) -> bool:
-        return isinstance(video_id, str) and _is_file(self._file(video_id))
+        return isinstance(video_id, str) and is_file(self._file(video_id))
 
     def _load(self, video_id: str) -> np.ndarray:
         f = self._file(video_id)
-        if not _is_file(f):
+        if not is_file(f):
             raise _missing(video_id, str(self.path), self.keys())
         return _check_shape(read_npy(f, FeatureError, mmap=True), str(f))
 

@@ -62,10 +62,23 @@ NON_NEGATIVE = ("visual_dim", "subtitle_dim", "query_dim", "hard_pool_size", "n_
                 "queries_per_video", "retriever_epochs", "weight_decay", "margin")
 
 
+MAX_SIZE = 8192  # any of AT_LEAST_ONE (beyond every paper's: TVR's 100 clips, MMN's 512 channels)
+MAX_INPUT_DIM = 65536  # visual_dim, subtitle_dim, query_dim
+MAX_COUNT = 2**20  # the other NON_NEGATIVE integers (negatives, pools, epochs)
+
+
 def check_sizes(cfg: Any, where: str) -> Any:
+    """Sizes no network can be built with, or none in memory: a ConfigError naming the key, before
+    ``build`` would fail inside a layer's constructor or try to allocate terabytes."""
     for name in AT_LEAST_ONE:
-        if isinstance(getattr(cfg, name, None), int) and getattr(cfg, name) < 1:
-            raise ConfigError(f"{where}.{name}: must be >= 1, got {getattr(cfg, name)}")
+        v = getattr(cfg, name, None)
+        if isinstance(v, int) and not 1 <= v <= MAX_SIZE:
+            raise ConfigError(f"{where}.{name}: must lie in [1, {MAX_SIZE}], got {v}")
+    for name in NON_NEGATIVE:
+        v = getattr(cfg, name, None)
+        top = MAX_INPUT_DIM if name.endswith("_dim") else MAX_COUNT
+        if isinstance(v, int) and not isinstance(v, bool) and v > top:
+            raise ConfigError(f"{where}.{name}: must be <= {top}, got {v}")
     for name in NON_NEGATIVE:
         if isinstance(getattr(cfg, name, None), (int, float)) and getattr(cfg, name) < 0:
             raise ConfigError(f"{where}.{name}: must be >= 0, got {getattr(cfg, name)}")
