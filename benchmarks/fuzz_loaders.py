@@ -161,6 +161,21 @@ def _run(action: Callable[[], Any], mutant: bytes | str, kind: str, i: int, time
         signal.alarm(0)
 
 
+def _loop(name: str, n: int, seed: int, timeout: int,
+          next_mutant: Callable[[random.Random], tuple[bytes | str, str]], action: Callable[[], Any]) -> dict[str, Any]:
+    """``n`` mutants from ``next_mutant`` (which writes each), ``action`` run on each, the outcomes counted."""
+    outcomes: Counter[str] = Counter()
+    foreign: dict[str, dict[str, Any]] = {}
+    by_kind: Counter[str] = Counter()
+    rng = random.Random(seed)
+    signal.signal(signal.SIGALRM, _alarm)
+    for i in range(n):
+        mutant, kind = next_mutant(rng)
+        _run(action, mutant, kind, i, timeout, outcomes, foreign, by_kind)
+    return {"format": name, "n": n, "outcomes": dict(outcomes), "foreign": foreign,
+            "foreign_by_mutation": dict(by_kind)}
+
+
 def fuzz(fmt: str, n: int, seed: int, folder: Path, timeout: int = 10) -> dict[str, Any]:
     if fmt in TARGETS:
         return fuzz_target(fmt, n, seed, folder, timeout)
@@ -169,17 +184,13 @@ def fuzz(fmt: str, n: int, seed: int, folder: Path, timeout: int = 10) -> dict[s
         (folder / f).write_text(c, encoding="utf-8")
     data = content.encode()
     path = folder / ("mutant_" + name)
-    outcomes: Counter[str] = Counter()
-    foreign: dict[str, dict[str, Any]] = {}
-    by_kind: Counter[str] = Counter()
-    rng = random.Random(seed)
-    signal.signal(signal.SIGALRM, _alarm)
-    for i in range(n):
+
+    def next_mutant(rng: random.Random) -> tuple[bytes, str]:
         mutant, kind = mutate(data, rng)
         path.write_bytes(mutant)
-        _run(user_actions(fmt, path, folder), mutant, kind, i, timeout, outcomes, foreign, by_kind)
-    return {"format": fmt, "n": n, "outcomes": dict(outcomes), "foreign": foreign,
-            "foreign_by_mutation": dict(by_kind)}
+        return mutant, kind
+
+    return _loop(fmt, n, seed, timeout, next_mutant, user_actions(fmt, path, folder))
 
 
 def fuzz_target(name: str, n: int, seed: int, folder: Path, timeout: int = 10) -> dict[str, Any]:
@@ -190,16 +201,7 @@ def fuzz_target(name: str, n: int, seed: int, folder: Path, timeout: int = 10) -
     if work.exists():
         shutil.rmtree(work)
     shutil.copytree(fix, work, symlinks=True)
-    outcomes: Counter[str] = Counter()
-    foreign: dict[str, dict[str, Any]] = {}
-    by_kind: Counter[str] = Counter()
-    rng = random.Random(seed)
-    signal.signal(signal.SIGALRM, _alarm)
-    for i in range(n):
-        mutant, kind = apply_mutant(target, fix, work, rng)
-        _run(lambda: target.action(work), mutant, kind, i, timeout, outcomes, foreign, by_kind)
-    return {"format": name, "n": n, "outcomes": dict(outcomes), "foreign": foreign,
-            "foreign_by_mutation": dict(by_kind)}
+    return _loop(name, n, seed, timeout, lambda rng: apply_mutant(target, fix, work, rng), lambda: target.action(work))
 
 
 def _one(job: tuple[str, int, int]) -> dict[str, Any]:
