@@ -23,7 +23,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the test suite's video writer and served index
 
-from benchmarks.fuzz_mutations import _mutate_obj, mutate, mutate_h5, mutate_npy  # noqa: E402
+from benchmarks.fuzz_mutations import _mutate_obj, mutate, mutate_h5, mutate_npy, npy_bytes  # noqa: E402
 
 GOOD = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
 SRT = "1\n00:00:01,000 --> 00:00:03,000\nthe red door opens\n\n2\n00:00:04,000 --> 00:00:05,500\nsomeone <i>waves</i>\n"
@@ -286,8 +286,6 @@ def _index_mutant(folder: Path, rng: random.Random) -> str:
         a = rng.choice([good[:-1], np.concatenate([good, good[-1:]]), good.astype("U8"), good[None], good * -1,
                         good.astype(np.float16), np.full_like(good, 2**40) if good.dtype.kind == "i" else good * np.nan,
                         good[::-1].copy(), np.zeros(0, good.dtype)])
-        from benchmarks.fuzz_mutations import npy_bytes
-
         raw, how = npy_bytes(a), "array"
     f.write_bytes(raw)
     return f"{f.name}:{how}"
@@ -320,16 +318,10 @@ def _npz_mutant(folder: Path, rng: random.Random) -> str:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         for k, a in arrays.items():
-            raw = mutate_npy(a, rng)[0] if op == "header" and k == key else _npy_of(a)
+            raw = mutate_npy(a, rng)[0] if op == "header" and k == key else npy_bytes(a)
             zf.writestr(k + ".npy", raw)
     f.write_bytes(buf.getvalue())
     return f"{key}:{op}"
-
-
-def _npy_of(a: np.ndarray) -> bytes:
-    from benchmarks.fuzz_mutations import npy_bytes
-
-    return npy_bytes(a)
 
 
 def _checkpoint_mutant(folder: Path, rng: random.Random) -> str:
@@ -345,7 +337,7 @@ def _checkpoint_mutant(folder: Path, rng: random.Random) -> str:
         if choice == "text":
             f.write_text("this is not a checkpoint\n")
         elif choice == "npy":
-            f.write_bytes(_npy_of(GOOD))
+            f.write_bytes(npy_bytes(GOOD))
         elif choice == "pickle_class":
             import pickle
 

@@ -51,9 +51,7 @@ MAX_VIDEO_BYTES = 2**31  # one video's features; a header claiming more is corru
 
 def _check_array(arr: Any, dim: int | None, where: str) -> np.ndarray:
     """A (clips, dim) array of numbers, finite; any other kind, shape or value is a FeatureError."""
-    if isinstance(arr, np.ndarray) and arr.ndim != 2:
-        raise FeatureError(f"{where}: expected a 2-D array (clips, dim), got shape {arr.shape}")
-    arr = check_array(arr, where, FeatureError)
+    arr = _check_shape(arr, where)
     if arr.shape[0] == 0:
         raise FeatureError(f"{where}: has zero clips")
     if arr.shape[1] == 0 or dim is not None and arr.shape[1] != dim:

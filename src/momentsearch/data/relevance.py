@@ -180,10 +180,11 @@ class MomentRelevance:
         z = read_npz(p, error, ("query_ids", "video_ids", "indptr", "video_idx", "start", "end", "value"))
         ids = {k: check_array(z[k], f"{p} [{k}]", error, ndim=1, kinds="U") for k in ("query_ids", "video_ids")}
         indptr = check_array(z["indptr"], f"{p} [indptr]", error, ndim=1, kinds="iu", length=len(ids["query_ids"]) + 1)
-        n = int(indptr[-1]) if len(indptr) else 0
+        n = int(indptr[-1])
         idx = check_array(z["video_idx"], f"{p} [video_idx]", error, ndim=1, kinds="iu")
-        cols = {k: check_array(z[k], f"{p} [{k}]", error, ndim=1, kinds=kinds, length=len(idx), finite=True)
-                for k, kinds in (("video_idx", "iu"), ("start", "fi"), ("end", "fi"), ("value", "f"))}
+        cols = {"video_idx": idx, **{k: check_array(z[k], f"{p} [{k}]", error, ndim=1, kinds=kinds, length=len(idx),
+                                                    finite=True)
+                                     for k, kinds in (("start", "fi"), ("end", "fi"), ("value", "f"))}}
         if len(cols["video_idx"]) != n:
             raise error(f"indptr ends at {n} but the table has {len(cols['video_idx'])} entries")
         if (cols["start"] < 0).any() or (cols["end"] < cols["start"]).any():

@@ -60,8 +60,6 @@ AT_LEAST_ONE = ("hidden", "n_heads", "max_clips", "max_tokens", "num_clips", "co
                 "localizer_batch_size")
 NON_NEGATIVE = ("visual_dim", "subtitle_dim", "query_dim", "hard_pool_size", "n_negatives", "hard_negative_start_epoch",
                 "queries_per_video", "retriever_epochs", "weight_decay", "margin")
-
-
 MAX_SIZE = 8192  # any of AT_LEAST_ONE (beyond every paper's: TVR's 100 clips, MMN's 512 channels)
 MAX_INPUT_DIM = 65536  # visual_dim, subtitle_dim, query_dim
 MAX_COUNT = 2**20  # the other NON_NEGATIVE integers (negatives, pools, epochs)
@@ -79,9 +77,8 @@ def check_sizes(cfg: Any, where: str) -> Any:
         top = MAX_INPUT_DIM if name.endswith("_dim") else MAX_COUNT
         if isinstance(v, int) and not isinstance(v, bool) and v > top:
             raise ConfigError(f"{where}.{name}: must be <= {top}, got {v}")
-    for name in NON_NEGATIVE:
-        if isinstance(getattr(cfg, name, None), (int, float)) and getattr(cfg, name) < 0:
-            raise ConfigError(f"{where}.{name}: must be >= 0, got {getattr(cfg, name)}")
+        if isinstance(v, (int, float)) and v < 0:
+            raise ConfigError(f"{where}.{name}: must be >= 0, got {v}")
     dropout = getattr(cfg, "dropout", None)
     if isinstance(dropout, float) and not 0 <= dropout < 1:
         raise ConfigError(f"{where}.dropout: must lie in [0, 1), got {dropout}")

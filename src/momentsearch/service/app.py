@@ -28,8 +28,8 @@ from momentsearch.api.searcher import Searcher
 from momentsearch.errors import MomentSearchError, QueryError, VideoDecodeError
 from momentsearch.service.batcher import QueryBatcher
 from momentsearch.service.media import Media
+from momentsearch.text.query_file import MAX_QUERY_CHARS  # one limit for query files and the service
 
-from momentsearch.text.query_file import MAX_QUERY_CHARS  # noqa: E402 - one limit for the file and the service
 MAX_K = 100
 MAX_VIDEOS = 10_000
 STATIC = {"app.js": "text/javascript", "style.css": "text/css"}

@@ -100,7 +100,8 @@ def _check_fields(state: dict[str, Any], p: Path) -> None:
 def _what_it_is(p: Path) -> str:
     """A guess at what a file that is not a checkpoint is, for the error."""
     try:
-        head = p.read_bytes()[:512]
+        with open(p, "rb") as fh:
+            head = fh.read(512)
     except OSError:
         return "it cannot be read"
     if not head:
