@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
 import math
@@ -12,6 +13,7 @@ from typing import Any, TypeVar
 
 from momentsearch.errors import ConfigError
 from momentsearch.readers import read_yaml as read_yaml_file
+from momentsearch.readers import read_yaml_text
 
 T = TypeVar("T")
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"  # shipped inside the package
@@ -143,6 +145,37 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: expected a mapping at the top level")
     return data
+
+
+def merge(base: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """``base`` with ``overrides`` merged in, mapping by mapping at every depth: ``{"model": {"relevance":
+    {"theta": 0.5}}}`` changes that one value and keeps the rest of ``model.relevance``. A value that is
+    not a mapping (a list, a scalar) replaces the one it overrides. Neither argument is changed."""
+    out = copy.deepcopy(base)
+    for k, v in (overrides or {}).items():
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+    return out
+
+
+def parse_set(assignments: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """``--set`` assignments (``model.relevance.theta=0.5``) as one nested override mapping. The value is
+    read as YAML (``0.5`` a float, ``true`` a bool, ``[1, 2]`` a list, ``null`` None; quote it to keep
+    a string); a later assignment to the same path wins."""
+    out: dict[str, Any] = {}
+    for text in assignments:
+        key, sep, raw = text.partition("=")
+        path = key.strip().split(".")
+        if not sep or not all(p.strip() for p in path):
+            raise ConfigError(f"--set {text!r}: expected KEY.PATH=VALUE, e.g. model.relevance.theta=0.5")
+        value = read_yaml_text(raw, f"--set {text!r}: the value", ConfigError) if raw.strip() else ""
+        group = out
+        for i, p in enumerate(path[:-1]):
+            nxt = group.setdefault(p.strip(), {})
+            if not isinstance(nxt, dict):
+                raise ConfigError(f"--set {text!r}: {'.'.join(path[:i + 1])} was set to a value above")
+            group = nxt
+        group[path[-1].strip()] = value
+    return out
 
 
 def load_yaml_config(cls: type[T], path: str | Path) -> T:

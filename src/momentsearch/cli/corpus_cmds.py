@@ -103,16 +103,10 @@ def pack_cmd(
 ) -> None:
     """Write a checkpoint for a family that needs no training, from the encoder whose embeddings it reads.
     Then: ingest videos with the same encoder, `momentsearch index CKPT --corpus C --out I`, `search I TEXT`."""
-    import yaml
-
     _require_models()
     from momentsearch.api.packing import pack
+    from momentsearch.config import parse_set
 
-    options = {}
-    for item in set_ or []:
-        key, eq, value = item.partition("=")
-        if not eq or not key:
-            raise MomentSearchError(f"--set {item!r}: expected KEY=VALUE")
-        options[key.strip()] = yaml.safe_load(value)
+    options = parse_set(set_ or [])
     path = pack(family, out, encoder, encoder_weights or "", **options)
     typer.echo(f"wrote {path}: family {family}, reads corpora made by {encoder}")

@@ -24,7 +24,7 @@ from typing import Any
 
 import typer
 
-from momentsearch.config import from_dict, load_yaml_config, read_yaml, resolve_config, to_dict
+from momentsearch.config import from_dict, load_yaml_config, merge, read_yaml, resolve_config, to_dict
 from momentsearch.errors import ConfigError
 from momentsearch.fileio import write_json
 
@@ -168,13 +168,6 @@ def _table(bench: Path, folder: Path, spec: TableSpec, corpus: Any) -> Path:
     return prefix
 
 
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(base)
-    for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
 # options added after runs were recorded: at these values they leave a run's hash (and folder) as it was
 HASH_NEUTRAL = {("model", "relevance", "segment_scale"): 1.0, ("model", "true_negatives_table"): ""}
 HASH_IGNORED = ("device", "amp", "num_workers")  # where a run trains does not make it another run
@@ -213,7 +206,7 @@ def run_config(exp: ExperimentConfig, condition: str, seed: int, bench: Path, ta
                 raise ConfigError(f"experiment {exp.name!r}, condition {condition!r}: unknown table {group[key]!r}; "
                                   f"the experiment defines {sorted(tables)}")
             group[key] = str(tables[group[key]])
-    d = _merge(base, over)
+    d = merge(base, over)
     d.update(dataset={"benchmark": str(Path(bench).resolve())}, seed=seed, out_dir="")
     digest = run_digest(d)
     d["out_dir"] = str(runs / digest / f"seed{seed}")

@@ -195,14 +195,24 @@ def train_cmd(
     threads: Annotated[Optional[int], typer.Option(
         help="Torch CPU threads while training (0: one per core). Fewer can be faster on a busy machine.")] = None,
     workers: Annotated[Optional[int], typer.Option(help="DataLoader worker processes for batches.")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option(
+        "--set", help="Override any config value by its dotted path, e.g. --set model.relevance.theta=0.5 "
+                      "(the value is read as YAML; repeat for several). Other keys of the same group are kept.")] = None,
+    print_config: Annotated[bool, typer.Option(
+        "--print-config", help="Print the resolved config (YAML, overrides applied) and exit without training.")] = False,
 ) -> None:
     """Train a model family (model.name in the YAML); a checkpoint every epoch (last.pt, best.pt),
     validation recall per epoch."""
     _require_models()
-    from momentsearch.cli.model_cmds import run_train
+    from momentsearch.cli.model_cmds import print_train_config, run_train
+    from momentsearch.config import merge, parse_set
 
-    overrides = {k: v for k, v in {"epochs": epochs, "out_dir": out_dir, "device": device, "num_threads": threads,
-                                   "num_workers": workers}.items() if v is not None}
+    overrides = merge(parse_set(set_ or []), {k: v for k, v in {
+        "epochs": epochs, "out_dir": out_dir, "device": device, "num_threads": threads,
+        "num_workers": workers}.items() if v is not None})
+    if print_config:
+        print_train_config(config, overrides)
+        return
     run_train(config, overrides, resume)
 
 

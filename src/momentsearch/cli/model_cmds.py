@@ -23,6 +23,16 @@ def run_train(config: Path, overrides: dict[str, Any] | None = None, resume: boo
     return trainer
 
 
+def print_train_config(config: Path, overrides: dict[str, Any] | None = None) -> None:
+    """The config ``train`` would run, as YAML: the family's defaults filled in, the overrides applied."""
+    import yaml
+
+    from momentsearch.api.training import load_train_config
+    from momentsearch.config import to_dict
+
+    typer.echo(yaml.safe_dump(to_dict(load_train_config(config, overrides)), sort_keys=False).rstrip())
+
+
 def run_evaluate(checkpoint: Path, split: str = "test", out: Path | None = None, progress: bool = True,
                  relevance: Path | None = None, equivalent: float = 0.8, device: str = "auto",
                  ranking: Path | None = None, mvmr_pools: Path | None = None, video_retriever: Path | None = None,
