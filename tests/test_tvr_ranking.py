@@ -33,8 +33,10 @@ def test_ndcg_iou_hand_computed():
     # IoU 0.85: B [0,4] (0.8) now misses -> grades 3, 0, 0, 2
     r = ndcg_iou_query(PRED, GT, ks=(10,), iou_threshold=0.85)
     assert r[10] == pytest.approx((7 + 3 / L5) / (7 + 3 / L3 + 0.5), abs=1e-12)
-    # at the threshold exactly counts (>=)
-    assert ndcg_iou_query([("B", 0.0, 4.0)], GT, ks=(10,), iou_threshold=0.8)[10] > 0
+    # at the threshold exactly (IoU 4/5 == 0.8): no match by the reference's rule (>), a match by the paper's (>=)
+    assert ndcg_iou_query([("B", 0.0, 4.0)], GT, ks=(10,), iou_threshold=0.8)[10] == 0.0
+    assert ndcg_iou_query([("B", 0.0, 4.0)], GT, ks=(10,), iou_threshold=0.8, rule="paper")[10] == pytest.approx(
+        1 / (7 + 3 / L3 + 0.5), abs=1e-12)
 
 
 def test_ndcg_iou_takes_the_highest_iou_not_the_highest_grade():
@@ -55,10 +57,22 @@ def test_ndcg_iou_ties_and_duplicates():
     # a prediction equally close to two moments (IoU 0.6 each) earns the more relevant one
     gt = [("A", 0.0, 10.0, 1.0), ("A", 5.0, 15.0, 3.0)]
     assert ndcg_iou_query([("A", 2.5, 12.5)], gt, ks=(10,))[10] == pytest.approx(7 / (7 + 1 / L3))
-    # grade-0 moments and other videos earn nothing; a query without a relevant moment is undefined
+    # grade-0 moments and other videos earn nothing; a query without a relevant moment scores 0 by the
+    # reference's rule and is left out (None) by the paper's
     gt = [("A", 0.0, 10.0, 0.0), ("B", 0.0, 10.0, 2.0)]
-    assert ndcg_iou_query([("A", 0.0, 10.0), ("C", 0.0, 10.0)], gt, ks=(10,))[10] == 0.0
-    assert ndcg_iou_query([("A", 0.0, 10.0)], [("A", 0.0, 10.0, 0.0)]) is None
+    for rule in ("reference", "paper"):
+        assert ndcg_iou_query([("A", 0.0, 10.0), ("C", 0.0, 10.0)], gt, ks=(10,), rule=rule)[10] == 0.0
+    assert ndcg_iou_query([("A", 0.0, 10.0)], [("A", 0.0, 10.0, 0.0)]) == {10: 0.0, 20: 0.0, 40: 0.0}
+    assert ndcg_iou_query([("A", 0.0, 10.0)], [("A", 0.0, 10.0, 0.0)], rule="paper") is None
+    with pytest.raises(ValueError, match="rule must be one of"):
+        ndcg_iou_query(PRED, GT, rule="papr")
+
+
+def test_a_grade_zero_moment_takes_the_prediction_by_the_reference_rule():
+    # A [0,10] grade 0 and A [0,6] grade 3; the prediction [0,9] is closer to the grade-0 moment (0.9 vs 0.67)
+    gt = [("A", 0.0, 10.0, 0.0), ("A", 0.0, 6.0, 3.0)]
+    assert ndcg_iou_query([("A", 0.0, 9.0)], gt, ks=(10,))[10] == 0.0  # it takes the grade-0 moment
+    assert ndcg_iou_query([("A", 0.0, 9.0)], gt, ks=(10,), rule="paper")[10] == 1.0  # grade 0 is not there
     with pytest.raises(ValueError, match="K must be"):
         ndcg_iou_query(PRED, GT, ks=(0,))
 
@@ -71,10 +85,12 @@ def test_ndcg_iou_over_ranked_lists_matches_the_per_query_function():
     vid = {"A": 0, "B": 1}
     lists = [[(vid[v], s, e, 1.0) for v, s, e in PRED], [(0, 0.0, 10.0, 1.0), (1, 1.0, 10.0, 0.5)], [(0, 0.0, 1.0, 1.0)]]
     ranked = RankedMoments.from_lists(["q1", "q2", "q3"], ["A", "B"], lists)
-    out = ndcg_iou(ranked, rel, ks=(10,), ious=(0.5,))
+    out = ndcg_iou(ranked, rel, ks=(10,), ious=(0.5,), rule="paper")
     q2 = (15 / L3) / 15  # B [1,10] has IoU 0.9 with the grade-4 moment, at rank 2
     assert out["n_queries"] == 2  # q3 has no relevant moment
     assert out["NDCG@10 IoU0.5"] == round((0.936040 + q2) / 2 * 100, 2)
+    out = ndcg_iou(ranked, rel, ks=(10,), ious=(0.5,))  # the reference's rule: q3 counts as 0
+    assert out["n_queries"] == 3 and out["NDCG@10 IoU0.5"] == round((0.936040 + q2) / 3 * 100, 2)
     with pytest.raises(KeyError, match="no ranked moments"):
         ndcg_iou(ranked, MomentRelevance.from_rows(["zz"], ["A"], [[(0, 0.0, 1.0, 1.0)]]))
 
@@ -156,7 +172,9 @@ def test_oracle_export_round_trips_and_the_perfect_ranking_scores_100(tiny_bench
                       in zip(rel.row_ids(), rel.video_idx, rel.start, rel.end, rel.value, strict=True))
 
     assert entries(data.relevance) == entries(oracle)  # videos are numbered in file order, the entries are the same
-    pairs = json.loads(path.read_text())
+    grouped = json.loads(path.read_text())  # the released layout: queries, each with its relevant_moment list
+    assert [str(q["query_id"]) for q in grouped] == oracle.query_ids and data.layout == "grouped"
+    pairs = [m for q in grouped for m in q["relevant_moment"]]
     assert {p["relevance"] for p in pairs} >= {4.0, 2.0}  # exact events (1.0) and half matches (0.5)
     assert sum(bool(p["caption"]) for p in pairs) > n / 4  # captioned events carry their description
     # the oracle's own moments, most relevant first, as a ranking: NDCG 100 at every K and IoU

@@ -9,14 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from momentsearch.data.corpus import Corpus, Moment
+from momentsearch.data.corpus import Corpus, Moment, clean_span
 from momentsearch.data.dataset import open_dataset
 from momentsearch.data.loaders.tvr_ranking import load_tvr_ranking
 from momentsearch.data.relevance import MomentRelevance
 from momentsearch.evaluation import Submission, evaluate_submission, instance_bounds, multi_positive_recall
 from momentsearch.evaluation.bounds import GEOMETRIC_MEAN_KS, geometric_mean
 from momentsearch.evaluation.ndcg import ranked_ndcg
-from momentsearch.evaluation.ndcg_iou import DEFAULT_NDCG_IOUS, DEFAULT_NDCG_KS, ndcg_iou, ndcg_iou_key
+from momentsearch.evaluation.ndcg_iou import DEFAULT_NDCG_IOUS, DEFAULT_NDCG_KS, GroundTruth, ndcg_iou, ndcg_iou_key
 from momentsearch.evaluation.predictions import RankedMoments
 from momentsearch.evaluation.report import flatten, fmt, markdown_table
 from momentsearch.errors import MomentSearchError
@@ -65,28 +65,29 @@ def ndcg_iou_table(row: dict[str, float]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def ranking_queries(corpus: Corpus, path: str | Path) -> tuple[Corpus, MomentRelevance, dict[str, int]]:
+def ranking_queries(corpus: Corpus, path: str | Path) -> tuple[Corpus, GroundTruth, dict[str, int]]:
     """A TVR-Ranking file's queries as a corpus over ``corpus``'s videos (each query placed on its most
-    relevant moment there, which only SVMR uses) and its graded table restricted to those videos."""
+    relevant moment there, which only SVMR uses) and their moments on those videos, as the file has
+    them (grade 0 included), for NDCG@K,IoU. Queries with no moment on these videos are left out."""
     data = load_tvr_ranking(path)
-    videos = list(corpus.videos)
-    rel = data.relevance.select(data.relevance.query_ids, videos)
+    gt = {q: [m for m in ms if m[0] in corpus.videos] for q, ms in data.moments.items()}
+    gt = {q: ms for q, ms in gt.items() if ms}
     moments = []
-    for i, qid in enumerate(rel.query_ids):
-        v, s, e, val = rel.row(i)
-        if len(val):
-            b = int(val.argmax())
-            moments.append(Moment(qid, data.queries[qid], videos[int(v[b])], ((float(s[b]), float(e[b])),)))
+    for qid, ms in gt.items():
+        video, st, ed, _ = max(ms, key=lambda m: m[3])  # the first of the highest grade
+        span, _ = clean_span(st, ed, corpus.videos[video].duration)
+        moments.append(Moment(qid, data.queries[qid], video, (span,)))
     if not moments:
-        raise MomentSearchError(f"{path}: none of its relevant moments is on a video of this split "
-                                f"({len(videos)} videos, e.g. {videos[:3]})")
-    kept = [m.query_id for m in moments]
-    return Corpus(corpus.videos, moments, name=f"{corpus.name}+{Path(path).name}"), rel.select(kept), data.stats
+        raise MomentSearchError(f"{path}: none of its moments is on a video of this split "
+                                f"({len(corpus.videos)} videos, e.g. {list(corpus.videos)[:3]})")
+    stats = {**data.stats, "n_queries_on_split": len(gt)}
+    return Corpus(corpus.videos, moments, name=f"{corpus.name}+{Path(path).name}"), gt, stats
 
 
 def evaluate(checkpoint: str | Path, split: str = "test", out: str | Path | None = None, progress: bool = True,
              relevance: str | Path | None = None, equivalent: float = 0.8, device: str = "auto",
-             num_threads: int | None = None, ranking: str | Path | None = None) -> Evaluation:
+             num_threads: int | None = None, ranking: str | Path | None = None,
+             ndcg_rule: str = "reference") -> Evaluation:
     """Rank ``split`` with the checkpoint's model and score it.
 
     Against the synthetic oracle (when the dataset is a synthetic benchmark): multi-positive recall,
@@ -94,7 +95,9 @@ def evaluate(checkpoint: str | Path, split: str = "test", out: str | Path | None
     one are equivalent), and TVR-Ranking's NDCG@K,IoU against the oracle's grades. With ``relevance``
     (a table of ``momentsearch relevance`` over the same corpus): nDCG and bounds against that text
     proxy, moments >= ``equivalent`` being equivalent. With ``ranking`` (a TVR-Ranking file): its
-    queries are ranked over the split's videos and scored with NDCG@K,IoU against its grades.
+    queries are ranked over the split's videos and scored with NDCG@K,IoU against its grades (by
+    TVR-Ranking's reference rules, or with ``ndcg_rule="paper"`` the paper's reading; see
+    :mod:`momentsearch.evaluation.ndcg_iou`).
     Torch runs with the training config's thread count and deterministic mode unless ``num_threads``
     says otherwise.
     """
@@ -129,7 +132,7 @@ def evaluate(checkpoint: str | Path, split: str = "test", out: str | Path | None
         row |= {**flatten({"MP-VCMR": mp["VCMR"], "MP-VR": mp_vr["VR"]}), **metrics["ndcg"],
                 "upper VCMR 0.5-gmean": b["VCMR@0.5"]["upper-gmean"],
                 "lower VCMR 0.5-gmean": b["VCMR@0.5"]["lower-gmean"]}
-        metrics["ndcg_iou"] = graded_ndcg = ndcg_iou(ranked["VCMR"], graded)
+        metrics["ndcg_iou"] = graded_ndcg = ndcg_iou(ranked["VCMR"], graded, rule=ndcg_rule)
         row |= {k: float("nan") if v is None else v for k, v in graded_ndcg.items() if k != "n_queries"}
     name = ckpt.family.name.upper()
     md = (f"# {name} on {dataset.name}, split {split}\n\n{len(corpus)} queries, {len(corpus.videos)} videos; "
@@ -137,9 +140,9 @@ def evaluate(checkpoint: str | Path, split: str = "test", out: str | Path | None
     if "ndcg_iou" in metrics:
         md += "\nTVR-Ranking's NDCG@K,IoU against the oracle's grades (4 x relevance, >= 0.5):\n\n" + ndcg_iou_table(row)
     if ranking is not None:
-        metrics["ranking"] = {"file": str(ranking), "stats": rstats, **ndcg_iou(rranked["VCMR"], rrel)}
+        metrics["ranking"] = {"file": str(ranking), "stats": rstats, **ndcg_iou(rranked["VCMR"], rrel, rule=ndcg_rule)}
         md += (f"\nTVR-Ranking's NDCG@K,IoU against `{ranking}` ({metrics['ranking']['n_queries']} queries with a "
-               f"relevant moment on this split):\n\n" + ndcg_iou_table(metrics["ranking"]))
+               f"moment on this split; {ndcg_rule} rule):\n\n" + ndcg_iou_table(metrics["ranking"]))
     proxy_row = None
     if relevance is not None:
         proxy = MomentRelevance.load(relevance).select([m.query_id for m in corpus.moments], list(corpus.videos))

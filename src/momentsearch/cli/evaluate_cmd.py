@@ -27,6 +27,7 @@ def run_evaluate_predictions(
     as_json: bool,
     out: Path | None,
     ranking: Path | None = None,
+    ndcg_rule: str = "reference",
 ) -> dict[str, object]:
     submission = Submission.read(predictions)
     metrics: dict[str, Any] = {}
@@ -37,7 +38,7 @@ def run_evaluate_predictions(
             raise PredictionError(f"{predictions}: NDCG@K,IoU needs VCMR predictions, and the file has none")
         data = load_tvr_ranking(ranking)
         try:
-            metrics["NDCG@K,IoU"] = ndcg_iou(submission.tasks["VCMR"], data.relevance)
+            metrics["NDCG@K,IoU"] = ndcg_iou(submission.tasks["VCMR"], data.moments, rule=ndcg_rule)
         except KeyError as e:
             raise PredictionError(f"{predictions}: {e.args[0]} (queries of {ranking})") from None
     if out is not None:
@@ -52,5 +53,5 @@ def run_evaluate_predictions(
         if "NDCG@K,IoU" in metrics:
             nd = metrics["NDCG@K,IoU"]
             print_table({predictions.name: nd}, [k for k in nd if k != "n_queries"],
-                        title=f"NDCG@K,IoU against {ranking} ({nd['n_queries']} queries)")
+                        title=f"NDCG@K,IoU against {ranking} ({nd['n_queries']} queries, {ndcg_rule} rule)")
     return metrics

@@ -32,6 +32,11 @@ def _require_models() -> None:
                                 "for a GPU) first, then pip install 'momentsearch[models]'")
 
 
+def _rule(ndcg_rule: str) -> None:
+    if ndcg_rule not in ("reference", "paper"):
+        raise typer.BadParameter(f"--ndcg-rule must be reference or paper, got {ndcg_rule!r}")
+
+
 def _floats(text: str, lo: float = 0.0, hi: float = 1.0, what: str = "tIoU thresholds") -> tuple[float, ...]:
     """Comma-separated numbers, each in (lo, hi]."""
     try:
@@ -91,13 +96,17 @@ def data_export_ranking(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output .json in TVR-Ranking's format.")],
     split: Annotated[str, typer.Option(help="Split whose queries are written.")] = "test",
     min_relevance: Annotated[float, typer.Option(help="Oracle relevance below this is left out (grade = 4 x relevance).")] = 0.5,
+    layout: Annotated[str, typer.Option(help="grouped: the released files' layout (queries, each with its "
+                                             "relevant_moment list); flat: one record per pair.")] = "grouped",
 ) -> None:
     """Write the synthetic oracle's graded query-moment pairs in TVR-Ranking's JSON format."""
     from momentsearch.data.synthetic import SyntheticBenchmark
 
     if not 0 < min_relevance <= 1:
         raise typer.BadParameter(f"--min-relevance must lie in (0, 1], got {min_relevance}")
-    n = SyntheticBenchmark.load(benchmark).write_ranking(out, split, min_relevance)
+    if layout not in ("grouped", "flat"):
+        raise typer.BadParameter(f"--layout must be grouped or flat, got {layout!r}")
+    n = SyntheticBenchmark.load(benchmark).write_ranking(out, split, min_relevance, layout)
     typer.echo(f"wrote {n} graded pairs of split {split} to {out}")
 
 
@@ -146,13 +155,18 @@ def evaluate_predictions(
     ranking: Annotated[Optional[Path], typer.Option(
         help="A TVR-Ranking file: also score the VCMR lists with NDCG@K,IoU (K 10, 20, 40; IoU 0.3, 0.5, 0.7) "
              "against its grades, matching desc_id to query_id.")] = None,
+    ndcg_rule: Annotated[str, typer.Option(
+        "--ndcg-rule", help="reference: NDCG@K,IoU exactly as TVR-Ranking's code computes it (tIoU > threshold, "
+                            "grade-0 moments match, all-zero queries count 0); paper: tIoU >= threshold, grade-0 "
+                            "moments and queries without a relevant one left out.")] = "reference",
 ) -> None:
     """Evaluate a TVR-format prediction file: VR, SVMR and VCMR recall@k at tIoU, and NDCG@K,IoU with --ranking."""
     from momentsearch.cli.evaluate_cmd import run_evaluate_predictions
 
     if ground_truth is None and ranking is None:
         raise typer.BadParameter("give --ground-truth (recall) or --ranking (NDCG@K,IoU), or both")
-    run_evaluate_predictions(predictions, ground_truth, format, _floats(iou), _ints(ks), as_json, out, ranking)
+    _rule(ndcg_rule)
+    run_evaluate_predictions(predictions, ground_truth, format, _floats(iou), _ints(ks), as_json, out, ranking, ndcg_rule)
 
 
 @app.command("relevance")
@@ -237,13 +251,18 @@ def evaluate_cmd(
         help="With --mvmr-pools: a checkpoint whose video scores first cut each pool to its --top-videos videos "
              "(the MVMR paper's Table 2 pipeline).")] = None,
     top_videos: Annotated[int, typer.Option(min=1, help="With --video-retriever: videos kept per pool.")] = 5,
+    ndcg_rule: Annotated[str, typer.Option(
+        "--ndcg-rule", help="reference: NDCG@K,IoU exactly as TVR-Ranking's code computes it (tIoU > threshold, "
+                            "grade-0 moments match, all-zero queries count 0); paper: tIoU >= threshold, grade-0 "
+                            "moments and queries without a relevant one left out.")] = "reference",
 ) -> None:
     """Rank a split with a trained model; write TVR-format predictions and the metrics (JSON, markdown)."""
     _require_models()
     from momentsearch.cli.model_cmds import run_evaluate
 
+    _rule(ndcg_rule)
     run_evaluate(checkpoint, split, out, relevance=relevance, equivalent=equivalent, device=device, ranking=ranking,
-                 mvmr_pools=mvmr_pools, video_retriever=video_retriever, top_videos=top_videos)
+                 mvmr_pools=mvmr_pools, video_retriever=video_retriever, top_videos=top_videos, ndcg_rule=ndcg_rule)
 
 
 @app.command("build-mvmr")

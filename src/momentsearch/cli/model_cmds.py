@@ -36,9 +36,9 @@ def print_train_config(config: Path, overrides: dict[str, Any] | None = None) ->
 def run_evaluate(checkpoint: Path, split: str = "test", out: Path | None = None, progress: bool = True,
                  relevance: Path | None = None, equivalent: float = 0.8, device: str = "auto",
                  ranking: Path | None = None, mvmr_pools: Path | None = None, video_retriever: Path | None = None,
-                 top_videos: int = 5) -> Evaluation:
+                 top_videos: int = 5, ndcg_rule: str = "reference") -> Evaluation:
     out = out or checkpoint.parent.parent / f"eval_{split}"
-    ev = evaluate(checkpoint, split, out, progress, relevance, equivalent, device, ranking=ranking)
+    ev = evaluate(checkpoint, split, out, progress, relevance, equivalent, device, ranking=ranking, ndcg_rule=ndcg_rule)
     name = checkpoint.stem
     print_table({name: ev.row}, [c for c in EVAL_COLUMNS if c in ev.row], title=f"{checkpoint}, split {split}")
     if ev.proxy_row is not None:

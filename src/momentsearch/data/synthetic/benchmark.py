@@ -196,10 +196,11 @@ class SyntheticBenchmark:
         corpus = self.corpus.split(split) if split else self.corpus
         return SyntheticOracle(corpus, Inventory(), self.config.oracle)
 
-    def write_ranking(self, path: str | Path, split: str = "test", min_relevance: float = 0.5) -> int:
-        """The oracle's graded moments of ``split`` (relevance >= ``min_relevance``) as a TVR-Ranking file:
-        grade = 4 x relevance, ``caption`` = an annotated description of that event where one exists.
-        Returns the number of pairs."""
+    def write_ranking(self, path: str | Path, split: str = "test", min_relevance: float = 0.5,
+                      layout: str = "grouped") -> int:
+        """The oracle's graded moments of ``split`` (relevance >= ``min_relevance``) as a TVR-Ranking file
+        in ``layout`` (the released files' grouped one, or flat pairs): grade = 4 x relevance,
+        ``caption`` = an annotated description of that event where one exists. Returns the number of pairs."""
         from momentsearch.data.loaders.tvr_ranking import write_tvr_ranking
 
         corpus = self.corpus.split(split)
@@ -209,4 +210,4 @@ class SyntheticBenchmark:
             if m.video_id is not None and m.spans:
                 captions.setdefault((m.video_id, *m.spans[0]), m.text)
         return write_tvr_ranking(path, rel, {m.query_id: m.text for m in corpus.moments},
-                                 {v.video_id: v.duration for v in corpus.videos.values()}, captions)
+                                 {v.video_id: v.duration for v in corpus.videos.values()}, captions, layout)
