@@ -75,6 +75,16 @@ def test_pools_by_hand() -> None:
     assert err["false_negative_rate_at_0.5"] == 0.25 and err["negatives"] == 4
     cands = {"a": {"v1"}, "b": {"v0"}, "c": set()}
     assert compare_pools(pools, pools, cands)["their_extras_among_our_candidates"] == 1.0
+    # more positives than k - 1 and fewer negatives than n - k: a, b and c lack the one negative an n = 4,
+    # k = 2 pool needs beside its gold video and one positive; left out and counted (it raised a ValueError)
+    s_te2 = np.full_like(s_te, 0.95)
+    s_te2[:, 3] = 0.0  # v3: every query's only negative
+    s_te2[3, :] = [0.95, 0.95, 0.0, 0.0]  # d (gold v2): v0, v1 positive; v2 its own; v3 negative
+    few, st = build_pools(c, s_te2, arg, PoolConfig(n=3, k=2, t_pos=0.9, t_neg=0.5))
+    assert set(few.pools) == {"a", "b", "c", "d"} and all(len(p) == 3 for p in few.pools.values())
+    assert all(len(ps) == 2 and p[2] == "v3" for p, ps in zip(few.pools.values(), few.positives.values(), strict=True))
+    none, st = build_pools(c, s_te2, arg, PoolConfig(n=4, k=2, t_pos=0.9, t_neg=0.5))
+    assert not none.pools and st["n_left_out"] == 4
 
 
 def test_pool_file_round_trip_and_errors(tmp_path: Path) -> None:
@@ -143,11 +153,30 @@ def test_protocol_with_the_whole_split_as_pool_is_standard_vcmr(tiny_benchmark: 
     assert stats["build"]["n_left_out"] == 0 and stats["pools"]["pool_size"] == n_videos
     assert stats["oracle"]["extra_positives"] == 0
     std = momentsearch.evaluate(ckpt, "test", progress=False).row
-    mv = momentsearch.evaluate_mvmr(ckpt, out, progress=False).row
+    # the standard path's NMS (the family's 0.7) and its 20 spans per video, in place of the protocol's
+    mv = momentsearch.evaluate_mvmr(ckpt, out, progress=False, nms_threshold=0.7, candidates_per_video=20).row
     for t in ("0.3", "0.5", "0.7"):
         assert mv[f"MVMR {t}-r1"] == pytest.approx(std[f"VCMR {t}-r1"]), t
         assert mv[f"MVMR {t}-r10"] == pytest.approx(std[f"VCMR {t}-r10"]), t
         assert mv[f"NLVL {t}-r1"] == pytest.approx(std[f"SVMR {t}-r1"]), t
+    # the protocol's defaults: full pools only (one pool cut short is left out and counted), NMS 0.5
+    # (0.4 on TACoS) whatever the family's, every proposal of each map ranked
+    from dataclasses import replace
+
+    from momentsearch.data.mvmr import load_mvmr_pools
+    from momentsearch.evaluation.mvmr import protocol_nms
+
+    pools = load_mvmr_pools(out, SyntheticBenchmark.load(tiny_benchmark).corpus.split("test"))
+    short = next(iter(pools.pools))
+    cut = replace(pools, pools={**pools.pools, short: pools.pools[short][:3]})
+    ev = momentsearch.evaluate_mvmr(ckpt, cut, progress=False)
+    m = ev.metrics
+    assert (m["n_queries"], m["pools_left_out"], m["pools_in_file"]) == (len(pools.pools) - 1, 1, len(pools.pools))
+    assert (m["nms_threshold"], m["candidates_per_video"]) == (0.5, "all") and "1 smaller pools" in ev.markdown
+    every = momentsearch.evaluate_mvmr(ckpt, cut, progress=False, all_pools=True).metrics
+    assert every["n_queries"] == len(pools.pools) and every["pools_left_out"] == 0
+    assert protocol_nms(replace(pools, name="tacos_test_mvmr")) == 0.4
+    assert protocol_nms(replace(pools, name="charades_test_mvmr")) == protocol_nms(pools) == 0.5
     assert mv["MVMR-VR r1"] == pytest.approx(std["VR r1"])
     # the model as s_tv scorer: negatives must score at most the mean over s_te-negatives, which a model
     # that ranks gold videos high puts below the gold pairs' mean

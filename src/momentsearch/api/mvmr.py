@@ -19,7 +19,7 @@ from momentsearch.data.corpus import Corpus
 from momentsearch.data.dataset import open_dataset
 from momentsearch.data.mvmr import MVMRPools, load_mvmr_pools
 from momentsearch.errors import MomentSearchError
-from momentsearch.evaluation.mvmr import mvmr_metrics
+from momentsearch.evaluation.mvmr import mvmr_metrics, protocol_nms
 from momentsearch.evaluation.predictions import RankedMoments
 from momentsearch.evaluation.report import flatten, markdown_table
 from momentsearch.fileio import atomic_open, write_json
@@ -72,8 +72,14 @@ def top_of_pools(pools: MVMRPools, scores: np.ndarray, corpus: Corpus, top_video
 def evaluate_mvmr(checkpoint: str | Path, pools: str | Path | MVMRPools, split: str = "test",
                   out: str | Path | None = None, progress: bool = True, device: str = "auto",
                   num_threads: int | None = None, video_retriever: str | Path | None = None,
-                  top_videos: int = 5) -> MVMREvaluation:
-    """Rank every pooled query of ``split`` within its pool and score it with the MVMR protocol.
+                  top_videos: int = 5, all_pools: bool = False, nms_threshold: float | None = None,
+                  candidates_per_video: int | None = None) -> MVMREvaluation:
+    """Rank every pooled query of ``split`` within its pool and score it with the MVMR protocol, as the
+    authors do: only full pools (``all_pools=True`` also scores the smaller ones a file may hold; the
+    number left out is in ``metrics["pools_left_out"]``); temporal NMS at the authors' threshold for the
+    dataset (:func:`~momentsearch.evaluation.mvmr.protocol_nms`: 0.4 TACoS, else 0.5) whatever the
+    family's own, unless ``nms_threshold`` is given; every proposal of each video's map ranked before
+    NMS (``candidates_per_video`` keeps only that many per video instead).
     With ``video_retriever`` (a checkpoint of any family trained on the same data), each pool is
     first cut to its ``top_videos`` videos by that model's video scores (the paper's Table 2)."""
     ckpt = load_checkpoint(checkpoint)
@@ -82,6 +88,10 @@ def evaluate_mvmr(checkpoint: str | Path, pools: str | Path | MVMRPools, split: 
     dataset = open_dataset(cfg.dataset)
     corpus = dataset.split(split)
     pooled = pools if isinstance(pools, MVMRPools) else load_mvmr_pools(pools, corpus)
+    n_file = len(pooled.pools)
+    if not all_pools:
+        pooled = pooled.full()
+    nms = protocol_nms(pooled) if nms_threshold is None else nms_threshold
     split_queries = {m.query_id for m in corpus.moments}
     outside = [q for q in pooled.pools if q not in split_queries]
     if outside:
@@ -93,14 +103,19 @@ def evaluate_mvmr(checkpoint: str | Path, pools: str | Path | MVMRPools, split: 
     with torch_settings(threads, cfg.deterministic, dev), dataset.features() as store:
         queries = dataset_query_features(dataset.config.query_features, dataset.config.query_cache)
         ranked, index = rank_split(ckpt.family, ckpt.model.to(dev), corpus, store, queries,
-                                   dataset.clip_lengths(corpus), pooled.pool_size, cfg.nms_threshold,
+                                   dataset.clip_lengths(corpus), pooled.pool_size, nms,
                                    query_ids=list(pooled.pools), progress=progress, device=dev,
-                                   n_moments=100, pools=pooled.pools)
+                                   n_moments=100, pools=pooled.pools, candidates_per_video=candidates_per_video)
     metrics = mvmr_metrics(ranked, pooled, index.video_ids)
+    metrics |= {"pools_in_file": n_file, "pools_left_out": n_file - len(pooled.pools), "nms_threshold": nms,
+                "candidates_per_video": candidates_per_video or "all"}
     row = mvmr_row(metrics)
     name = ckpt.family.name.upper()
-    md = (f"# {name} under the MVMR protocol, {dataset.name} split {split}\n\n{metrics['n_queries']} pooled queries, "
-          f"pools of {pooled.pool_size} videos, {metrics['positives_per_query']:.2f} positive moments per query; "
+    left = (f" ({metrics['pools_left_out']} smaller pools of the file left out, as the paper does)"
+            if metrics["pools_left_out"] else "")
+    md = (f"# {name} under the MVMR protocol, {dataset.name} split {split}\n\n{metrics['n_queries']} pooled queries{left}, "
+          f"pools of {pooled.pool_size} videos, {metrics['positives_per_query']:.2f} positive moments per query, "
+          f"NMS {nms:g} per video over every proposal; "
           f"checkpoint `{checkpoint}`.\n\n" + markdown_table({name: row}, list(row)) + "\n")
     if out is not None:
         o = Path(out)

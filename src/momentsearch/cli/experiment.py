@@ -249,7 +249,8 @@ def _with_mvmr(result: dict[str, Any], out: Path, split: str, pools: str | None,
     from momentsearch.api import evaluate_mvmr
 
     prefix = f"top{top_videos} " if retriever else ""
-    key = f"mvmr:{Path(pools).name}" + (f":{retriever}:{top_videos}" if retriever else "")
+    # protocol 2: full pools, the authors' NMS for every family, every proposal ranked (older rows are redone)
+    key = f"mvmr2:{Path(pools).name}" + (f":{retriever}:{top_videos}" if retriever else "")
     stored = json.loads((out / "result.json").read_text())
     if key not in stored.get("mvmr", {}):
         ev = evaluate_mvmr(out / "checkpoints" / "best.pt", pools, split,

@@ -54,8 +54,10 @@ def run_evaluate(checkpoint: Path, split: str = "test", out: Path | None = None,
                            top_videos=top_videos)
         m = mv.metrics
         front = f", top {top_videos} by {video_retriever}" if video_retriever is not None else ""
-        print_table({name: mv.row}, list(mv.row), title=f"MVMR protocol: {m['n_queries']} pooled queries, pools of "
-                    f"{m['pool_size']} videos{front}, {m['positives_per_query']:.2f} positive moments per query")
+        left = f" ({m['pools_left_out']} smaller pools left out)" if m["pools_left_out"] else ""
+        print_table({name: mv.row}, list(mv.row), title=f"MVMR protocol: {m['n_queries']} full pools{left} of "
+                    f"{m['pool_size']} videos{front}, {m['positives_per_query']:.2f} positive moments per query, "
+                    f"NMS {m['nms_threshold']:g} over every proposal")
     typer.echo(f"predictions and metrics written to {out}")
     return ev
 

@@ -109,9 +109,10 @@ def build_pools(corpus: Corpus, s_te: np.ndarray, arg: np.ndarray, cfg: PoolConf
     n_pos, n_neg = pos.sum(1), neg.sum(1)
     for i, m in enumerate(ms):
         pc, nc = np.flatnonzero(pos[i]), np.flatnonzero(neg[i])
-        if 1 + len(pc) + len(nc) < cfg.n:
-            continue
-        extra = rng.choice(pc, size=min(cfg.k - 1, len(pc)), replace=False) if len(pc) else pc
+        n_extra = min(cfg.k - 1, len(pc))  # at most k - 1 positives; negatives fill the rest of the pool
+        if len(nc) < cfg.n - 1 - n_extra:
+            continue  # too few negatives to fill it (however many positives): left out, counted
+        extra = rng.choice(pc, size=n_extra, replace=False) if len(pc) else pc
         negs = rng.choice(nc, size=cfg.n - 1 - len(extra), replace=False)
         pools[m.query_id] = [vids[gold[i]], *(vids[v] for v in extra), *(vids[v] for v in negs)]
         plist = [Positive(m.video_id, m.span, m.text)]  # type: ignore[arg-type]

@@ -35,7 +35,7 @@ class SearchResult:
 
 class SearchEngine:
     def __init__(self, stages: SearchStages, index: VideoIndex, k_videos: int = 100, n_moments: int = 100,
-                 nms_threshold: float = 0.7, candidates_per_video: int = 20, dense_limit: int = 512,
+                 nms_threshold: float = 0.7, candidates_per_video: int | None = 20, dense_limit: int = 512,
                  first_stage: FirstStage | None = None):
         if k_videos < 1 or n_moments < 1:
             raise QueryError(f"k_videos and n_moments must be >= 1, got {k_videos} and {n_moments}")
@@ -43,7 +43,7 @@ class SearchEngine:
         self.k_videos = min(k_videos, len(index))
         self.n_moments = n_moments
         self.nms_threshold = nms_threshold
-        self.candidates_per_video = candidates_per_video
+        self.candidates_per_video = candidates_per_video  # None: every span of the dense map goes to NMS
         self.dense_limit = dense_limit  # clips: longer candidates are localized by proposals, not a T x T grid
         self.first_stage = first_stage or ExactFirstStage(stages.retriever)
 
@@ -79,10 +79,11 @@ class SearchEngine:
         loc = self.stages.localizer
         t_max = int(self.index.n_clips[videos].max())
         if hasattr(loc, "propose") and (t_max > self.dense_limit or not hasattr(loc, "localize")):
-            return loc.propose(tokens, token_mask, videos, top_vr, self.candidates_per_video)
+            # proposals of a long video: "all" is its top n_moments (no more can survive into the ranking unsuppressed)
+            return loc.propose(tokens, token_mask, videos, top_vr, self.candidates_per_video or self.n_moments)
         scores = loc.localize(tokens, token_mask, videos, top_vr).cpu()  # (B, K, T, T)
         b, k, t, _ = scores.shape
-        c = min(self.candidates_per_video, t * t)
+        c = t * t if self.candidates_per_video is None else min(self.candidates_per_video, t * t)
         best_t, flat = scores.reshape(b, k, t * t).topk(c, dim=-1)  # (B, K, c)
         return (flat // t).numpy(), (flat % t).numpy(), best_t.numpy()
 

@@ -24,9 +24,11 @@ def rank_split(
     clip_lengths: Mapping[str, float], k_videos: int = 100, nms_threshold: float = 0.7, batch_size: int = 64,
     query_ids: Sequence[str] | None = None, index: VideoIndex | None = None, progress: bool = True,
     device: torch.device | None = None, n_moments: int = 100, pools: Mapping[str, Sequence[str]] | None = None,
+    candidates_per_video: int | None = 20,
 ) -> tuple[dict[str, RankedMoments], VideoIndex]:
     """{"VCMR", "SVMR", "VR"} rankings for the split's annotated queries (or ``query_ids``). With
-    ``pools`` (query id -> video ids, the MVMR protocol) each query is answered from its pool only."""
+    ``pools`` (query id -> video ids, the MVMR protocol) each query is answered from its pool only.
+    ``candidates_per_video``: the best spans of each video's map that go on to NMS (None: all)."""
     device = device or torch.device("cpu")
     model.eval()
     if index is None:
@@ -35,7 +37,7 @@ def rank_split(
     ms = [m for m in corpus.moments if m.has_ground_truth and (wanted is None or m.query_id in wanted)]
     queries.ensure(ms, progress=progress)
     engine = SearchEngine(family.stages(model, index, device), index, k_videos=k_videos, nms_threshold=nms_threshold,
-                          n_moments=n_moments)
+                          n_moments=n_moments, candidates_per_video=candidates_per_video)
     vindex = {v: i for i, v in enumerate(index.video_ids)}
     vcmr, vr, svmr = [], [], []
     for s in tqdm(range(0, len(ms), batch_size), desc="searching", unit="batch", disable=not progress):
