@@ -5,6 +5,10 @@ from pathlib import Path
 
 import pytest
 
+# The trained-model tests train with this seed and thread count (benchmarks/test_margins.py varies them;
+# threads 0 leaves torch's own setting) and record each margin with the `margin` fixture.
+TEST_SEED = int(os.environ.get("MOMENTSEARCH_TEST_SEED", "0"))
+TEST_THREADS = int(os.environ.get("MOMENTSEARCH_TEST_THREADS", "0"))
 SHARED_DATA = Path(os.environ.get("MOMENTSEARCH_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 REPO = Path(__file__).resolve().parents[1]
 
@@ -26,6 +30,23 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_sep("!", f"{len(_missing_real_data)} real-data test(s) SKIPPED: {SHARED_DATA} does not "
                                         f"hold {sorted(set(_missing_real_data))[:3]}...; set MOMENTSEARCH_SHARED_DATA to "
                                         "the folder with TVR, Charades-STA, DiDeMo, ActivityNet Captions and TACoS")
+
+
+@pytest.fixture
+def margin(request: pytest.FixtureRequest):
+    """``margin(name, measured, bar)``: assert measured >= bar; with MOMENTSEARCH_MARGINS=FILE, also append
+    the measurement (test, check, measured, bar, seed, threads) to FILE as a JSON line."""
+    import json
+
+    def check(name: str, measured: float, bar: float, context: object = "") -> None:
+        out = os.environ.get("MOMENTSEARCH_MARGINS")
+        if out:
+            with open(out, "a") as fh:
+                fh.write(json.dumps({"test": request.node.nodeid, "check": name, "measured": float(measured),
+                                     "bar": float(bar), "seed": TEST_SEED, "threads": TEST_THREADS}) + "\n")
+        assert measured >= bar, f"{name}: measured {measured:.2f} < bar {bar:.2f} {context}"
+
+    return check
 
 
 @pytest.fixture(scope="session")

@@ -23,6 +23,7 @@ from momentsearch.search.baselines import random_ranker
 from momentsearch.text.encoders import QueryFeatureCache
 from momentsearch.training.checkpoint import load_checkpoint
 from momentsearch.training.config import TrainConfig
+from tests.conftest import TEST_SEED, TEST_THREADS
 from tests.family_toy import ToyConfig, ToyFamily
 
 
@@ -35,9 +36,10 @@ def toy_registered():
 
 @pytest.mark.slow
 def test_a_second_family_runs_end_to_end_on_the_shared_trainer_and_engine(
-        toy_registered: None, tiny_benchmark: Path, tmp_path: Path) -> None:
+        toy_registered: None, tiny_benchmark: Path, tmp_path: Path, margin) -> None:
     cfg = TrainConfig(dataset=DatasetConfig(benchmark=str(tiny_benchmark)), model={"name": "toy", "hidden": 64},
-                      out_dir=str(tmp_path / "run"), epochs=6, batch_size=32, lr=1e-2, val_split="test")
+                      out_dir=str(tmp_path / "run"), epochs=6, batch_size=32, lr=1e-2, val_split="test",
+                      seed=TEST_SEED, num_threads=TEST_THREADS)
     assert isinstance(cfg.model, ToyConfig)
     trainer = train(cfg, progress=False)
     losses = [h["loss"] for h in trainer.history]
@@ -53,8 +55,8 @@ def test_a_second_family_runs_end_to_end_on_the_shared_trainer_and_engine(
     rnd = random_ranker(train_split, seed=0)
     chance = evaluate_ranked(rnd["VR"], train_split, ("VR",)) | evaluate_ranked(rnd["VCMR"], train_split, ("VCMR",))
     # Measured (seeds 0-4): VR r1 28.5-38.4 vs 2.7 by chance, VCMR 0.5-r10 7.9-12.6 vs 1.3
-    assert seen.row["VR r1"] >= chance["VR"]["r1"] + 20, (seen.row["VR r1"], chance["VR"])
-    assert seen.row["VCMR 0.5-r10"] >= chance["VCMR"]["0.5-r10"] + 4, (seen.row, chance["VCMR"])
+    margin("train VR r1 - chance", seen.row["VR r1"] - chance["VR"]["r1"], 20)
+    margin("train VCMR 0.5-r10 - chance", seen.row["VCMR 0.5-r10"] - chance["VCMR"]["0.5-r10"], 4)
     ev = evaluate(ckpt, "test", tmp_path / "eval", progress=False)
     test = SyntheticBenchmark.load(tiny_benchmark).corpus.split("test")
     assert ev.row["SVMR 0.5-r5"] > 0 and "nDCG VR" in ev.row  # the oracle's graded metrics, as for XML

@@ -25,6 +25,7 @@ from momentsearch.models.mmn.network import MMN, moment_map, segment_pool
 from momentsearch.models.registry import create_family, family_names
 from momentsearch.models.span.loss import interpolated_labels, span_bce
 from momentsearch.models.span.search import moment_probs
+from tests.conftest import TEST_SEED, TEST_THREADS
 
 
 def test_families_are_registered() -> None:
@@ -148,7 +149,7 @@ def _cfg(bench: Path, out: Path, epochs: int, **model: object):
     from momentsearch.training.config import TrainConfig
 
     return TrainConfig(dataset=DatasetConfig(benchmark=str(bench)), out_dir=str(out), epochs=epochs, batch_size=64,
-                       lr=1e-3, val_split="test", k_videos=9, num_threads=2, model=model)
+                       lr=1e-3, val_split="test", k_videos=9, num_threads=TEST_THREADS, seed=TEST_SEED, model=model)
 
 
 def test_reliable_negatives_in_batches_and_the_hard_stage(tiny_benchmark: Path, tmp_path: Path) -> None:
@@ -222,7 +223,7 @@ def _chance_svmr(bench: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_mmn_trains_and_localizes_above_chance(tiny_benchmark: Path, tmp_path: Path) -> None:
+def test_mmn_trains_and_localizes_above_chance(tiny_benchmark: Path, tmp_path: Path, margin) -> None:
     from momentsearch.api import evaluate, train
 
     cfg = _cfg(tiny_benchmark, tmp_path / "run", 15, name="mmn", hidden=32, joint_dim=32, num_clips=16,
@@ -232,7 +233,7 @@ def test_mmn_trains_and_localizes_above_chance(tiny_benchmark: Path, tmp_path: P
     ev = evaluate(tr.ckpt_dir / "best.pt", "test", tmp_path / "eval", progress=False)
     chance = _chance_svmr(tiny_benchmark)
     # measured when written (2 threads): SVMR 0.5-r5 38.8 vs 18.8 by chance, 0.5-r1 15.3 vs 7.1
-    assert ev.row["SVMR 0.5-r5"] >= chance["0.5-r5"] + 10, (ev.row, chance)
+    margin("test SVMR 0.5-r5 - chance", ev.row["SVMR 0.5-r5"] - chance["0.5-r5"], 10)
 
 
 @pytest.mark.slow
