@@ -115,6 +115,21 @@ def test_cm_ans_weights_peak_at_the_positives_mean_and_draws_follow_them() -> No
     assert none.tolist() == [[-1, -1]]
 
 
+def test_configured_cm_ans_is_selective() -> None:
+    from momentsearch.api import load_train_config
+
+    c = load_train_config("mmn/rmmn").model
+    assert (c.ans_a, c.ans_b) == (MMNConfig().ans_a, MMNConfig().ans_b) == (50.0, -0.1)
+    r_pos = np.array([0.8])
+    r = np.array([[0.7, 0.6, 0.4, 0.85, 0.2]])  # at the peak (mean - 0.1), 0.1 and 0.3 below it, above the positive
+    p = np.exp(ans_weights(r, r_pos, c.ans_a, c.ans_b))[0]
+    assert p[0] == 1.0 and p[0] / p[2] > 50 and p[0] / p[4] > 1e5  # easy negatives are almost never drawn
+    assert p[1] > p[3]  # one scoring above the positive (a likely false negative) is drawn less than a hard one
+    # a = 1 (the former default) is near uniform over the same candidates: within a factor of e
+    flat = np.exp(ans_weights(r, r_pos, 1.0, 0.0))[0]
+    assert flat.max() / flat.min() < np.e
+
+
 def test_top_candidates_leave_out_excluded_pairs_both_ways() -> None:
     r = np.array([[0.9, 0.1, 0.5], [0.2, 0.8, 0.7], [0.3, 0.6, 0.4]])
     excluded = sparse.csr_matrix(np.eye(3, dtype=bool))

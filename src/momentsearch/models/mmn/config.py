@@ -56,8 +56,13 @@ class MMNConfig:
     hard_query_candidates: int = 100  # Q_v^-: likewise for p'(q|v)
     hard_videos: int = 8  # negative videos drawn per query per epoch
     hard_queries: int = 8  # negative queries drawn per video per epoch
-    ans_a: float = 1.0  # a of Eqs. 5-7 (the density)
-    ans_b: float = 0.0  # b of Eqs. 5-7 (the offset from the positives' mean)
+    # a, b of Eqs. 5-7 (not given in the paper). Scores r lie in [0, 1], so a = 1 would weigh the top
+    # candidates within a factor of e of each other (a near-uniform draw). a = 50: a candidate 0.3 from the
+    # peak is drawn e^-4.5, about 1/90, as often as one at it, one 0.1 away e^-0.5. b = -0.1 puts the peak
+    # just below the positives' mean, so that candidates scoring at or above the positive (likely false
+    # negatives) are drawn less than the hard ones just under it.
+    ans_a: float = 50.0
+    ans_b: float = -0.1
     weight_decay: float = 0.0
 
     def __post_init__(self) -> None:
