@@ -12,11 +12,12 @@ YAML files under ``momentsearch/configs/<family>/`` fill it::
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from momentsearch.data.dataset import DatasetConfig
 from momentsearch.models.registry import family_config
+from momentsearch.training.schedule import check_weight_schedule
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,12 @@ class TrainConfig:
     num_workers: int = 0  # DataLoader worker processes for batches (0: in the training process)
     num_threads: int = 0  # torch CPU threads while training; 0 leaves torch's setting (one per core)
     deterministic: bool = True  # torch.use_deterministic_algorithms while training: bit-identical reruns and resumes
+    # schedules (training.schedule): lr x lr_gamma from each milestone epoch (0-based) on; model config
+    # floats from given epochs on; gradients clipped to this norm (0: not clipped; the norm is logged)
+    lr_milestones: list[int] = field(default_factory=list)
+    lr_gamma: float = 0.1
+    weight_schedule: dict[str, list[list[float]]] = field(default_factory=dict)
+    max_grad_norm: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "model", family_config(self.model, "model"))
@@ -52,6 +59,9 @@ class TrainConfig:
             raise ValueError(f"amp must be auto, bf16, fp16 or none, got {self.amp!r}")
         if self.num_workers < 0 or self.num_threads < 0 or self.k_videos < 1:
             raise ValueError("num_workers and num_threads must be >= 0, k_videos >= 1")
+        if any(m < 0 for m in self.lr_milestones) or not 0 < self.lr_gamma <= 1 or self.max_grad_norm < 0:
+            raise ValueError("lr_milestones must be >= 0, lr_gamma in (0, 1], max_grad_norm >= 0")
+        check_weight_schedule(self.model, self.weight_schedule)
 
 
 __all__ = ["TrainConfig"]

@@ -36,6 +36,7 @@ from momentsearch.search.run import rank_split
 from momentsearch.text.queries import dataset_query_features
 from momentsearch.training.checkpoint import read_state, save_checkpoint, stored_train_config
 from momentsearch.training.config import TrainConfig
+from momentsearch.training.schedule import lr_factor, model_config_at, set_model_config
 from momentsearch.training.device import autocast, autocast_dtype, resolve_device, torch_settings
 from momentsearch.distributed import World
 
@@ -85,6 +86,7 @@ class Trainer:
             torch.manual_seed(cfg.seed)
             self.model = self.family.build(dims).to(self.device)
             self.optimizer = self.family.optimizer(self.model, cfg.lr)
+            self.base_model_cfg = self.family.cfg  # after build: dims filled in; schedules start from it
             train = self.dataset.split(cfg.train_split)
             self.train_data = self.family.batches(TrainingData(train, self.store, self.queries,
                                                                self.dataset.clip_lengths(train)))
@@ -138,10 +140,14 @@ class Trainer:
         torch.manual_seed(cfg.seed * 100_003 + epoch)  # dropout
         step = Step(epoch, gen)
         t0 = time.perf_counter()
+        lr = cfg.lr * lr_factor(epoch, cfg.lr_milestones, cfg.lr_gamma)
+        for g in self.optimizer.param_groups:
+            g["lr"] = lr
+        set_model_config(self.family, self.model, model_config_at(self.base_model_cfg, cfg.weight_schedule, epoch))
         prepared = self.family.prepare_epoch(self.model, self.train_data, step, self.device)
         self.model.train()
         sums: dict[str, float] = {}
-        n = 0
+        n, norm_max = 0, 0.0
         idx_lists = list(self.train_data.sampler(cfg.batch_size, gen))
         bar = tqdm(self._batches(idx_lists), total=len(idx_lists), desc=f"epoch {epoch + 1}/{cfg.epochs}",
                    unit="batch", disable=not self.progress, leave=False)
@@ -153,20 +159,31 @@ class Trainer:
             if self.scaler is not None:
                 self.scaler.scale(loss).backward()
                 self.world.average_gradients(self.model)
+                self.scaler.unscale_(self.optimizer)
+                norm = self._grad_norm()
                 self.scaler.step(self.optimizer)
                 self.scaler.update()
             else:
                 loss.backward()
                 self.world.average_gradients(self.model)
+                norm = self._grad_norm()
                 self.optimizer.step()
             size = len(batch.query_ids)
-            for k, v in parts.items():
+            for k, v in {**parts, "grad_norm": norm}.items():
                 sums[k] = sums.get(k, 0.0) + v * size
+            norm_max = max(norm_max, norm)
             n += size
             bar.set_postfix(loss=f"{parts['loss']:.4f}")
         seconds = time.perf_counter() - t0
-        return {**{k: v / n for k, v in sums.items()}, **prepared, "train_seconds": seconds,
-                "queries_per_second": n / seconds}
+        return {**{k: v / n for k, v in sums.items()}, **prepared, "grad_norm_max": norm_max, "lr": lr,
+                "train_seconds": seconds, "queries_per_second": n / seconds}
+
+    def _grad_norm(self) -> float:
+        """The gradients' total 2-norm before clipping; clipped to ``max_grad_norm`` when that is > 0."""
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        if self.cfg.max_grad_norm > 0:
+            return float(torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm))
+        return float(torch.nn.utils.get_total_norm([p.grad for p in params])) if params else 0.0
 
     def validate(self) -> dict[str, dict[str, float]]:
         ranked, _ = rank_split(self.family, self.model, self.val_corpus, self.store, self.queries,

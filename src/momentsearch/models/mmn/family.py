@@ -39,11 +39,9 @@ class MMNFamily(ModelFamily):
     def __init__(self, cfg: MMNConfig):
         super().__init__(cfg)
         self._optimizer: torch.optim.Optimizer | None = None
-        self._base_lr = 0.0
 
     def optimizer(self, model: nn.Module, lr: float) -> torch.optim.Optimizer:
         self._optimizer = super().optimizer(model, lr)  # kept: the hard stage scales its learning rate
-        self._base_lr = lr
         return self._optimizer
 
     # ---- training ----------------------------------------------------------------------------
@@ -60,8 +58,8 @@ class MMNFamily(ModelFamily):
         assert isinstance(batches, MMNBatches)
         hard = self.hard_stage(step.epoch)
         if self._optimizer is not None:
-            for g in self._optimizer.param_groups:
-                g["lr"] = self._base_lr * (self.cfg.hard_negative_lr_scale if hard else 1.0)
+            for g in self._optimizer.param_groups:  # the trainer set this epoch's scheduled rate just before
+                g["lr"] = g["lr"] * (self.cfg.hard_negative_lr_scale if hard else 1.0)
         batches.hard = hard
         if not hard:
             return {}
