@@ -195,6 +195,8 @@ def test_reliable_negatives_in_batches_and_the_hard_stage(tiny_benchmark: Path, 
     assert not (own_q & (hq >= 0)).any()  # a video's negative queries are never its own
     hard = src.collate(list(range(8)))
     assert len(hard.tokens) >= 8 and hard.neg_video.sum(1).le(2).all() and hard.neg_video.sum(1).ge(1).all()
+    for g in tr.optimizer.param_groups:  # the trainer sets each epoch's scheduled rate before prepare_epoch
+        g["lr"] = lr
     tr.family.prepare_epoch(tr.model, src, Step(1, torch.Generator()), tr.device)
     assert tr.optimizer.param_groups[0]["lr"] == pytest.approx(lr) and not src.hard
 
