@@ -88,6 +88,14 @@ SEEDS: dict[str, tuple[str, str]] = {  # format -> (file name, valid content)
         {"pair_id": 1, "query_id": 7, "query": "a man opens a door", "video_name": "v2", "timestamp": [1.0, 8.0],
          "duration": 20.0, "caption": "a door", "similarity": 0.5, "relevance": 2.33},
     ])),
+    "tvr-ranking-grouped": ("tvr_ranking_test.jsonl", "".join(J(r) + "\n" for r in [
+        {"query_id": 7, "query": "a man opens a door", "relevant_moment": [
+            {"pair_id": 0, "video_name": "v1", "timestamp": [2.0, 6.0], "duration": 30.0, "caption": "he opens it",
+             "similarity": 0.9, "relevance": 4},
+            {"pair_id": 1, "video_name": "v2", "timestamp": [1.0, 25.0], "duration": 20.0, "caption": "a door",
+             "similarity": 0.5, "relevance": 0}]},
+        {"query_id": 8, "query": "she sits", "relevant_moment": []},
+    ])),
     "predictions": ("predictions.json", J({"video2idx": {"friends_s01": 0, "friends_s02": 1}, "VCMR": [
         {"desc_id": 1, "desc": "he sits down", "predictions": [[0, 1.5, 9.0, 0.9], [1, 0.0, 3.0, 0.5]]},
         {"desc_id": 2, "desc": "she says hi", "predictions": [[1, 0.0, 3.0, 0.8]]}],
@@ -119,6 +127,7 @@ def user_actions(fmt: str, path: Path, folder: Path) -> Callable[[], Any]:
         "tacos": corpus_actions(lambda: load_tacos(path)),
         "jsonl": corpus_actions(lambda: load_jsonl_corpus(path)),
         "tvr-ranking": lambda: load_tvr_ranking(path),
+        "tvr-ranking-grouped": lambda: load_tvr_ranking(path),
         "predictions": lambda: evaluate_submission(Submission.read(path), load_tvr(
             good["tvr"], good["tvr-video2dur"], good["tvr-subtitles"], split="val")),
     }[fmt]

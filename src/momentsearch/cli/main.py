@@ -33,8 +33,10 @@ def _require_models() -> None:
 
 
 def _rule(ndcg_rule: str) -> None:
-    if ndcg_rule not in ("reference", "paper"):
-        raise typer.BadParameter(f"--ndcg-rule must be reference or paper, got {ndcg_rule!r}")
+    from momentsearch.evaluation.ndcg_iou import RULES
+
+    if ndcg_rule not in RULES:
+        raise typer.BadParameter(f"--ndcg-rule must be one of {', '.join(RULES)}, got {ndcg_rule!r}")
 
 
 def _floats(text: str, lo: float = 0.0, hi: float = 1.0, what: str = "tIoU thresholds") -> tuple[float, ...]:
@@ -104,8 +106,10 @@ def data_export_ranking(
 
     if not 0 < min_relevance <= 1:
         raise typer.BadParameter(f"--min-relevance must lie in (0, 1], got {min_relevance}")
-    if layout not in ("grouped", "flat"):
-        raise typer.BadParameter(f"--layout must be grouped or flat, got {layout!r}")
+    from momentsearch.data.loaders.tvr_ranking import LAYOUTS
+
+    if layout not in LAYOUTS:
+        raise typer.BadParameter(f"--layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
     n = SyntheticBenchmark.load(benchmark).write_ranking(out, split, min_relevance, layout)
     typer.echo(f"wrote {n} graded pairs of split {split} to {out}")
 

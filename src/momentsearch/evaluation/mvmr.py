@@ -10,11 +10,12 @@ positive) at tIoU >= m within the top n: R@n at IoU m for n in {1, 5, 10, 20, 50
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from momentsearch.data.mvmr import MVMRPools
+from momentsearch.data.mvmr import MVMRPools, dataset_of
 from momentsearch.data.relevance import MomentRelevance
 from momentsearch.evaluation.multipositive import multi_positive_recall
 from momentsearch.evaluation.predictions import RankedMoments
@@ -30,9 +31,6 @@ DEFAULT_NMS = 0.5
 def protocol_nms(pools: MVMRPools) -> float:
     """The NMS threshold the MVMR authors use on these pools' dataset (from the file name, e.g.
     ``tacos_test_mvmr``): 0.4 for TACoS, else 0.5."""
-    from momentsearch.data.mvmr import dataset_of
-    from pathlib import Path
-
     return AUTHORS_NMS.get(dataset_of(Path(pools.name)) or "", DEFAULT_NMS)
 
 

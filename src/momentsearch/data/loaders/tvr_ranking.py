@@ -33,6 +33,7 @@ from momentsearch.data.corpus import clean_span
 from momentsearch.data.loaders._common import (
     get_field,
     is_finite_number,
+    iter_jsonl,
     optional_field,
     parse_json,
     read_text,
@@ -70,11 +71,11 @@ class TVRRanking:
 def _records(p: Path) -> list[tuple[dict[str, Any], str | None, int | None]]:
     """(record, its position, its line) for a JSON list or for JSON Lines."""
     text = read_text(p)
-    if text.lstrip()[:1] == "[":
-        data = parse_json(p, text)
-        recs = [(rec, f"[{i}]", None) for i, rec in enumerate(data)]
-    elif text.lstrip()[:1] == "{":
-        recs = [(parse_json(p, line, n), None, n) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    first = text.lstrip()[:1]
+    if first == "[":
+        recs = [(rec, f"[{i}]", None) for i, rec in enumerate(parse_json(p, text))]
+    elif first == "{":
+        recs = [(rec, None, n) for n, rec in iter_jsonl(p)]
     else:
         raise AnnotationError(p, f"expected {EXPECTED}")
     for rec, pos, line in recs:
