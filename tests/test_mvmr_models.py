@@ -230,27 +230,30 @@ def test_true_negatives_table_drives_the_batches(tiny_benchmark: Path, tmp_path:
         trainer(tmp_path / "missing")
 
 
-def _chance_svmr(bench: Path) -> dict:
+def _chance_svmr(bench: Path, split: str = "test") -> dict:
     from momentsearch.data.synthetic import SyntheticBenchmark
     from momentsearch.evaluation.recall import evaluate_ranked
     from momentsearch.search.baselines import random_ranker
 
-    test = SyntheticBenchmark.load(bench).corpus.split("test")
-    return evaluate_ranked(random_ranker(test, seed=0)["SVMR"], test, ("SVMR",))["SVMR"]
+    part = SyntheticBenchmark.load(bench).corpus.split(split)
+    return evaluate_ranked(random_ranker(part, seed=0)["SVMR"], part, ("SVMR",))["SVMR"]
 
 
 @pytest.mark.slow
 def test_mmn_trains_and_localizes_above_chance(tiny_benchmark: Path, tmp_path: Path, margin) -> None:
     from momentsearch.api import evaluate, train
 
-    cfg = _cfg(tiny_benchmark, tmp_path / "run", 15, name="mmn", hidden=32, joint_dim=32, num_clips=16,
+    cfg = _cfg(tiny_benchmark, tmp_path / "run", 30, name="mmn", hidden=32, joint_dim=32, num_clips=16,
                conv_layers=1, kernel_size=3, n_heads=4)
     tr = train(cfg.__class__(**{**cfg.__dict__, "lr": 2e-3, "val_max_queries": 40}), progress=False)
-    assert tr.history[-1]["loss"] < 0.6 * tr.history[0]["loss"]
-    ev = evaluate(tr.ckpt_dir / "best.pt", "test", tmp_path / "eval", progress=False)
-    chance = _chance_svmr(tiny_benchmark)
-    # measured when written (2 threads): SVMR 0.5-r5 38.8 vs 18.8 by chance, 0.5-r1 15.3 vs 7.1
-    margin("test SVMR 0.5-r5 - chance", ev.row["SVMR 0.5-r5"] - chance["0.5-r5"], 10)
+    assert tr.history[-1]["loss"] < 0.5 * tr.history[0]["loss"]
+    # the last checkpoint, so that nothing is chosen on the test split; at 15 epochs the 85 test queries
+    # gave 8.2 at seed 1. Measured at 30 epochs, seeds 0-3, 1 thread (SVMR 0.5-r5 - chance): train 59.6 /
+    # 63.1 / 61.1 / 63.1, test 25.9 / 30.6 / 21.2 / 25.9 (chance: train 13.7, test 18.8)
+    for split, bar in (("train", 40), ("test", 10)):
+        ev = evaluate(tr.ckpt_dir / "last.pt", split, tmp_path / f"eval_{split}", progress=False)
+        chance = _chance_svmr(tiny_benchmark, split)
+        margin(f"{split} SVMR 0.5-r5 - chance", ev.row["SVMR 0.5-r5"] - chance["0.5-r5"], bar)
 
 
 @pytest.mark.slow

@@ -31,17 +31,19 @@ def test_rendered_tiny_benchmark_trains_and_searches_on_pixels(tmp_path: Path, m
     assert set(CorpusFolder.open(tmp_path / "c").streams) == {"visual", "subtitle"}
     trainer = momentsearch.train("configs/xml/demo.yaml", {
         "dataset": {"benchmark": str(tmp_path / "b"), "corpus": str(tmp_path / "c")}, "out_dir": str(tmp_path / "x"),
-        "epochs": 6, "val_split": "val", "model": {"hidden": 64, "hard_negative_start_epoch": 100},
+        "epochs": 15, "val_split": "val", "model": {"hidden": 64, "hard_negative_start_epoch": 100},
         "seed": TEST_SEED, "num_threads": TEST_THREADS})
-    ckpt = trainer.ckpt_dir / "best.pt"
-    assert trainer.history[-1]["loss"] < 0.7 * trainer.history[0]["loss"]
+    # the last checkpoint: "best" is chosen on the 9-video val split, which picked epoch 1 at seed 2
+    ckpt = trainer.ckpt_dir / "last.pt"
+    assert trainer.history[-1]["loss"] < 0.5 * trainer.history[0]["loss"]
     # on the 445 training queries over 42 videos (the 9-video test split is too small to show a margin
-    # reliably). Measured (seed 0): VR r1 20.9 vs 2.7 by chance, VR r10 77.3 vs 23.8; test VR r1 31.8 vs 12.9
+    # reliably). Measured at 15 epochs, seeds 0-2, 1 thread (last.pt): VR r1 - chance 47.9 / 51.5 / 48.5,
+    # VR r10 - chance 73.3 / 73.7 / 73.5 (chance: r1 2.7, r10 23.8)
     ev = momentsearch.evaluate(ckpt, "train", tmp_path / "e", progress=False)
     split = SyntheticBenchmark.load(tmp_path / "b").corpus.split("train")
     chance = evaluate_ranked(random_ranker(split, seed=0)["VR"], split, ("VR",))["VR"]
-    margin("train VR r1 - chance", ev.row["VR r1"] - chance["r1"], 10)
-    margin("train VR r10 - chance", ev.row["VR r10"] - chance["r10"], 25)
+    margin("train VR r1 - chance", ev.row["VR r1"] - chance["r1"], 30)
+    margin("train VR r10 - chance", ev.row["VR r10"] - chance["r10"], 50)
     r = run(app, ["index", str(ckpt), "--corpus", str(tmp_path / "c"), "--out", str(tmp_path / "i")])
     assert r.exit_code == 0 and "60 video(s) encoded" in r.output, r.output
     r = run(app, ["search", str(tmp_path / "i"), split.moments[0].text, "-k", "5", "--json"])

@@ -73,20 +73,23 @@ def small_benchmark(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.slow
 def test_trained_xml_beats_random(small_benchmark: Path, tmp_path: Path, margin) -> None:
-    cfg = TrainConfig(dataset=DatasetConfig(benchmark=str(small_benchmark)), out_dir=str(tmp_path / "run"), epochs=5,
-                      batch_size=64, lr=5e-4, val_max_queries=200, seed=TEST_SEED, num_threads=TEST_THREADS,
+    cfg = TrainConfig(dataset=DatasetConfig(benchmark=str(small_benchmark)), out_dir=str(tmp_path / "run"), epochs=12,
+                      batch_size=64, lr=1e-3, val_max_queries=200, seed=TEST_SEED, num_threads=TEST_THREADS,
                       model=XMLConfig(hidden=64, hard_negative_start_epoch=3, queries_per_video=4))
     Trainer(cfg, progress=False).fit()
     ckpt = tmp_path / "run" / "checkpoints" / "best.pt"
     row = evaluate(ckpt, "test", tmp_path / "eval", progress=False).row
     test = SyntheticBenchmark.load(small_benchmark).corpus.split("test")
     rnd = random_ranker(test, seed=0)
-    rnd_m = evaluate_ranked(rnd["VCMR"], test, ("VCMR",)) | evaluate_ranked(rnd["VR"], test, ("VR",))
-    # 45 test videos, 433 queries. Measured when written: VR r10 52.9 vs random 19.6, VCMR 0.5-r100 28.9
-    # vs 5.3; the margins below are about half of those gaps.
-    margin("test VR r10 - chance", row["VR r10"] - rnd_m["VR"]["r10"], 15)
-    margin("test VCMR 0.5-r100 - chance", row["VCMR 0.5-r100"] - rnd_m["VCMR"]["0.5-r100"], 10)
-    margin("test SVMR 0.5-r5", row["SVMR 0.5-r5"], 20)
+    rnd_m = evaluate_ranked(rnd["VCMR"], test, ("VCMR",)) | evaluate_ranked(rnd["VR"], test, ("VR",)) | \
+        evaluate_ranked(rnd["SVMR"], test, ("SVMR",))
+    # 45 test videos, 433 queries. 12 epochs at lr 1e-3: at 5 epochs and 5e-4 seed 2's start/end
+    # convolutions had not started to learn (its localization loss took off only at epoch 7), and its SVMR
+    # 0.5-r5 was 19.6, at chance. Measured at 8 epochs, seeds 0-1 and 3-5, and 15 epochs, seed 2 (1 thread):
+    # VR r10 - chance 37-45, VCMR 0.5-r100 - chance 60-71, SVMR 0.5-r5 - chance 54-61.
+    margin("test VR r10 - chance", row["VR r10"] - rnd_m["VR"]["r10"], 20)
+    margin("test VCMR 0.5-r100 - chance", row["VCMR 0.5-r100"] - rnd_m["VCMR"]["0.5-r100"], 30)
+    margin("test SVMR 0.5-r5 - chance", row["SVMR 0.5-r5"] - rnd_m["SVMR"]["0.5-r5"], 30)
     # instance-based bounds (oracle-equivalent moments): lower <= standard <= upper geometric mean
     assert row["lower VCMR 0.5-gmean"] <= row["VCMR 0.5-gmean"] <= row["upper VCMR 0.5-gmean"]
     assert row["upper VCMR 0.5-gmean"] > row["VCMR 0.5-gmean"]

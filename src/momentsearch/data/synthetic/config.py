@@ -8,7 +8,7 @@ from pathlib import Path
 from momentsearch.config import CONFIG_DIR, load_yaml_config
 from momentsearch.errors import ConfigError
 
-PRESETS = ("tiny", "small", "default", "large")
+PRESETS = ("tiny", "small", "converge", "default", "large")
 
 
 @dataclass(frozen=True)

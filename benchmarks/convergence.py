@@ -1,0 +1,114 @@
+"""Have an experiment's runs converged? Validation curves, a flatness check and wall-clock per run.
+
+For every condition and seed of an experiment (configs/experiments/), read the run's history
+(validation recall after every epoch) and result, then
+* plot validation VR r10, VCMR 0.5-r10 and VCMR 0.5-r1 against the epoch, one line per seed and one
+  colour per condition (docs/figures/<experiment>_curves.png);
+* call a curve flat when its best value over the last ``--window`` epochs of its phase is at most
+  ``--tol`` points above its best before them. A two-phase family (MINUTE: ``retriever_epochs``
+  before the localizer) has its VR checked at the end of the retriever phase, where VR stops changing,
+  and its VCMR over the last epochs of the run;
+* print a table (condition, seed, epochs, best epoch, flat or not with the rise, wall-clock) and
+  write convergence.json into the experiment's folder and benchmarks/results/.
+
+    python benchmarks/convergence.py configs/experiments/minute_vs_xml_converge.yaml [--window 5 --tol 1.0]
+
+Run the experiment first (``momentsearch experiment ...``): this script trains nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from momentsearch.cli.experiment import ExperimentConfig, prepare, run_config  # noqa: E402
+from momentsearch.config import load_yaml_config  # noqa: E402
+from momentsearch.evaluation.report import figure, save_png  # noqa: E402
+from momentsearch.fileio import write_json  # noqa: E402
+
+CURVES = (("VR", "r10"), ("VCMR", "0.5-r10"), ("VCMR", "0.5-r1"))
+
+
+def rise(values: list[float], end: int, window: int) -> float | None:
+    """Best of values[end - window:end] minus best of values[:end - window] (None: too few epochs)."""
+    if end <= window:
+        return None
+    return max(values[end - window:end]) - max(values[:end - window])
+
+
+def check_run(history: list[dict[str, Any]], train_cfg: dict[str, Any], window: int) -> dict[str, Any]:
+    model = train_cfg.get("model", {})
+    vr_end = int(model.get("retriever_epochs", 0)) or len(history)  # a two-phase family: VR moves only before
+    vr_end = min(vr_end, len(history))
+    curves = {f"{t} {k}": [float(h["val"][t][k]) for h in history] for t, k in CURVES}
+    return {"epochs": len(history), "vr_phase_end": vr_end,
+            "rise VR r10": rise(curves["VR r10"], vr_end, window),
+            "rise VCMR 0.5-r10": rise(curves["VCMR 0.5-r10"], len(history), window),
+            "best_epoch": max(history, key=lambda h: h["selection"])["epoch"], "curves": curves}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("experiment", type=Path)
+    ap.add_argument("--window", type=int, default=5, help="the last epochs that must not rise")
+    ap.add_argument("--tol", type=float, default=1.0, help="points of recall a flat curve may still gain")
+    ap.add_argument("--figures", type=Path, default=ROOT / "docs" / "figures")
+    args = ap.parse_args()
+    exp = load_yaml_config(ExperimentConfig, args.experiment)
+    out = Path(exp.out_dir) if exp.out_dir else Path("runs/experiments") / exp.name
+    bench, tables = prepare(exp)
+    runs_dir = Path(exp.runs_dir) if exp.runs_dir else Path("runs/experiments/runs") / bench.name
+    rows: list[dict[str, Any]] = []
+    for cond in exp.conditions:
+        for seed in exp.seeds:
+            d = run_config(exp, cond, seed, bench, tables, runs_dir)
+            run = Path(d["out_dir"])
+            if not (run / "history.json").exists() or not (run / "result.json").exists():
+                sys.exit(f"error: {cond} seed {seed} has not finished ({run}); run `momentsearch experiment "
+                         f"{args.experiment}` first")
+            history = json.loads((run / "history.json").read_text())
+            result = json.loads((run / "result.json").read_text())
+            row = {"condition": cond, "seed": seed, **check_run(history, d, args.window),
+                   "train_seconds": round(result["train_seconds"], 1),
+                   "seconds_per_epoch": round(result["seconds_per_epoch"], 1)}
+            row["flat"] = all(row[k] is not None and row[k] <= args.tol for k in ("rise VR r10", "rise VCMR 0.5-r10"))
+            rows.append(row)
+
+    fmt = lambda v: "n/a" if v is None else f"{v:+.2f}"  # noqa: E731
+    print(f"\nconvergence ({exp.name}): flat = best of the last {args.window} epochs at most {args.tol} above the "
+          "best before them (VR at the end of a retriever phase)\n")
+    print("| condition | seed | epochs | best epoch | rise VR r10 | rise VCMR 0.5-r10 | flat | train wall-clock (s) |")
+    print("|---|---:|---:|---:|---:|---:|---|---:|")
+    for r in rows:
+        print(f"| {r['condition']} | {r['seed']} | {r['epochs']} | {r['best_epoch']} | {fmt(r['rise VR r10'])} | "
+              f"{fmt(r['rise VCMR 0.5-r10'])} | {'yes' if r['flat'] else 'NO'} | {r['train_seconds']:.0f} |")
+
+    conds = list(exp.conditions)
+    fig, axes = figure(1, len(CURVES), figsize=(5 * len(CURVES), 4))
+    for ax, (t, k) in zip(axes, CURVES):
+        for ci, cond in enumerate(conds):
+            for r in (r for r in rows if r["condition"] == cond):
+                ys = r["curves"][f"{t} {k}"]
+                ax.plot(range(1, len(ys) + 1), ys, color=f"C{ci}", alpha=0.8,
+                        label=cond if r["seed"] == exp.seeds[0] else None)
+        ax.set_title(f"validation {t} {k}")
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("recall (%)")
+        ax.grid(alpha=0.3)
+    axes[0].legend()
+    fig.suptitle(f"{exp.name}: one line per seed")
+    png = save_png(fig, args.figures / f"{exp.name}_curves.png")
+    summary = {"experiment": exp.name, "window": args.window, "tol": args.tol, "runs": rows}
+    write_json(out / "convergence.json", summary)
+    write_json(ROOT / "benchmarks" / "results" / f"convergence_{exp.name}.json", summary)
+    print(f"\nwrote {png}, {out / 'convergence.json'}")
+
+
+if __name__ == "__main__":
+    main()
