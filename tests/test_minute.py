@@ -111,6 +111,13 @@ def test_clue_mining_weights_are_l2_normalised_query_conditioned_and_switchable(
     plain = MINUTE(MINUTEConfig(hidden=8, n_heads=2, use_mcm=False, use_mmt=False).with_inputs(6, 4, 5))
     assert plain.localizer.clue is None and plain.localizer.mmt is None
     assert torch.allclose(plain.localizer.clues(q, c), plain.localizer.fuse(c.permute(0, 2, 1, 3).reshape(2, 3, 16)))
+    # the scale-matched control: the clips shrunk by 1/sqrt(8), as MCM's unit-norm weights do on average
+    control = MINUTE(MINUTEConfig(hidden=8, n_heads=2, use_mcm=False, mcm_scale_control=True).with_inputs(6, 4, 5))
+    scaled = control.localizer.fuse(c.permute(0, 2, 1, 3).reshape(2, 3, 16) / 8 ** 0.5)
+    assert torch.allclose(control.localizer.clues(q, c), scaled, atol=1e-6)
+    assert p.norm(dim=-1).gt(0).all() and (weighted / c).pow(2).sum(-1).allclose(torch.ones(2, 2, 3), atol=1e-5)
+    with pytest.raises(ValueError, match="set use_mcm: false"):
+        MINUTEConfig(mcm_scale_control=True)
 
 
 def _minute_cfg(bench: Path, out: Path, **model: object) -> TrainConfig:

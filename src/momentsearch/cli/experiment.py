@@ -170,7 +170,8 @@ def _table(bench: Path, folder: Path, spec: TableSpec, corpus: Any) -> Path:
 
 # options added after runs were recorded: at these values they leave a run's hash (and folder) as it was
 HASH_NEUTRAL = {("model", "relevance", "segment_scale"): 1.0, ("model", "true_negatives_table"): "",
-                ("lr_milestones",): [], ("lr_gamma",): 0.1, ("weight_schedule",): {}, ("max_grad_norm",): 0.0}
+                ("lr_milestones",): [], ("lr_gamma",): 0.1, ("weight_schedule",): {}, ("max_grad_norm",): 0.0,
+                ("model", "mcm_scale_control"): False}
 HASH_IGNORED = ("device", "amp", "num_workers")  # where a run trains does not make it another run
 
 

@@ -28,6 +28,9 @@ class MINUTEConfig:
     conv_kernel: int = 5  # the two 1-D convolutions giving the start and end logits
     use_mcm: bool = True  # multimodal clue mining (Eqs. 15-17); False: the Table 5 "w/o MCM" ablation
     use_mmt: bool = True  # False: the Table 5 "w/o MMT" ablation (fused clips straight to the convolutions)
+    # with use_mcm False: scale each clip vector by 1/sqrt(hidden), as MCM's unit-norm weights do on average,
+    # so that "w/o MCM" differs from MCM in the query conditioning only (a control for the ablation)
+    mcm_scale_control: bool = False
     # schedule (Sec. 5.3: retriever 100 epochs, batch 256; localizer 10 epochs, batch 32; AdamW 1e-4, wd 0.01)
     retriever_epochs: int = 100
     localizer_batch_size: int = 32  # 0: the training config's batch_size in both phases
@@ -55,6 +58,8 @@ class MINUTEConfig:
             raise ValueError("localizer_layers must be >= 1 (or use_mmt: false)")
         if self.weight_decay < 0:
             raise ValueError("weight_decay must be >= 0")
+        if self.mcm_scale_control and self.use_mcm:
+            raise ValueError("mcm_scale_control is the control of the w/o MCM ablation: set use_mcm: false with it")
 
     @property
     def n_streams(self) -> int:

@@ -22,6 +22,8 @@ Shapes: B queries, L tokens, V videos, S streams, T clips, N (query, video) pair
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -116,6 +118,8 @@ class Localizer(nn.Module):
         if self.clue is not None:
             p = torch.stack([lin(c[:, i]) for i, lin in enumerate(self.clue)], dim=1) * q[:, :, None]
             c = nn.functional.normalize(p, dim=-1) * c
+        elif self.cfg.mcm_scale_control:  # MCM's weights have unit norm: elements of RMS 1/sqrt(d)
+            c = c / math.sqrt(c.shape[-1])
         n, s, t, d = c.shape
         return self.fuse(c.permute(0, 2, 1, 3).reshape(n, t, s * d))
 
