@@ -50,6 +50,39 @@ def test_moment_map_is_the_running_max_within_the_span() -> None:
     assert moment_map(f, 2)[0, 0].tolist() == [[1, 3, 0], [0, 3, 3], [0, 0, 2]]
 
 
+def test_mmn_released_network_options() -> None:
+    """MMN's ProposalConv masking, BatchNorm and FeatAvgPool order (configs/mmn/default.yaml turns them on)."""
+    cfg = MMNConfig(hidden=4, joint_dim=4, n_heads=2, num_clips=4, conv_layers=2, kernel_size=3, mask_renorm=True,
+                    conv_norm="batch", pool_after_fc=True).with_inputs(3, 0, 5)
+    net = MMN(cfg).eval()
+    assert [c.padding for c in net.convs] == [(2, 2), (0, 0)]  # (k - 1) L / 2, then none: N x N again
+    assert all(isinstance(n, torch.nn.BatchNorm2d) for n in net.conv_norms)
+    # with every weight 1, no bias and BatchNorm at its initial statistics (x / sqrt(1 + eps)), each cell is
+    # the channel sum of the mean over the valid cells under the kernel: 4 channels of ones give 4 after one
+    # layer and 16 after two, wherever the grown mask reaches (all 16 cells here)
+    for conv in net.convs:
+        torch.nn.init.ones_(conv.weight)
+        torch.nn.init.zeros_(conv.bias)
+    valid = net.valid().float()
+    out = net.map_convs(valid.expand(1, 4, 4, 4).clone(), valid)
+    assert out.shape == (1, 4, 4, 4) and torch.allclose(out, torch.full_like(out, 16 / (1 + 1e-5)))
+    plain = MMN(MMNConfig(hidden=4, joint_dim=4, n_heads=2, num_clips=4, conv_layers=2, kernel_size=3)
+                .with_inputs(3, 0, 5)).eval()
+    for conv in plain.convs:
+        torch.nn.init.ones_(conv.weight)
+        torch.nn.init.zeros_(conv.bias)
+    summed = plain.map_convs(valid.expand(1, 4, 4, 4).clone(), valid)[0, 0]
+    # 'same' padding sums instead: layer 1 gives 4 x 3, 4 x 5, 4 x 6 at (0, 0), (0, 1), (1, 1) (their valid
+    # neighbours), layer 2 at (0, 0) the 4-channel sum of those three
+    assert summed[0, 0].item() == 4 * (12 + 20 + 24) and summed[1, 0].item() == 0
+    # FC + ReLU before the average: with a negative-going clip, averaging first would give another value
+    x = torch.tensor([[[1.0, 0, 0], [-1.0, 0, 0]]])
+    torch.nn.init.ones_(net.clip_fc.weight)
+    torch.nn.init.zeros_(net.clip_fc.bias)
+    f = segment_pool(torch.relu(net.clip_fc(x.transpose(1, 2))).transpose(1, 2), torch.ones(1, 2, dtype=torch.bool), 4)
+    assert f[0, :, 0].tolist() == [1.0, 1.0, 0.0, 0.0]  # relu(1), relu(-1) = 0, not relu(mean) = 0 everywhere
+
+
 def test_cell_iou_and_span_iou_by_hand() -> None:
     iou = cell_iou(0.0, 5.0, 10.0, 2)  # cells [0, 5), [0, 10), [5, 10)
     assert iou.tolist() == [[1.0, 0.5], [0.0, 0.0]]

@@ -26,6 +26,14 @@ class MMNConfig:
     conv_layers: int = 2  # L
     kernel_size: int = 5
     max_span: int = 0  # longest moment in sampled clips; 0 = N (every i <= j)
+    # MMN's released network (configs/mmn/*.yaml set them; these defaults keep checkpoints made before
+    # the options as they were trained):
+    pool_after_fc: bool = False  # True: FC + ReLU on every clip, then the average into N segments (MMN's
+    #                              FeatAvgPool); False: the average first
+    conv_norm: str = "none"  # "batch": BatchNorm2d after each 2D convolution, before its ReLU (MMN's ProposalConv)
+    mask_renorm: bool = False  # True: MMN's ProposalConv masking: the first layer padded (k-1)L/2, the others
+    #                            not, each output cell scaled by 1 / (valid cells under the kernel) with the
+    #                            valid mask growing layer by layer; False: "same" padding, invalid cells zeroed
     joint_dim: int = 256  # d of the joint visual-text space
     query_layers: int = 1  # Transformer layers over the token features before average pooling
     n_heads: int = 4
@@ -86,6 +94,8 @@ class MMNConfig:
             raise ValueError("true_negatives_table is set but true_negatives is off: set true_negatives: true")
         if self.ans_a <= 0:
             raise ValueError("ans_a must be > 0")
+        if self.conv_norm not in ("none", "batch"):
+            raise ValueError(f"conv_norm must be 'none' or 'batch', got {self.conv_norm!r}")
 
     @property
     def span(self) -> int:

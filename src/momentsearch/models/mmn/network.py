@@ -69,8 +69,11 @@ class MMN(nn.Module):
         self.cfg = cfg
         c, d, p = cfg.hidden, cfg.joint_dim, cfg.dropout
         self.clip_fc = nn.Conv1d(cfg.visual_dim + cfg.subtitle_dim, c, 1)
-        self.convs = nn.ModuleList(nn.Conv2d(c, c, cfg.kernel_size, padding=cfg.kernel_size // 2)
-                                   for _ in range(cfg.conv_layers))
+        k, n_layers = cfg.kernel_size, cfg.conv_layers
+        pads = ([(k - 1) * n_layers // 2] + [0] * (n_layers - 1)) if cfg.mask_renorm else [k // 2] * n_layers
+        self.convs = nn.ModuleList(nn.Conv2d(c, c, k, padding=pad) for pad in pads)
+        self.conv_norms = nn.ModuleList((nn.BatchNorm2d(c) if cfg.conv_norm == "batch" else nn.Identity())
+                                        for _ in range(n_layers))
         self.video_norm = nn.LayerNorm(c)
         self.video_proj = nn.ModuleDict({"iou": nn.Linear(c, d), "rmm": nn.Linear(c, d)})  # 1x1 convolutions
         self.query_input = LinearLayer(cfg.query_dim, c, p)
@@ -93,14 +96,31 @@ class MMN(nn.Module):
         if x.shape[-1] != self.clip_fc.in_channels:
             raise ValueError(f"model expects clip features of dim {self.clip_fc.in_channels} (visual + subtitle), "
                              f"got {x.shape[-1]}")
-        f = F.relu(self.clip_fc(segment_pool(x, mask, self.cfg.num_clips).transpose(1, 2)))  # (V, C, N)
+        if self.cfg.pool_after_fc:  # MMN's FeatAvgPool: conv1x1, ReLU, then the average
+            f = segment_pool(F.relu(self.clip_fc(x.transpose(1, 2))).transpose(1, 2), mask, self.cfg.num_clips)
+            f = f.transpose(1, 2)
+        else:
+            f = F.relu(self.clip_fc(segment_pool(x, mask, self.cfg.num_clips).transpose(1, 2)))  # (V, C, N)
         valid = self.valid(x.device).to(f.dtype)
-        m = moment_map(f, self.cfg.span)
-        for conv in self.convs:
-            m = F.relu(conv(m)) * valid
+        m = self.map_convs(moment_map(f, self.cfg.span), valid)
         h = self.video_norm(m.permute(0, 2, 3, 1))  # (V, N, N, C)
         out = torch.stack([F.normalize(self.video_proj[s](h), dim=-1) for s in ("iou", "rmm")], dim=3)
         return out * valid[None, :, :, None, None]
+
+    def map_convs(self, m: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """The 2D convolutions over the moment map m (V, C, N, N); valid (N, N) as m's dtype."""
+        if not self.cfg.mask_renorm:
+            for conv, norm in zip(self.convs, self.conv_norms):
+                m = F.relu(norm(conv(m))) * valid
+            return m
+        seen = valid[None, None]  # MMN: the mask grows by what each kernel reaches
+        ones = m.new_ones(1, 1, *self.convs[0].kernel_size) if self.convs else None
+        for conv, norm in zip(self.convs, self.conv_norms):
+            m = F.relu(norm(conv(m)))
+            count = torch.round(F.conv2d(seen, ones, padding=conv.padding))
+            m = m * torch.where(count > 0, 1.0 / count.clamp(min=1), 0.0)
+            seen = (count > 0).to(m.dtype)
+        return m
 
     def encode_queries(self, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """tokens (B, L, D_q), mask (B, L) -> unit vectors (B, 2, d) (IoU space, mutual-matching space)."""
