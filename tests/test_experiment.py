@@ -53,6 +53,45 @@ conditions:
         run_experiment(cfg, jobs=1, only=["+SL"])
 
 
+def test_a_longer_condition_continues_the_shorter_run(tiny_benchmark: Path, tmp_path: Path) -> None:
+    """A run with more epochs starts from the finished shorter run of the same config and ends with the
+    weights of a run trained from scratch (the trainer resumes exactly)."""
+    import torch
+
+    def experiment(name: str, epochs: int, runs: str) -> Path:
+        cfg = tmp_path / f"{name}.yaml"
+        cfg.write_text(f"""name: {name}
+preset: tiny
+train: {train}
+benchmark_dir: {tiny_benchmark}
+out_dir: {tmp_path / name}
+runs_dir: {tmp_path / runs}
+seeds: [0]
+conditions:
+  XML: {{epochs: {epochs}}}
+""")
+        run_experiment(cfg, jobs=1)
+        return next((tmp_path / runs).glob(f"*/seed0/history.json")).parent if epochs == 1 else \
+            next(p.parent for p in (tmp_path / runs).glob("*/seed0/history.json")
+                 if len(json.loads(p.read_text())) == epochs)
+
+    train = tmp_path / "train.yaml"
+    train.write_text("epochs: 1\nbatch_size: 32\nlr: 0.001\nval_split: test\nval_max_queries: 40\n"
+                     "num_threads: 1\nmodel: {name: xml, hidden: 32}\n")
+    short = experiment("short", 1, "runs")
+    longer = experiment("longer", 3, "runs")  # continues `short`
+    scratch = experiment("scratch", 3, "fresh")  # another runs folder: nothing to continue
+    assert longer != short and (short / "result.json").exists()
+    h_short, h_long, h_scratch = (json.loads((p / "history.json").read_text()) for p in (short, longer, scratch))
+    assert h_long[0]["train_seconds"] == h_short[0]["train_seconds"]  # epoch 1 was copied, not retrained
+    assert h_scratch[0]["train_seconds"] != h_short[0]["train_seconds"]
+    a, b = (torch.load(p / "checkpoints" / "last.pt", weights_only=False)["model"] for p in (longer, scratch))
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    assert json.loads((longer / "result.json").read_text())["train_seconds"] > \
+        json.loads((short / "result.json").read_text())["train_seconds"]
+
+
 def test_diagnosis_tables_at_two_thetas_get_their_own_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A table named after theta 0.7 must not share files with theta 0.9 (Path.with_suffix cuts at the dot)."""
     from momentsearch.cli.experiment import TableSpec, _table

@@ -228,11 +228,14 @@ def run_one(cfg_dict: dict[str, Any], split: str, pools: str | None = None) -> d
     done = out / "result.json"
     if done.exists():
         return _with_mvmr(json.loads(done.read_text()), out, split, pools)
+    earlier = 0.0
+    if not (out / "checkpoints" / "last.pt").exists():
+        earlier = _continue_shorter_run(cfg_dict, out)
     t0 = time.time()
     trainer = Trainer(cfg, progress=False)
     trainer.resume()
     history = trainer.fit()
-    train_s = time.time() - t0
+    train_s = earlier + time.time() - t0
     row = evaluate(trainer.ckpt_dir / "best.pt", split, out / f"eval_{split}", progress=False).row
     epoch_s = [h["train_seconds"] for h in history]
     pairs = [h.get("pairs_per_batch", 0.0) for h in history]
@@ -240,6 +243,46 @@ def run_one(cfg_dict: dict[str, Any], split: str, pools: str | None = None) -> d
               "pairs_per_batch": sum(pairs) / len(pairs), "best_epoch": max(history, key=lambda h: h["selection"])["epoch"]}
     write_json(done, result)
     return _with_mvmr(result, out, split, pools)
+
+
+def _continue_shorter_run(cfg_dict: dict[str, Any], out: Path) -> float:
+    """A run asked for with more epochs than a finished run of the same config starts from that run's
+    checkpoints (copied into ``out``) and trains only the epochs it lacks: the trainer resumes exactly (a
+    resumed run equals one not stopped), so this equals training from scratch. Returns the earlier run's
+    training seconds (0 when there is none)."""
+    import shutil
+
+    from momentsearch.training.config import TrainConfig
+
+    def norm(d: dict[str, Any]) -> dict[str, Any]:  # every option spelled out, as the trainer stores it
+        return {k: v for k, v in to_dict(from_dict(TrainConfig, d)).items()
+                if k not in ("epochs", "out_dir", *HASH_IGNORED)}
+
+    want = norm(cfg_dict)
+
+    def same(d: dict[str, Any]) -> bool:
+        try:
+            return norm(d) == want
+        except (ConfigError, TypeError, ValueError):  # a run of an older version this one cannot read
+            return False
+
+    best: tuple[int, Path] | None = None
+    for tc in out.parent.parent.glob(f"*/{out.name}/train_config.json"):
+        run = tc.parent
+        if run == out or not (run / "result.json").exists() or not (run / "checkpoints" / "last.pt").exists():
+            continue
+        d = json.loads(tc.read_text())
+        if same(d) and d["epochs"] < cfg_dict["epochs"] and (best is None or d["epochs"] > best[0]):
+            best = (d["epochs"], run)
+    if best is None:
+        return 0.0
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(best[1], tmp, ignore=shutil.ignore_patterns("result.json", "eval_*"))
+    if out.exists():  # no checkpoint in it: an attempt stopped before its first epoch ended
+        shutil.rmtree(out)
+    tmp.replace(out)
+    return float(json.loads((best[1] / "result.json").read_text())["train_seconds"])
 
 
 def _with_mvmr(result: dict[str, Any], out: Path, split: str, pools: str | None, retriever: str | None = None,

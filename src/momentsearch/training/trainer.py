@@ -111,7 +111,7 @@ class Trainer:
         state = read_state(last)
         saved, now = _with_defaults(state["train_config"]), to_dict(self.cfg)
         for d in (saved, now):  # more epochs may be asked for, and where it runs does not change the run
-            for k in ("epochs", "device", "amp", "num_workers"):
+            for k in ("epochs", "device", "amp", "num_workers", "out_dir"):
                 d.pop(k, None)
         if saved != now:
             diff = sorted(k for k in now if saved.get(k) != now[k])
