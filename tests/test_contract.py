@@ -44,7 +44,7 @@ def test_a_second_family_runs_end_to_end_on_the_shared_trainer_and_engine(
     trainer = train(cfg, progress=False)
     losses = [h["loss"] for h in trainer.history]
     assert losses[-1] < 0.8 * losses[0] and {"loss_nce", "loss_span"} <= set(trainer.history[0])
-    ckpt = trainer.ckpt_dir / "best.pt"
+    ckpt = trainer.ckpt_dir / "last.pt"  # "best" is chosen on the 85 test queries: noise at this size
     loaded = load_checkpoint(ckpt)
     assert loaded.family.name == "toy" and loaded.state["model_config"]["visual_dim"] == 32  # filled from the data
     # What was learnt survives the checkpoint, the index and the engine: measured on the 445 training queries
