@@ -12,6 +12,7 @@ For every condition and seed of an experiment (configs/experiments/), read the r
   write convergence.json into the experiment's folder and benchmarks/results/.
 
     python benchmarks/convergence.py configs/experiments/minute_vs_xml_converge.yaml [--window 5 --tol 1.0]
+        [--only XML --only MINUTE]
 
 Run the experiment first (``momentsearch experiment ...``): this script trains nothing.
 """
@@ -59,13 +60,15 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=5, help="the last epochs that must not rise")
     ap.add_argument("--tol", type=float, default=1.0, help="points of recall a flat curve may still gain")
     ap.add_argument("--figures", type=Path, default=ROOT / "docs" / "figures")
+    ap.add_argument("--only", action="append", default=[], help="only this condition (repeatable)")
     args = ap.parse_args()
     exp = load_yaml_config(ExperimentConfig, args.experiment)
     out = Path(exp.out_dir) if exp.out_dir else Path("runs/experiments") / exp.name
     bench, tables = prepare(exp)
     runs_dir = Path(exp.runs_dir) if exp.runs_dir else Path("runs/experiments/runs") / bench.name
     rows: list[dict[str, Any]] = []
-    for cond in exp.conditions:
+    conds = args.only or list(exp.conditions)
+    for cond in conds:
         for seed in exp.seeds:
             d = run_config(exp, cond, seed, bench, tables, runs_dir)
             run = Path(d["out_dir"])
@@ -89,7 +92,6 @@ def main() -> None:
         print(f"| {r['condition']} | {r['seed']} | {r['epochs']} | {r['best_epoch']} | {fmt(r['rise VR r10'])} | "
               f"{fmt(r['rise VCMR 0.5-r10'])} | {'yes' if r['flat'] else 'NO'} | {r['train_seconds']:.0f} |")
 
-    conds = list(exp.conditions)
     fig, axes = figure(1, len(CURVES), figsize=(5 * len(CURVES), 4))
     for ax, (t, k) in zip(axes, CURVES):
         for ci, cond in enumerate(conds):
