@@ -253,26 +253,17 @@ def _continue_shorter_run(cfg_dict: dict[str, Any], out: Path) -> float:
     import shutil
 
     from momentsearch.training.config import TrainConfig
+    from momentsearch.training.trainer import resume_mismatch
 
-    def norm(d: dict[str, Any]) -> dict[str, Any]:  # every option spelled out, as the trainer stores it
-        return {k: v for k, v in to_dict(from_dict(TrainConfig, d)).items()
-                if k not in ("epochs", "out_dir", *HASH_IGNORED)}
-
-    want = norm(cfg_dict)
-
-    def same(d: dict[str, Any]) -> bool:
-        try:
-            return norm(d) == want
-        except (ConfigError, TypeError, ValueError):  # a run of an older version this one cannot read
-            return False
-
+    cfg = from_dict(TrainConfig, cfg_dict)
     best: tuple[int, Path] | None = None
     for tc in out.parent.parent.glob(f"*/{out.name}/train_config.json"):
         run = tc.parent
         if run == out or not (run / "result.json").exists() or not (run / "checkpoints" / "last.pt").exists():
             continue
         d = json.loads(tc.read_text())
-        if same(d) and d["epochs"] < cfg_dict["epochs"] and (best is None or d["epochs"] > best[0]):
+        longer = best is None or d["epochs"] > best[0]
+        if longer and d["epochs"] < cfg_dict["epochs"] and resume_mismatch(d, cfg) is None:
             best = (d["epochs"], run)
     if best is None:
         return 0.0

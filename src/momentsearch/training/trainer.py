@@ -109,12 +109,8 @@ class Trainer:
         if not last.exists():
             return False
         state = read_state(last)
-        saved, now = _with_defaults(state["train_config"]), to_dict(self.cfg)
-        for d in (saved, now):  # more epochs may be asked for, and where it runs does not change the run
-            for k in ("epochs", "device", "amp", "num_workers", "out_dir"):
-                d.pop(k, None)
-        if saved != now:
-            diff = sorted(k for k in now if saved.get(k) != now[k])
+        diff = resume_mismatch(state["train_config"], self.cfg)
+        if diff is not None:
             raise CheckpointError(f"{last} was trained with another config (differs in {diff}); give this run "
                                   "its own folder with --out-dir (--no-resume would overwrite that run's checkpoints)")
         self.model.load_state_dict(state["model"])
@@ -243,6 +239,17 @@ def plot_training(history: list[dict[str, Any]], path: Path, family: str = "") -
     }
     plot_recall_curves(curves, epochs, path, title=f"{family.upper()} training".strip(), log_x=False,
                        x_label="epoch", y_max=None)
+
+
+def resume_mismatch(saved: dict[str, Any], cfg: TrainConfig) -> list[str] | None:
+    """None when a run stored with train config ``saved`` can continue as ``cfg``; else the options that
+    differ. More epochs may be asked for, and where it runs (device, amp, workers, folder) does not change
+    the run."""
+    saved, now = _with_defaults(saved), to_dict(cfg)
+    for d in (saved, now):
+        for k in ("epochs", "device", "amp", "num_workers", "out_dir"):
+            d.pop(k, None)
+    return None if saved == now else sorted(k for k in now if saved.get(k) != now[k])
 
 
 def _with_defaults(saved: dict[str, Any]) -> dict[str, Any]:

@@ -114,10 +114,9 @@ class MMN(nn.Module):
                 m = F.relu(norm(conv(m))) * valid
             return m
         seen = valid[None, None]  # MMN: the mask grows by what each kernel reaches
-        ones = m.new_ones(1, 1, *self.convs[0].kernel_size) if self.convs else None
         for conv, norm in zip(self.convs, self.conv_norms):
             m = F.relu(norm(conv(m)))
-            count = torch.round(F.conv2d(seen, ones, padding=conv.padding))
+            count = torch.round(F.conv2d(seen, m.new_ones(1, 1, *conv.kernel_size), padding=conv.padding))
             m = m * torch.where(count > 0, 1.0 / count.clamp(min=1), 0.0)
             seen = (count > 0).to(m.dtype)
         return m
