@@ -49,6 +49,17 @@ conditions:
     stamp = [p.stat().st_mtime for p in results]
     run_experiment(cfg, jobs=1)  # everything done: nothing retrained
     assert [p.stat().st_mtime for p in results] == stamp
+    # a run stored before the every-S nDCG columns existed is evaluated once more; what it stored stays
+    stored = json.loads(results[0].read_text())
+    assert stored["eval_version"] == 2 and 0 < stored["metrics"]["nDCG VR 2-way"] <= 100
+    added = {k: stored["metrics"].pop(k) for k in ("nDCG VR 2-way", "nDCG VCMR 0.5 S>0")}
+    del stored["eval_version"]
+    stored["metrics"]["VR r1"] = -1.0
+    results[0].write_text(json.dumps(stored))
+    run_experiment(cfg, jobs=1)
+    again = json.loads(results[0].read_text())
+    assert again["eval_version"] == 2 and again["metrics"]["VR r1"] == -1.0
+    assert {k: again["metrics"][k] for k in added} == added
     with pytest.raises(ConfigError, match="no condition"):
         run_experiment(cfg, jobs=1, only=["+SL"])
 

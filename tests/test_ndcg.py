@@ -85,3 +85,29 @@ def test_moment_ndcg_is_at_a_fixed_depth() -> None:
     assert one == pytest.approx(1 / (1 + 1 / L3))
     both = moment_ndcg(np.array([[0, 1]]), np.zeros((1, 2)), np.full((1, 2), 10.0), rel_v, rel_s, rel_e, rel_val)[0]
     assert both == pytest.approx(1.0)
+
+
+def test_two_way_video_ndcg_ranks_each_videos_queries_by_the_scores() -> None:
+    """Eq. 3 on a VR ranking: the text -> video half is the one-way "nDCG VR"; the video -> text half
+    ranks each video's queries by the raw scores, so shifting one query's scores changes only it."""
+    from momentsearch.data.relevance import MomentRelevance
+    from momentsearch.evaluation.ndcg import ranked_ndcg, two_way_video_ndcg
+    from momentsearch.evaluation.predictions import RankedMoments
+
+    # video-level S: q0-v0 1.0; q1-v0 0.5, q1-v1 1.0
+    rel = MomentRelevance.from_rows(["q0", "q1"], ["v0", "v1"], [[(0, 0.0, 5.0, 1.0)],
+                                                                [(0, 0.0, 5.0, 0.5), (1, 0.0, 5.0, 1.0)]])
+    g05 = math.sqrt(2) - 1
+    q0 = 1 / L3  # its relevant v0 ranked second
+    q1 = (g05 + 1 / L3) / (1 + g05 / L3)  # v0 (0.5) above v1 (1.0)
+
+    def vr(q1_scores: list[float]) -> RankedMoments:
+        return RankedMoments(["q0", "q1"], ["v0", "v1"], np.array([[1, 0], [0, 1]]), np.zeros((2, 2)),
+                             np.full((2, 2), 5.0), np.array([[0.9, 0.1], q1_scores]))
+
+    for scores, v0 in (([0.8, 0.2], q1),  # v0's queries: q1 (0.8, S 0.5) above q0 (0.1, S 1.0)
+                       ([0.08, 0.02], 1.0)):  # q1's scores shifted below q0's 0.1: v0 ranks q0 first
+        ranking = vr(scores)
+        v1 = 1 / L3  # v1's queries: q0 (0.9, S 0) above q1 (S 1.0) either way
+        assert ranked_ndcg(ranking, ranking, rel)["nDCG VR"] == pytest.approx(100 * (q0 + q1) / 2, abs=0.01)
+        assert two_way_video_ndcg(ranking, rel) == pytest.approx(100 * ((q0 + q1) / 4 + (v0 + v1) / 4), abs=0.01)

@@ -52,8 +52,9 @@ def test_grades_by_hand(oracle: SyntheticOracle) -> None:
     assert r("q3", "e3") == 1.0 and r("q3", "e0") == pytest.approx(0.9)  # "red fridge" vs a plain one
 
 
-def test_sparse_table_matches_pointwise_and_video_max(oracle: SyntheticOracle) -> None:
-    table = oracle.moment_relevance(min_relevance=0.4)
+@pytest.mark.parametrize("min_relevance", [0.4, 1e-6])  # 1e-6: every S > 0 (Wray et al.'s Eqs. 2-3)
+def test_sparse_table_matches_pointwise_and_video_max(oracle: SyntheticOracle, min_relevance: float) -> None:
+    table = oracle.moment_relevance(min_relevance=min_relevance)
     dense = {(table.query_ids[i], table.video_ids[v], float(st)): float(val) for i in range(len(table))
              for v, st, _, val in zip(*table.row(i), strict=True)}
     assert dense[("q0", "A", 0.0)] == 1.0 and dense[("q0", "B", 10.0)] == pytest.approx(0.65)  # close fridge
@@ -62,12 +63,12 @@ def test_sparse_table_matches_pointwise_and_video_max(oracle: SyntheticOracle) -
         for i, eid in enumerate(oracle.events.event_ids):
             val = oracle.relevance(qid, eid)
             key = (qid, oracle.events.video_ids[i], float(oracle.events.start[i]))
-            if val >= 0.4:
+            if val >= min_relevance:
                 n_expected += 1
                 assert dense[key] == pytest.approx(val)
             else:
                 assert key not in dense
-    assert table.nnz == n_expected
+    assert table.nnz == n_expected and table.value.min() > 0
     vr = table.dense_video_relevance()
     assert vr[table.query_ids.index("q1")].tolist() == pytest.approx([1.0, 0.8])  # max over each video's events
     # exact matches: q0 -> e0, e3; q1 (kitchen) -> e0; q2 (a man) -> e0; q3 (red fridge) -> e3

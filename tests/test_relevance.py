@@ -151,3 +151,16 @@ def test_memoised_meteor_equals_nltk_on_real_captions() -> None:
     plain = np.array([[meteor_score([tokenize(b)], tokenize(a), wordnet=wordnet()) for b in texts] for a in texts])
     assert np.allclose(fast, plain, atol=1e-6)
     assert (fast > 0).mean() > 0.5 and np.allclose(np.diag(fast), np.diag(plain))
+
+
+def test_top_k_zero_keeps_every_positive_value() -> None:
+    """Wray et al.'s S over every item: no cut, only zeros (and values under the threshold) dropped."""
+    rng = np.random.default_rng(1)
+    dense = rng.random((30, 30)).astype(np.float32) * (rng.random((30, 30)) < 0.6)
+    sp = sparse_query_relevance(30, lambda rows: dense[rows].copy(), top_k=0, threshold=0.1, block_rows=4,
+                                progress=False).toarray()
+    expected = np.where(dense >= 0.1, dense, 0.0)
+    np.fill_diagonal(expected, 1.0)
+    assert np.array_equal(sp, expected) and (expected > 0).sum(axis=1).max() > 10
+    with pytest.raises(ValueError, match="top_k must be >= 0"):
+        sparse_query_relevance(30, lambda rows: dense[rows].copy(), top_k=-1, progress=False)

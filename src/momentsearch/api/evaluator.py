@@ -15,7 +15,7 @@ from momentsearch.data.loaders.tvr_ranking import load_tvr_ranking
 from momentsearch.data.relevance import MomentRelevance
 from momentsearch.evaluation import Submission, evaluate_submission, instance_bounds, multi_positive_recall
 from momentsearch.evaluation.bounds import GEOMETRIC_MEAN_KS, geometric_mean
-from momentsearch.evaluation.ndcg import ranked_ndcg
+from momentsearch.evaluation.ndcg import ranked_ndcg, two_way_video_ndcg
 from momentsearch.evaluation.ndcg_iou import DEFAULT_NDCG_IOUS, DEFAULT_NDCG_KS, GroundTruth, ndcg_iou, ndcg_iou_key
 from momentsearch.evaluation.predictions import RankedMoments
 from momentsearch.evaluation.report import flatten, fmt, markdown_table
@@ -28,8 +28,8 @@ from momentsearch.training.device import resolve_device, torch_settings
 
 EVAL_COLUMNS = ["VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.5-r100", "VCMR 0.7-r1", "VCMR 0.7-r10", "VCMR 0.7-r100",
                 "SVMR 0.5-r1", "SVMR 0.5-r5", "SVMR 0.7-r1", "VR r1", "VR r10", "VR r100", "MP-VCMR 0.5-r1",
-                "MP-VCMR 0.5-r10", "MP-VR r1", "nDCG VR", "nDCG VCMR 0.5", "lower VCMR 0.5-gmean",
-                "VCMR 0.5-gmean", "upper VCMR 0.5-gmean"]
+                "MP-VCMR 0.5-r10", "MP-VR r1", "nDCG VR", "nDCG VCMR 0.5", "nDCG VR 2-way", "nDCG VCMR 0.5 S>0",
+                "lower VCMR 0.5-gmean", "VCMR 0.5-gmean", "upper VCMR 0.5-gmean"]
 
 
 @dataclass
@@ -54,6 +54,15 @@ def graded_metrics(ranked: dict[str, RankedMoments], rel: MomentRelevance, equiv
         "bounds": instance_bounds(ranked["VCMR"], rel, min_relevance=equivalent, ks=(1, 5, 10, 100),
                                   video_pred=ranked["VR"]),
     }
+
+
+def every_s_ndcg(ranked: dict[str, RankedMoments], oracle: Any) -> dict[str, float]:
+    """Wray et al.'s Eqs. 2-3 as written, against the oracle's every S > 0 (the "nDCG VR" and "nDCG VCMR
+    0.5" columns cut its grades at 0.5): text <-> video averaged over both directions, and moment nDCG
+    (one direction: a moment has no ranking of queries)."""
+    every = oracle.moment_relevance(min_relevance=1e-6)
+    return {"nDCG VR 2-way": two_way_video_ndcg(ranked["VR"], every),
+            "nDCG VCMR 0.5 S>0": ranked_ndcg(ranked["VR"], ranked["VCMR"], every)["nDCG VCMR 0.5"]}
 
 
 def ndcg_iou_table(row: dict[str, float]) -> str:
@@ -127,9 +136,10 @@ def evaluate(checkpoint: str | Path, split: str = "test", out: str | Path | None
         mp_vr = multi_positive_recall(ranked["VR"], exact)
         metrics["multi_positive"] = {"VCMR": mp["VCMR"], "VR": mp_vr["VR"], "min_relevance": 1.0}
         metrics["ndcg"] = ranked_ndcg(ranked["VR"], ranked["VCMR"], graded)
+        metrics["ndcg_every"] = every_s_ndcg(ranked, dataset.benchmark.oracle(split))
         metrics["bounds_oracle"] = b = instance_bounds(ranked["VCMR"], exact, min_relevance=1.0, ks=(1, 5, 10, 100),
                                                        video_pred=ranked["VR"])
-        row |= {**flatten({"MP-VCMR": mp["VCMR"], "MP-VR": mp_vr["VR"]}), **metrics["ndcg"],
+        row |= {**flatten({"MP-VCMR": mp["VCMR"], "MP-VR": mp_vr["VR"]}), **metrics["ndcg"], **metrics["ndcg_every"],
                 "upper VCMR 0.5-gmean": b["VCMR@0.5"]["upper-gmean"],
                 "lower VCMR 0.5-gmean": b["VCMR@0.5"]["lower-gmean"]}
         metrics["ndcg_iou"] = graded_ndcg = ndcg_iou(ranked["VCMR"], graded, rule=ndcg_rule)

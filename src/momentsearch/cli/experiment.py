@@ -43,7 +43,7 @@ class TableSpec:
     kind: str  # pairs | proxy | oracle | oracle_confidence | oracle_count
     detector: str = "vp"  # pairs, oracle_*: sent | vp | np-vp
     proxy: str = "bow"  # proxy: bow | pos | synset | meteor | cosine
-    top_k: int = 100  # proxy: stored entries per query
+    top_k: int = 100  # proxy: stored entries per query (0: every S > 0, no cut)
     theta: float = 0.7  # oracle_*: the detector's threshold (the count to match; the precision reported)
 
 
@@ -151,7 +151,7 @@ def _table(bench: Path, folder: Path, spec: TableSpec, corpus: Any) -> Path:
             typer.echo("table: oracle relevance between training queries")
             run_oracle_pairs(bench, prefix)
     elif spec.kind == "proxy":
-        prefix = folder / f"proxy_{spec.proxy}_top{spec.top_k}.npz"
+        prefix = folder / (f"proxy_{spec.proxy}_top{spec.top_k}.npz" if spec.top_k else f"proxy_{spec.proxy}_all.npz")
         if missing(prefix, "qq.npz"):
             typer.echo(f"table: {spec.proxy} relevance over {bench}")
             run_relevance(bench, spec.proxy, prefix, top_k=spec.top_k)
@@ -167,6 +167,8 @@ def _table(bench: Path, folder: Path, spec: TableSpec, corpus: Any) -> Path:
             typer.echo(f"table {prefix.name}: " + ", ".join(f"{k} {v}" for k, v in stats.items() if k[0] != "o"))
     return prefix
 
+
+EVAL_VERSION = 2  # 2: the oracle's every-S nDCG columns ("nDCG VR 2-way", "nDCG VCMR 0.5 S>0"; issue 25)
 
 # options added after runs were recorded: at these values they leave a run's hash (and folder) as it was
 HASH_NEUTRAL = {("model", "relevance", "segment_scale"): 1.0, ("model", "true_negatives_table"): "",
@@ -227,7 +229,7 @@ def run_one(cfg_dict: dict[str, Any], split: str, pools: str | None = None) -> d
     out = Path(cfg.out_dir)
     done = out / "result.json"
     if done.exists():
-        return _with_mvmr(json.loads(done.read_text()), out, split, pools)
+        return _with_mvmr(_with_new_columns(json.loads(done.read_text()), out, split), out, split, pools)
     earlier = 0.0
     if not (out / "checkpoints" / "last.pt").exists():
         earlier = _continue_shorter_run(cfg_dict, out)
@@ -240,9 +242,23 @@ def run_one(cfg_dict: dict[str, Any], split: str, pools: str | None = None) -> d
     epoch_s = [h["train_seconds"] for h in history]
     pairs = [h.get("pairs_per_batch", 0.0) for h in history]
     result = {"metrics": row, "seconds_per_epoch": sum(epoch_s) / len(epoch_s), "train_seconds": train_s,
-              "pairs_per_batch": sum(pairs) / len(pairs), "best_epoch": max(history, key=lambda h: h["selection"])["epoch"]}
+              "pairs_per_batch": sum(pairs) / len(pairs), "best_epoch": max(history, key=lambda h: h["selection"])["epoch"],
+              "eval_version": EVAL_VERSION}
     write_json(done, result)
     return _with_mvmr(result, out, split, pools)
+
+
+def _with_new_columns(result: dict[str, Any], out: Path, split: str) -> dict[str, Any]:
+    """A run stored before the evaluation gained columns (``EVAL_VERSION``) is evaluated again, once, and
+    the new columns join its row; the values it stored stay as they were."""
+    if result.get("eval_version", 1) >= EVAL_VERSION:
+        return result
+    from momentsearch.api import evaluate
+
+    row = evaluate(out / "checkpoints" / "best.pt", split, out / f"eval_{split}", progress=False).row
+    result = {**result, "metrics": {**row, **result["metrics"]}, "eval_version": EVAL_VERSION}
+    write_json(out / "result.json", result)
+    return result
 
 
 def _continue_shorter_run(cfg_dict: dict[str, Any], out: Path) -> float:

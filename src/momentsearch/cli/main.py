@@ -179,7 +179,7 @@ def relevance_cmd(
     proxy: Annotated[str, typer.Option(help="bow (word IoU, stop words removed), pos (verb/noun lemma IoU), synset (verb/noun WordNet synset IoU), meteor (NLTK METEOR; pairwise, small sets) or cosine ([cos]+ of MiniLM).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output .npz (query x moment MomentRelevance); also writes OUT.qq.npz (query x query) and OUT.queries.json for training.")],
     format: Annotated[Optional[str], typer.Option("--format", "-f", help=FORMAT_HELP)] = None,
-    top_k: Annotated[int, typer.Option("--top-k", help="Pairs kept per query.")] = 100,
+    top_k: Annotated[int, typer.Option("--top-k", help="Pairs kept per query (0: every S > 0).")] = 100,
     threshold: Annotated[float, typer.Option(help="Pairs below this are dropped.")] = 0.0,
 ) -> None:
     """Graded query x moment relevance from the annotation text alone, with statistics and a histogram."""

@@ -138,27 +138,45 @@ def moment_ndcg(
     return out
 
 
+def _video_matrices(vr, rel, by_rank: bool) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[no-untyped-def]
+    """(Q, V) scores of a VR ranking and (Q, V) video-level relevance, rows in ``rel``'s query order.
+    Scores are the ranking's own (``by_rank``: K - position, which orders a row the same way); videos
+    a list leaves out score below every listed one."""
+    vindex = {v: i for i, v in enumerate(vr.video_ids)}
+    rows = vr.row_of()
+    order = np.array([rows[q] for q in rel.query_ids], np.int64)
+    listed = vr.video_idx[order]
+    rr, cc = np.nonzero(listed >= 0)
+    vals = (vr.k - cc).astype(np.float64) if by_rank else vr.score[order][rr, cc].astype(np.float64)
+    floor = (vals.min() - 1.0) if len(vals) else -1.0
+    scores = np.full((len(order), len(vr.video_ids)), floor)
+    scores[rr, listed[rr, cc]] = vals
+    dense = np.zeros_like(scores)
+    qi, vi, val = rel.video_relevance()
+    vmap = np.array([vindex.get(v, -1) for v in rel.video_ids], np.int64)
+    keep = vmap[vi] >= 0
+    dense[qi[keep], vmap[vi[keep]]] = val[keep]
+    return scores, dense
+
+
+def two_way_video_ndcg(vr, rel, gain: Gain = "exp2", cutoff: Cutoff = "none") -> float:  # type: ignore[no-untyped-def]
+    """Eq. 3 on text <-> video: nDCG of each query's videos and of each video's queries, averaged, as a
+    percentage. The video -> text direction ranks a video's queries by the VR ranking's scores, so it
+    reads them as comparable across queries (true of XML's and MINUTE's cosine-style scores); videos
+    a query's list leaves out score below every listed one. Rows or columns without a relevant item
+    are left out of their mean."""
+    scores, dense = _video_matrices(vr, rel, by_rank=False)
+    return round(ndcg(scores, dense, gain, cutoff, both_directions=True) * 100, 2)
+
+
 def ranked_ndcg(vr, vcmr, rel, iou_threshold: float = 0.5, gain: Gain = "exp2", cutoff: Cutoff = "none") -> dict[str, float]:  # type: ignore[no-untyped-def]
     """Text-to-video nDCG of a VR ranking and moment nDCG of a VCMR ranking (both ``RankedMoments``)
     against a graded :class:`MomentRelevance`, as percentages, over the queries with a relevant item.
 
     Videos a ranked list leaves out are tied below every listed one (the tie-aware discount makes
-    that exact). Only one direction exists here: rankings are per query.
+    that exact). Rankings are per query: :func:`two_way_video_ndcg` adds the video -> text direction.
     """
-    vindex = {v: i for i, v in enumerate(vr.video_ids)}
-    rows = vr.row_of()
-    order = np.array([rows[q] for q in rel.query_ids], np.int64)
-    q, k = len(order), vr.k
-    scores = np.full((q, len(vr.video_ids)), -1.0)
-    listed = vr.video_idx[order]
-    ok = listed >= 0
-    rr, cc = np.nonzero(ok)
-    scores[rr, listed[rr, cc]] = (k - cc).astype(np.float64)  # earlier = higher
-    dense = np.zeros((q, len(vr.video_ids)))
-    qi, vi, val = rel.video_relevance()
-    vmap = np.array([vindex.get(v, -1) for v in rel.video_ids], np.int64)
-    keep = vmap[vi] >= 0
-    dense[qi[keep], vmap[vi[keep]]] = val[keep]
+    scores, dense = _video_matrices(vr, rel, by_rank=True)
     video = float(np.nanmean(ndcg_per_query(scores, dense, gain, cutoff)))
     mrows = vcmr.row_of()
     morder = np.array([mrows[q] for q in rel.query_ids], np.int64)

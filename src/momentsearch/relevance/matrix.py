@@ -27,7 +27,10 @@ def sparse_query_relevance(
     n: int, block: BlockFn, top_k: int = 100, threshold: float = 0.0, block_rows: int = 1024,
     progress: bool = True,
 ) -> sparse.csr_matrix:
-    """(n, n) CSR: per row the top_k values >= threshold (and > 0), the diagonal forced to 1."""
+    """(n, n) CSR: per row the top_k values >= threshold (and > 0), the diagonal forced to 1; ``top_k``
+    0 keeps every such value (no cut: Wray et al.'s S over every item)."""
+    if top_k < 0:
+        raise ValueError(f"top_k must be >= 0 (0: no cut), got {top_k}")
     indptr = [0]
     indices: list[np.ndarray] = []
     data: list[np.ndarray] = []
@@ -35,7 +38,7 @@ def sparse_query_relevance(
         rows = np.arange(s, min(s + block_rows, n))
         vals = block(rows)
         vals[np.arange(len(rows)), rows] = 1.0
-        k = min(top_k, n)
+        k = n if top_k == 0 else min(top_k, n)
         top = np.argpartition(-vals, k - 1, axis=1)[:, :k] if k < n else np.tile(np.arange(n), (len(rows), 1))
         for r in range(len(rows)):
             cols = top[r]

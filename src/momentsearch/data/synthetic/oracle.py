@@ -166,7 +166,7 @@ class SyntheticOracle:
         thr = np.float32(min_relevance) - np.float32(1e-6)
         for key in keys:
             rel = self.relevance_to_events(key)
-            hit = np.flatnonzero(rel >= thr)
+            hit = np.flatnonzero((rel >= thr) & (rel > 0))
             per_key.append((hit, rel[hit]))
         counts = np.array([len(per_key[k][0]) for k in inverse.ravel()], np.int64)
         indptr = np.zeros(len(qidx) + 1, np.int64)
