@@ -103,6 +103,29 @@ conditions:
         json.loads((short / "result.json").read_text())["train_seconds"]
 
 
+def test_a_condition_fine_tunes_another_conditions_model(tiny_benchmark: Path, tmp_path: Path) -> None:
+    """``init_from: <condition>`` starts each seed's run from that condition's best.pt of the same seed,
+    trained first whatever the order of the conditions; chains are refused."""
+    train = tmp_path / "train.yaml"
+    train.write_text("epochs: 1\nbatch_size: 32\nlr: 0.001\nval_split: test\nval_max_queries: 20\n"
+                     "num_threads: 1\nmodel: {name: xml, hidden: 32}\n")
+
+    def experiment(conditions: str) -> Path:
+        cfg = tmp_path / "exp.yaml"
+        cfg.write_text(f"name: f\npreset: tiny\ntrain: {train}\nbenchmark_dir: {tiny_benchmark}\n"
+                       f"out_dir: {tmp_path / 'out'}\nruns_dir: {tmp_path / 'runs'}\nseeds: [0]\n"
+                       f"conditions:\n{conditions}")
+        return cfg
+
+    agg = run_experiment(experiment("  tuned: {init_from: XML, lr: 0.0001}\n  XML: {}\n"), jobs=1)
+    assert list(agg) == ["tuned", "XML"]
+    configs = {json.loads(p.read_text())["lr"]: json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*/seed0/train_config.json")}
+    parent = Path(configs[0.001]["out_dir"]).resolve() / "checkpoints" / "best.pt"
+    assert configs[0.0001]["init_from"] == str(parent) and parent.exists()
+    with pytest.raises(ConfigError, match="itself starts from another condition"):
+        run_experiment(experiment("  XML: {}\n  tuned: {init_from: XML}\n  again: {init_from: tuned}\n"), jobs=1)
+
+
 def test_diagnosis_tables_at_two_thetas_get_their_own_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A table named after theta 0.7 must not share files with theta 0.9 (Path.with_suffix cuts at the dot)."""
     from momentsearch.cli.experiment import TableSpec, _table

@@ -234,6 +234,49 @@ def test_reliable_negatives_in_batches_and_the_hard_stage(tiny_benchmark: Path, 
     assert tr.optimizer.param_groups[0]["lr"] == pytest.approx(lr) and not src.hard
 
 
+def test_fine_tuning_starts_from_the_trained_model_in_the_hard_stage(tiny_benchmark: Path, tmp_path: Path) -> None:
+    """RMMN's CM-ANS stage as the paper runs it: a trained model (init_from) trained further with hard
+    negatives from its first epoch; a checkpoint of another network is refused with what differs."""
+    import dataclasses
+
+    from momentsearch.api import train
+    from momentsearch.errors import CheckpointError
+    from momentsearch.training.trainer import Trainer
+
+    net = dict(name="mmn", hidden=16, joint_dim=8, num_clips=8, n_heads=2, true_negatives=True)
+    first = train(_cfg(tiny_benchmark, tmp_path / "first", 1, **net), progress=False).ckpt_dir / "last.pt"
+    cfg = _cfg(tiny_benchmark, tmp_path / "tune", 1, **net, fine_tune_hard=True, hard_videos=2, hard_queries=3,
+               hard_video_candidates=4, hard_query_candidates=6)
+    tr = Trainer(dataclasses.replace(cfg, init_from=str(first)), progress=False)
+    trained = torch.load(first, weights_only=True)["model"]
+    assert all(torch.equal(v, trained[k]) for k, v in tr.model.state_dict().items())
+    lr = tr.optimizer.param_groups[0]["lr"]
+    stats = tr.family.prepare_epoch(tr.model, tr.train_data, Step(0, torch.Generator().manual_seed(0)), tr.device)
+    assert "mining_seconds" in stats and tr.train_data.hard  # CM-ANS from epoch 0, r mined with the trained model
+    assert tr.optimizer.param_groups[0]["lr"] == pytest.approx(lr * 0.1)
+    with pytest.raises(CheckpointError, match=r"init_from .*last.pt: its network differs .*'hidden': \(16, 32\)}; \d+ tensors of other shape"):
+        Trainer(dataclasses.replace(_cfg(tiny_benchmark, tmp_path / "wide", 1, **{**net, "hidden": 32}),
+                                    init_from=str(first)), progress=False)
+    with pytest.raises(CheckpointError, match="a checkpoint of family 'mmn', this run trains 'bet'"):
+        Trainer(dataclasses.replace(_cfg(tiny_benchmark, tmp_path / "bet", 1, name="bet", hidden=16, layers=1,
+                                         n_heads=2), init_from=str(first)), progress=False)
+    # Eq. 8 on the negatives: "pooled" is one mean over the gold video's and the negatives' cells, "balanced"
+    # the sum of the two means (the gold video keeps its weight); from the three losses on one batch
+    batch = tr.train_data.collate(list(range(16)))
+    tr.model.eval()
+
+    def bce(**opts: object) -> float:
+        tr.model.cfg = dataclasses.replace(tr.model.cfg, **opts)
+        with torch.no_grad():
+            return tr.family.loss(tr.model, batch, Step(0, torch.Generator()))[1]["loss_bce"]
+
+    own, n_b, n_neg = bce(bce_on_negatives=False), 16, float(batch.neg_video.sum())
+    pooled = bce(bce_on_negatives=True, bce_negative_weighting="pooled")
+    negatives = (pooled * (n_b + n_neg) - own * n_b) / n_neg
+    assert n_neg > n_b and negatives > 0
+    assert bce(bce_on_negatives=True, bce_negative_weighting="balanced") == pytest.approx(own + negatives, rel=1e-4)
+
+
 def test_true_negatives_table_drives_the_batches(tiny_benchmark: Path, tmp_path: Path) -> None:
     import json
 

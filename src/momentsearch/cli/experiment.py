@@ -173,7 +173,8 @@ EVAL_VERSION = 2  # 2: the oracle's every-S nDCG columns ("nDCG VR 2-way", "nDCG
 # options added after runs were recorded: at these values they leave a run's hash (and folder) as it was
 HASH_NEUTRAL = {("model", "relevance", "segment_scale"): 1.0, ("model", "true_negatives_table"): "",
                 ("lr_milestones",): [], ("lr_gamma",): 0.1, ("weight_schedule",): {}, ("max_grad_norm",): 0.0,
-                ("model", "mcm_scale_control"): False}
+                ("model", "mcm_scale_control"): False, ("init_from",): "", ("model", "fine_tune_hard"): False,
+                ("model", "bce_negative_weighting"): "pooled"}
 HASH_IGNORED = ("device", "amp", "num_workers")  # where a run trains does not make it another run
 
 
@@ -210,6 +211,13 @@ def run_config(exp: ExperimentConfig, condition: str, seed: int, bench: Path, ta
                 raise ConfigError(f"experiment {exp.name!r}, condition {condition!r}: unknown table {group[key]!r}; "
                                   f"the experiment defines {sorted(tables)}")
             group[key] = str(tables[group[key]])
+    parent = over.get("init_from")
+    if parent in exp.conditions:  # fine-tuning another condition's model: its run of the same seed
+        if (exp.conditions[parent] or {}).get("init_from") in exp.conditions:
+            raise ConfigError(f"experiment {exp.name!r}, condition {condition!r}: init_from {parent!r} itself "
+                              "starts from another condition; chains are not supported")
+        over["init_from"] = str(Path(run_config(exp, parent, seed, bench, tables, runs)["out_dir"]).resolve()
+                                / "checkpoints" / "best.pt")
     d = merge(base, over)
     d.update(dataset={"benchmark": str(Path(bench).resolve())}, seed=seed, out_dir="")
     digest = run_digest(d)
@@ -327,6 +335,9 @@ def run_experiment(config: Path, jobs: int = 2, only: list[str] | None = None) -
         raise ConfigError(f"experiment {exp.name!r} has no condition {unknown}; it has {list(exp.conditions)}")
     # seed-major: an interrupted experiment has every condition at its first seeds
     runs = [(c, s, run_config(exp, c, s, bench, tables, runs_dir)) for s in exp.seeds for c in conditions]
+    # a condition that fine-tunes another's model trains after every run of the first wave
+    later = {c for c in conditions if (exp.conditions[c] or {}).get("init_from") in exp.conditions}
+    waves = [[r for r in runs if r[0] not in later], [r for r in runs if r[0] in later]]
     results: dict[tuple[str, int], dict[str, Any]] = {}
     typer.echo(f"experiment {exp.name}: {len(conditions)} conditions x {len(exp.seeds)} seeds = {len(runs)} runs, "
                f"{jobs} at a time; runs under {runs_dir}, results under {out}")
@@ -334,13 +345,14 @@ def run_experiment(config: Path, jobs: int = 2, only: list[str] | None = None) -
 
     pools = str(tables["mvmr pools"]) if "mvmr pools" in tables else None
     bar = tqdm(total=len(runs), desc=exp.name, unit="run")
-    if jobs <= 1:
-        for c, s, d in runs:
-            results[(c, s)] = run_one(d, exp.eval_split, pools)
-            bar.update()
-    else:
+    for wave in waves:
+        if jobs <= 1:
+            for c, s, d in wave:
+                results[(c, s)] = run_one(d, exp.eval_split, pools)
+                bar.update()
+            continue
         with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-            futures = {pool.submit(run_one, d, exp.eval_split, pools): (c, s) for c, s, d in runs}
+            futures = {pool.submit(run_one, d, exp.eval_split, pools): (c, s) for c, s, d in wave}
             for f in as_completed(futures):
                 results[futures[f]] = f.result()
                 bar.update()

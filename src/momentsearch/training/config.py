@@ -46,6 +46,9 @@ class TrainConfig:
     lr_gamma: float = 0.1
     weight_schedule: dict[str, list[list[float]]] = field(default_factory=dict)
     max_grad_norm: float = 0.0
+    # fine-tuning: a checkpoint whose model weights start this run (same family and network; the optimizer,
+    # epochs and schedules start afresh), e.g. RMMN's CM-ANS stage on a trained model (Yang et al. Sec. 5.2)
+    init_from: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "model", family_config(self.model, "model"))

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 from tqdm import tqdm
 
 from momentsearch.config import from_dict, to_dict
@@ -30,7 +31,7 @@ from momentsearch.errors import CheckpointError, ConfigError
 from momentsearch.evaluation.recall import evaluate_ranked
 from momentsearch.evaluation.report import plot_recall_curves
 from momentsearch.fileio import write_json
-from momentsearch.models.family import InputDims, Step, TrainingData
+from momentsearch.models.family import InputDims, ModelFamily, Step, TrainingData
 from momentsearch.models.registry import create_family
 from momentsearch.search.run import rank_split
 from momentsearch.text.queries import dataset_query_features
@@ -85,6 +86,8 @@ class Trainer:
         with torch_settings(cfg.num_threads, cfg.deterministic, self.device):
             torch.manual_seed(cfg.seed)
             self.model = self.family.build(dims).to(self.device)
+            if cfg.init_from:
+                init_weights(self.model, self.family, cfg.init_from)
             self.optimizer = self.family.optimizer(self.model, cfg.lr)
             self.base_model_cfg = self.family.cfg  # after build: dims filled in; schedules start from it
             train = self.dataset.split(cfg.train_split)
@@ -239,6 +242,26 @@ def plot_training(history: list[dict[str, Any]], path: Path, family: str = "") -
     }
     plot_recall_curves(curves, epochs, path, title=f"{family.upper()} training".strip(), log_x=False,
                        x_label="epoch", y_max=None)
+
+
+def init_weights(model: nn.Module, family: ModelFamily, path: str) -> None:
+    """``model`` starts from the weights of the checkpoint at ``path`` (fine-tuning); a checkpoint of another
+    family or another network shape is refused with what differs."""
+    state = read_state(path)
+    if state["family"] != family.name:
+        raise CheckpointError(f"init_from {path}: a checkpoint of family {state['family']!r}, this run trains "
+                              f"{family.name!r}")
+    own = model.state_dict()
+    theirs = state["model"]
+    missing, extra = sorted(set(own) - set(theirs)), sorted(set(theirs) - set(own))
+    shapes = sorted(k for k in set(own) & set(theirs) if tuple(own[k].shape) != tuple(theirs[k].shape))
+    if missing or extra or shapes:
+        mine = to_dict(family.cfg)
+        differ = {k: (v, mine.get(k)) for k, v in state["model_config"].items() if mine.get(k) != v}
+        raise CheckpointError(f"init_from {path}: its network differs from this run's; model config (theirs, "
+                              f"this run's): {differ}; {len(shapes)} tensors of other shape (e.g. {shapes[:2]}), "
+                              f"{len(missing)} missing, {len(extra)} unexpected")
+    model.load_state_dict(theirs)
 
 
 def resume_mismatch(saved: dict[str, Any], cfg: TrainConfig) -> list[str] | None:

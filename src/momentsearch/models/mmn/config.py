@@ -44,6 +44,9 @@ class MMNConfig:
     min_iou: float = 0.5
     max_iou: float = 1.0
     bce_on_negatives: bool = False  # Sec. 5.3: "L_bce ... for the reliable negatives" too (targets 0)
+    # how the negatives' cells weigh against the gold video's: "pooled" (one mean over all, so the gold video
+    # is 1 / (1 + negative videos) of the term) or "balanced" (the gold video's mean + the negatives' mean)
+    bce_negative_weighting: str = "pooled"
     # mutual matching (Eq. 9)
     margin: float = 0.4  # psi (0.4 Charades-STA, 0.3 ActivityNet, 0.1 TACoS)
     tau_q: float = 0.1
@@ -60,6 +63,8 @@ class MMNConfig:
     true_negatives_table: str = ""
     hard_negative_start_epoch: int = 0  # 0: no second stage; else CM-ANS from this epoch (0-based)
     hard_negative_lr_scale: float = 0.1
+    fine_tune_hard: bool = False  # the whole run is the CM-ANS stage: fine-tuning a trained model (the trainer's
+    #                               init_from), as the paper trains "pre-trained models further" (Sec. 5.2)
     hard_video_candidates: int = 50  # V_q^-: the top negatives by r(q, v) that p'(v|q) ranges over
     hard_query_candidates: int = 100  # Q_v^-: likewise for p'(q|v)
     hard_videos: int = 8  # negative videos drawn per query per epoch
@@ -94,6 +99,8 @@ class MMNConfig:
             raise ValueError("true_negatives_table is set but true_negatives is off: set true_negatives: true")
         if self.ans_a <= 0:
             raise ValueError("ans_a must be > 0")
+        if self.bce_negative_weighting not in ("pooled", "balanced"):
+            raise ValueError(f"bce_negative_weighting must be 'pooled' or 'balanced', got {self.bce_negative_weighting!r}")
         if self.conv_norm not in ("none", "batch"):
             raise ValueError(f"conv_norm must be 'none' or 'batch', got {self.conv_norm!r}")
 

@@ -49,7 +49,7 @@ class MMNFamily(ModelFamily):
         return MMNBatches(data.corpus, data.store, data.queries, data.clip_lengths, self.cfg)
 
     def hard_stage(self, epoch: int) -> bool:
-        return 0 < self.cfg.hard_negative_start_epoch <= epoch
+        return self.cfg.fine_tune_hard or 0 < self.cfg.hard_negative_start_epoch <= epoch
 
     def prepare_epoch(self, model: nn.Module, batches: Any, step: Step, device: torch.device) -> dict[str, float]:
         """From ``hard_negative_start_epoch`` on: the learning rate x ``hard_negative_lr_scale``; at the

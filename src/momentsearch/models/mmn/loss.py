@@ -3,7 +3,8 @@
     L_bce = -1/C sum_i [y_i log p_i + (1 - y_i) log(1 - p_i)],  p_i = sigmoid(10 cos_iou),  over the C
             valid moments of the gold video, y_i its IoU with the gold moment scaled from
             [min_iou, max_iou] to [0, 1] (2D-TAN / MMN); with ``bce_on_negatives`` also over every
-            moment of the query's negative videos, y = 0                                        (Eq. 8)
+            moment of the query's negative videos, y = 0, pooled into one mean or (``balanced``) as a
+            second mean beside the gold video's                                                  (Eq. 8)
     p*(m_b|q_b) = e^{(cos(q_b, m_b) - psi)/tau_q} / (e^{(cos(q_b, m_b) - psi)/tau_q} + sum_{m in I_q^-} e^{cos(q_b, m)/tau_q})
     p*(q_b|m_b) likewise over the negative queries I_m^- with tau_m
     L_rmm = -mean_b [log p*(m_b|q_b) + log p*(q_b|m_b)]                                          (Eq. 9)
@@ -53,7 +54,10 @@ def mmn_loss(model: MMN, batch: MMNBatch) -> tuple[torch.Tensor, dict[str, float
         bce_all = F.binary_cross_entropy_with_logits(cfg.iou_scale * cos[..., 0], torch.zeros_like(cos[..., 0]),
                                                      reduction="none")  # (B, U, N, N)
         w = batch.neg_video.to(cos.dtype)[..., None, None] * valid
-        l_bce = ((bce_own * valid).sum() + (bce_all * w).sum()) / (cells * (b + batch.neg_video.sum()))
+        if cfg.bce_negative_weighting == "balanced":  # each part its own mean: the gold video keeps half
+            l_bce = (bce_own * valid).sum() / (cells * b) + (bce_all * w).sum() / (cells * batch.neg_video.sum()).clamp(min=1)
+        else:
+            l_bce = ((bce_own * valid).sum() + (bce_all * w).sum()) / (cells * (b + batch.neg_video.sum()))
     else:
         l_bce = (bce_own * valid).sum() / (cells * b)
     # Eq. 9, both directions, in the mutual-matching space
