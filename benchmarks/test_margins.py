@@ -4,8 +4,8 @@ Each trained-model test asserts a measured value against a bar through the ``mar
 (tests/conftest.py). This script runs those tests once per (seed, threads), each in its own pytest
 process with MOMENTSEARCH_TEST_SEED / MOMENTSEARCH_TEST_THREADS set and MOMENTSEARCH_MARGINS pointing
 at a JSON-lines file, then prints, per check, the bar and the smallest and largest value measured, and
-writes benchmarks/results/test_margins.json. A (seed, threads) already in the file is not run again,
-so an interrupted run resumes.
+writes benchmarks/results/test_margins.json. A test already measured at a (seed, threads) is not run
+again there, so an interrupted run resumes and a test added to TESTS is measured alone.
 
     python benchmarks/test_margins.py [--seeds 0,1,2] [--threads 1,2]
 """
@@ -27,6 +27,7 @@ TESTS = [
     "tests/test_mvmr_models.py::test_mmn_trains_and_localizes_above_chance",
     "tests/test_xml_training.py::test_trained_xml_beats_random",
     "tests/test_rendered.py::test_rendered_tiny_benchmark_trains_and_searches_on_pixels",
+    "tests/test_mvmr_models.py::test_span_baselines_train_evaluate_and_search",
 ]
 
 
@@ -38,20 +39,22 @@ def main() -> None:
     args = ap.parse_args()
     lines = args.out.with_suffix(".jsonl")
     lines.parent.mkdir(parents=True, exist_ok=True)
-    done = {(r["seed"], r["threads"]) for r in _read(lines)}
+    done = {(r["test"], r["seed"], r["threads"]) for r in _read(lines)}
     runs = []
     for threads in (int(t) for t in args.threads.split(",")):
         for seed in (int(s) for s in args.seeds.split(",")):
-            if (seed, threads) in done:
+            # a test (any of its parametrizations) already measured at this (seed, threads) is not run again
+            tests = [t for t in TESTS if not any(d[0].startswith(t) and d[1:] == (seed, threads) for d in done)]
+            if not tests:
                 print(f"seed {seed}, {threads} thread(s): already measured", flush=True)
                 continue
             env = {**os.environ, "MOMENTSEARCH_TEST_SEED": str(seed), "MOMENTSEARCH_TEST_THREADS": str(threads),
                    "MOMENTSEARCH_MARGINS": str(lines), "OMP_NUM_THREADS": str(threads)}
             t = time.perf_counter()
-            proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *TESTS],
+            proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
                                   cwd=REPO, env=env, capture_output=True, text=True)
             tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-300:]
-            runs.append({"seed": seed, "threads": threads, "rc": proc.returncode,
+            runs.append({"seed": seed, "threads": threads, "tests": len(tests), "rc": proc.returncode,
                          "seconds": round(time.perf_counter() - t, 1), "summary": tail})
             print(f"seed {seed}, {threads} thread(s): {tail} ({runs[-1]['seconds']} s)", flush=True)
     rows: dict[tuple[str, str], dict] = {}
@@ -69,7 +72,8 @@ def main() -> None:
         print(f"| {r['test']} | {r['check']} | {r['bar']:g} | {r['min']:.2f} | {r['max']:.2f} | "
               f"{r['min_margin']:+.2f} | {r['n']} |")
     tmp = args.out.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"checks": table, "runs": runs}, indent=2))
+    earlier = json.loads(args.out.read_text())["runs"] if args.out.exists() else []  # pytest runs before this one
+    tmp.write_text(json.dumps({"checks": table, "runs": earlier + runs}, indent=2))
     tmp.replace(args.out)
 
 

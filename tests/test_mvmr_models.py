@@ -334,16 +334,22 @@ def test_mmn_trains_and_localizes_above_chance(tiny_benchmark: Path, tmp_path: P
 
 @pytest.mark.slow
 @pytest.mark.parametrize("family", ["cet", "bet"])
-def test_span_baselines_train_evaluate_and_search(family: str, tiny_benchmark: Path, tmp_path: Path) -> None:
+def test_span_baselines_train_evaluate_and_search(family: str, tiny_benchmark: Path, tmp_path: Path, margin) -> None:
     import momentsearch
     from momentsearch.api import evaluate, train
 
-    cfg = _cfg(tiny_benchmark, tmp_path / "run", 3, name=family, hidden=32, layers=1, n_heads=4, n_max=20,
+    cfg = _cfg(tiny_benchmark, tmp_path / "run", 30, name=family, hidden=32, layers=1, n_heads=4, n_max=20,
                max_clips=100)
     tr = train(cfg.__class__(**{**cfg.__dict__, "val_max_queries": 20}), progress=False)
-    # measured when written: 3 epochs take CET's loss from 0.689 to 0.636 (6 epochs: to 0.30), BET's
-    # from 0.37 to about 0.15; BCE at the initial logits is log 2 = 0.693
-    assert tr.history[-1]["loss"] < 0.95 * tr.history[0]["loss"]
+    # BCE at the initial logits is log 2 = 0.693 (CET) or about 0.4 (BET's r cos); 30 epochs end near 0.1
+    assert tr.history[-1]["loss"] < 0.5 * tr.history[0]["loss"]
+    # above chance where it can be measured: SVMR on the training split (372 queries; the test split's 9 videos
+    # and 85 queries move by 1.2 points a query). At 12 epochs CET sat at chance (+4.3 at seed 0). Measured at
+    # 30 epochs on last.pt, seeds 0-2, 1 thread (train SVMR 0.5-r5 - chance): CET 67.4 / 68.3 / 60.7,
+    # BET 30.1 / 26.7 / 27.2; test: CET 15.3 / 15.3 / 12.9, BET 4.7 / 10.6 / 9.4
+    chance = _chance_svmr(tiny_benchmark, "train")
+    ev = evaluate(tr.ckpt_dir / "last.pt", "train", tmp_path / "eval_train", progress=False)
+    margin("train SVMR 0.5-r5 - chance", ev.row["SVMR 0.5-r5"] - chance["0.5-r5"], {"cet": 40, "bet": 15}[family])
     ev = evaluate(tr.ckpt_dir / "best.pt", "test", tmp_path / "eval", progress=False)
     assert 0 <= ev.row["SVMR 0.5-r5"] <= 100 and ev.row["VR r100"] == 100.0  # 9 test videos: all retrieved
     hits = momentsearch.load(tr.ckpt_dir / "best.pt").search("a person opens the fridge", k=3)
