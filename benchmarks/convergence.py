@@ -9,10 +9,13 @@ For every condition and seed of an experiment (configs/experiments/), read the r
   before the localizer) has its VR checked at the end of the retriever phase, where VR stops changing,
   and its VCMR over the last epochs of the run;
 * print a table (condition, seed, epochs, best epoch, flat or not with the rise, wall-clock) and
-  write convergence.json into the experiment's folder and benchmarks/results/.
+  write convergence.json into the experiment's folder and benchmarks/results/;
+* with ``--versus A=B``, print A − B on the test split paired by seed (mean ± std of the per-seed
+  differences, and each seed's), for every metric in ``--metric`` the runs have.
+A run that fine-tunes another condition's model (``init_from``) is drawn from that model's best epoch on.
 
     python benchmarks/convergence.py configs/experiments/minute_vs_xml_converge.yaml [--window 5 --tol 1.0]
-        [--only XML --only MINUTE]
+        [--only XML --only MINUTE] [--versus "MINUTE=XML"]
 
 Run the experiment first (``momentsearch experiment ...``): this script trains nothing.
 """
@@ -34,6 +37,45 @@ from momentsearch.evaluation.report import figure, save_png  # noqa: E402
 from momentsearch.fileio import write_json  # noqa: E402
 
 CURVES = (("VR", "r10"), ("VCMR", "0.5-r10"), ("VCMR", "0.5-r1"))
+METRICS = ("VCMR 0.5-r1", "VCMR 0.5-r10", "SVMR 0.5-r5", "VR r10", "nDCG VR", "nDCG VR 2-way", "nDCG VCMR 0.5 S>0",
+           "NDCG@10 IoU0.5", "NLVL 0.5-r1", "MVMR 0.5-r1", "MVMR 0.5-r5")
+
+
+def start_epoch(train_cfg: dict[str, Any]) -> int:
+    """The epochs before this run's first: the best epoch of the run whose best.pt it fine-tunes (0: none)."""
+    init = train_cfg.get("init_from") or ""
+    source = Path(init).parent.parent / "history.json"
+    if not init or not source.exists():
+        return 0
+    return int(max(json.loads(source.read_text()), key=lambda h: h["selection"])["epoch"])
+
+
+def test_metrics(result: dict[str, Any]) -> dict[str, float]:
+    """A run's test-split numbers: its metrics and, for an MVMR experiment, its current-protocol pool rows
+    ("mvmr2:<pools>"; with a retriever in front, "topK "-prefixed as in the experiment's report)."""
+    out = {k: float(v) for k, v in result["metrics"].items() if isinstance(v, (int, float))}
+    for key, row in result.get("mvmr", {}).items():
+        parts = key.split(":")
+        if parts[0] == "mvmr2":
+            prefix = f"top{parts[3]} " if len(parts) == 4 else ""
+            out.update({prefix + k: float(v) for k, v in row.items() if isinstance(v, (int, float))})
+    return out
+
+
+def paired(rows: list[dict[str, Any]], a: str, b: str, metrics: tuple[str, ...]) -> list[dict[str, Any]]:
+    """a − b on the test split, paired by seed, for each metric both conditions' runs have."""
+    import numpy as np
+
+    by = {(r["condition"], r["seed"]): r["test"] for r in rows}
+    seeds = sorted(s for c, s in by if c == a and (b, s) in by)
+    out = []
+    for m in metrics:
+        if not seeds or any(m not in by[(c, s)] for c in (a, b) for s in seeds):
+            continue
+        d = np.array([by[(a, s)][m] - by[(b, s)][m] for s in seeds], float)
+        out.append({"versus": f"{a} − {b}", "metric": m, "mean": float(d.mean()),
+                    "std": float(d.std(ddof=1)) if len(d) > 1 else 0.0, "per_seed": d.round(2).tolist()})
+    return out
 
 
 def rise(values: list[float], end: int, window: int) -> float | None:
@@ -61,6 +103,8 @@ def main() -> None:
     ap.add_argument("--tol", type=float, default=1.0, help="points of recall a flat curve may still gain")
     ap.add_argument("--figures", type=Path, default=ROOT / "docs" / "figures")
     ap.add_argument("--only", action="append", default=[], help="only this condition (repeatable)")
+    ap.add_argument("--versus", action="append", default=[], help="A=B: A − B paired by seed (repeatable)")
+    ap.add_argument("--metric", action="append", default=[], help=f"metrics for --versus (default {METRICS})")
     args = ap.parse_args()
     exp = load_yaml_config(ExperimentConfig, args.experiment)
     out = Path(exp.out_dir) if exp.out_dir else Path("runs/experiments") / exp.name
@@ -79,7 +123,8 @@ def main() -> None:
             result = json.loads((run / "result.json").read_text())
             row = {"condition": cond, "seed": seed, **check_run(history, d, args.window),
                    "train_seconds": round(result["train_seconds"], 1),
-                   "seconds_per_epoch": round(result["seconds_per_epoch"], 1)}
+                   "seconds_per_epoch": round(result["seconds_per_epoch"], 1), "start_epoch": start_epoch(d),
+                   "test": test_metrics(result)}
             row["flat"] = all(row[k] is not None and row[k] <= args.tol for k in ("rise VR r10", "rise VCMR 0.5-r10"))
             rows.append(row)
 
@@ -97,7 +142,8 @@ def main() -> None:
         for ci, cond in enumerate(conds):
             for r in (r for r in rows if r["condition"] == cond):
                 ys = r["curves"][f"{t} {k}"]
-                ax.plot(range(1, len(ys) + 1), ys, color=f"C{ci}", alpha=0.8,
+                x0 = r["start_epoch"]
+                ax.plot(range(x0 + 1, x0 + len(ys) + 1), ys, color=f"C{ci}", alpha=0.8,
                         label=cond if r["seed"] == exp.seeds[0] else None)
         ax.set_title(f"validation {t} {k}")
         ax.set_xlabel("epoch")
@@ -106,7 +152,21 @@ def main() -> None:
     axes[0].legend()
     fig.suptitle(f"{exp.name}: one line per seed")
     png = save_png(fig, args.figures / f"{exp.name}_curves.png")
-    summary = {"experiment": exp.name, "window": args.window, "tol": args.tol, "runs": rows}
+    versus = []
+    for spec in args.versus:
+        # a condition's name may hold "=" itself ("T=0.2"): take the split that names two conditions
+        splits = [(spec[:i], spec[i + 1:]) for i, ch in enumerate(spec) if ch == "="]
+        named = [(a, b) for a, b in splits if a in conds and b in conds]
+        if len(named) != 1:
+            sys.exit(f"error: --versus {spec!r}: give A=B with two of the conditions {conds}")
+        a, b = named[0]
+        versus += paired(rows, a, b, tuple(args.metric) or METRICS)
+    if versus:
+        print("\n| A − B (test, paired by seed) | metric | mean ± std | per seed |\n|---|---|---:|---|")
+        for v in versus:
+            print(f"| {v['versus']} | {v['metric']} | {v['mean']:+.2f} ± {v['std']:.2f} | "
+                  f"{', '.join(f'{x:+.2f}' for x in v['per_seed'])} |")
+    summary = {"experiment": exp.name, "window": args.window, "tol": args.tol, "runs": rows, "versus": versus}
     write_json(out / "convergence.json", summary)
     write_json(ROOT / "benchmarks" / "results" / f"convergence_{exp.name}.json", summary)
     print(f"\nwrote {png}, {out / 'convergence.json'}")
