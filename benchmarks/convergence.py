@@ -37,7 +37,7 @@ from momentsearch.evaluation.report import figure, save_png  # noqa: E402
 from momentsearch.fileio import write_json  # noqa: E402
 
 CURVES = (("VR", "r10"), ("VCMR", "0.5-r10"), ("VCMR", "0.5-r1"))
-METRICS = ("VCMR 0.5-r1", "VCMR 0.5-r10", "SVMR 0.5-r5", "VR r10", "nDCG VR", "nDCG VR 2-way", "nDCG VCMR 0.5 S>0",
+METRICS = ("VCMR 0.5-r1", "VCMR 0.5-r10", "SVMR 0.5-r5", "VR r10", "nDCG VR", "nDCG VCMR 0.5", "nDCG VR 2-way", "nDCG VCMR 0.5 S>0",
            "NDCG@10 IoU0.5", "NLVL 0.5-r1", "MVMR 0.5-r1", "MVMR 0.5-r5")
 
 
@@ -50,7 +50,7 @@ def start_epoch(train_cfg: dict[str, Any]) -> int:
     return int(max(json.loads(source.read_text()), key=lambda h: h["selection"])["epoch"])
 
 
-def test_metrics(result: dict[str, Any]) -> dict[str, float]:
+def run_metrics(result: dict[str, Any]) -> dict[str, float]:
     """A run's test-split numbers: its metrics and, for an MVMR experiment, its current-protocol pool rows
     ("mvmr2:<pools>"; with a retriever in front, "topK "-prefixed as in the experiment's report)."""
     out = {k: float(v) for k, v in result["metrics"].items() if isinstance(v, (int, float))}
@@ -60,6 +60,16 @@ def test_metrics(result: dict[str, Any]) -> dict[str, float]:
             prefix = f"top{parts[3]} " if len(parts) == 4 else ""
             out.update({prefix + k: float(v) for k, v in row.items() if isinstance(v, (int, float))})
     return out
+
+
+def parse_versus(spec: str, conds: list[str]) -> tuple[str, str]:
+    """``A=B`` as two of ``conds``; a name may hold "=" itself ("T=0.2"), so the split taken is the one
+    that names two conditions."""
+    splits = [(spec[:i], spec[i + 1:]) for i, ch in enumerate(spec) if ch == "="]
+    named = [(a, b) for a, b in splits if a in conds and b in conds]
+    if len(named) != 1:
+        sys.exit(f"error: --versus {spec!r}: give A=B with two of the conditions {conds}")
+    return named[0]
 
 
 def paired(rows: list[dict[str, Any]], a: str, b: str, metrics: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -124,7 +134,7 @@ def main() -> None:
             row = {"condition": cond, "seed": seed, **check_run(history, d, args.window),
                    "train_seconds": round(result["train_seconds"], 1),
                    "seconds_per_epoch": round(result["seconds_per_epoch"], 1), "start_epoch": start_epoch(d),
-                   "test": test_metrics(result)}
+                   "test": run_metrics(result)}
             row["flat"] = all(row[k] is not None and row[k] <= args.tol for k in ("rise VR r10", "rise VCMR 0.5-r10"))
             rows.append(row)
 
@@ -154,12 +164,7 @@ def main() -> None:
     png = save_png(fig, args.figures / f"{exp.name}_curves.png")
     versus = []
     for spec in args.versus:
-        # a condition's name may hold "=" itself ("T=0.2"): take the split that names two conditions
-        splits = [(spec[:i], spec[i + 1:]) for i, ch in enumerate(spec) if ch == "="]
-        named = [(a, b) for a, b in splits if a in conds and b in conds]
-        if len(named) != 1:
-            sys.exit(f"error: --versus {spec!r}: give A=B with two of the conditions {conds}")
-        a, b = named[0]
+        a, b = parse_versus(spec, conds)
         versus += paired(rows, a, b, tuple(args.metric) or METRICS)
     if versus:
         print("\n| A − B (test, paired by seed) | metric | mean ± std | per seed |\n|---|---|---:|---|")

@@ -1,0 +1,39 @@
+"""benchmarks/convergence.py's paired comparison (``--versus A=B``), checked on hand-made runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.convergence import paired, parse_versus, start_epoch, run_metrics
+
+
+def test_paired_differences_by_seed_by_hand() -> None:
+    rows = [{"condition": "A", "seed": s, "test": {"VR r10": a, "only A": 1.0}} for s, a in ((0, 50.0), (1, 54.0), (2, 49.0))]
+    rows += [{"condition": "B", "seed": s, "test": {"VR r10": b}} for s, b in ((0, 48.0), (1, 50.0), (2, 49.0))]
+    (row,) = paired(rows, "A", "B", ("VR r10", "only A"))  # a metric one side lacks is left out
+    assert row["per_seed"] == [2.0, 4.0, 0.0]
+    assert row["mean"] == pytest.approx(2.0)
+    assert row["std"] == pytest.approx(2.0)  # sample std of (2, 4, 0)
+    assert row["versus"] == "A − B"
+
+
+def test_versus_names_may_hold_an_equals_sign() -> None:
+    conds = ["XML (instance)", "T=0.2 (BoW, every S)"]
+    assert parse_versus("T=0.2 (BoW, every S)=XML (instance)", conds) == ("T=0.2 (BoW, every S)", "XML (instance)")
+    with pytest.raises(SystemExit, match="two of the conditions"):
+        parse_versus("T=0.2=XML", conds)
+
+
+def test_mvmr_rows_join_the_metrics_and_fine_tunes_start_at_their_source(tmp_path: Path) -> None:
+    result = {"metrics": {"VR r10": 70.0, "name": "x"},
+              "mvmr": {"mvmr2:pools.txt": {"MVMR 0.5-r1": 9.5}, "mvmr2:pools.txt:ret.pt:5": {"MVMR 0.5-r1": 20.0},
+                       "mvmr:pools.txt": {"MVMR 0.5-r1": 1.0}}}  # an older protocol's row is not read
+    assert run_metrics(result) == {"VR r10": 70.0, "MVMR 0.5-r1": 9.5, "top5 MVMR 0.5-r1": 20.0}
+    run = tmp_path / "seed0"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "history.json").write_text(json.dumps([{"epoch": e, "selection": v} for e, v in ((1, 3.0), (2, 9.0), (3, 5.0))]))
+    assert start_epoch({"init_from": str(run / "checkpoints" / "best.pt")}) == 2
+    assert start_epoch({}) == 0
