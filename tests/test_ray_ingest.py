@@ -59,3 +59,34 @@ def test_the_serial_ingest_does_not_import_ray(tmp_path):
             "progress=False); print('ray' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert out.strip() == "False"
+
+
+class _SlowRay:
+    """A stand-in for the ray module whose local node times out ``fails`` times before it starts."""
+
+    def __init__(self, fails: int, message: str = "The current node timed out during startup. This could happen"):
+        self.fails, self.message, self.inits, self.shutdowns = fails, message, 0, 0
+
+    def init(self, **kwargs):
+        self.inits += 1
+        if self.inits <= self.fails:
+            raise Exception(self.message)
+
+    def shutdown(self):
+        self.shutdowns += 1
+
+
+def test_a_local_ray_that_times_out_at_startup_is_started_again():
+    from momentsearch.video.ray_ingest import start_local
+
+    ray = _SlowRay(fails=2)
+    start_local(ray, workers=2, tries=3)
+    assert (ray.inits, ray.shutdowns) == (3, 2)  # each half-started node shut down before the next try
+    ray = _SlowRay(fails=3)
+    with pytest.raises(ConfigError, match=r"did not start within Ray's 30 s, 3 times .*ray start --head"):
+        start_local(ray, workers=2, tries=3)
+    assert (ray.inits, ray.shutdowns) == (3, 3)
+    ray = _SlowRay(fails=1, message="some other failure")  # any other error is Ray's own, raised at once
+    with pytest.raises(Exception, match="some other failure"):
+        start_local(ray, workers=2)
+    assert ray.inits == 1 and ray.shutdowns == 0

@@ -69,6 +69,23 @@ def _reachable(address: str, timeout: float = 5.0) -> None:
         raise ConfigError(f"--ray {address}: no Ray cluster answers there ({e})") from None
 
 
+def start_local(ray: Any, workers: int | None, tries: int = 3) -> None:
+    """Start a local Ray node. Ray gives its raylet a fixed 30 s to come up and raises a bare Exception past
+    that, which a loaded machine can hit; the half-started node is shut down and the start tried again."""
+    for attempt in range(1, tries + 1):
+        try:
+            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            return
+        except Exception as e:  # Ray raises Exception itself for this one
+            if "timed out during startup" not in str(e):
+                raise
+            ray.shutdown()
+            if attempt == tries:
+                raise ConfigError(f"--ray local: Ray's local node did not start within Ray's 30 s, {tries} times "
+                                  f"({e}); the machine may be overloaded: retry when it is quieter, or start one "
+                                  "with `ray start --head` and pass its address to --ray") from None
+
+
 def ray_results(jobs: Sequence[tuple[str, Path, Path | None]], encoder: str | VisualEncoder,
                 options: dict[str, Any] | None, settings: tuple[float, float, int], address: str,
                 workers: int | None = None, threads: int = 1) -> Iterator[tuple[str, Encoded]]:
@@ -81,7 +98,7 @@ def ray_results(jobs: Sequence[tuple[str, Path, Path | None]], encoder: str | Vi
     started = not ray.is_initialized()
     if started:
         if address == "local":
-            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            start_local(ray, workers)
         else:
             _reachable(address)
             try:
