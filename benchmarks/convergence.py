@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from momentsearch.cli.experiment import ExperimentConfig, prepare, run_config  # noqa: E402
+from momentsearch.cli.experiment_report import paired_difference  # noqa: E402
 from momentsearch.config import load_yaml_config  # noqa: E402
 from momentsearch.evaluation.report import figure, save_png  # noqa: E402
 from momentsearch.fileio import write_json  # noqa: E402
@@ -74,17 +75,14 @@ def parse_versus(spec: str, conds: list[str]) -> tuple[str, str]:
 
 def paired(rows: list[dict[str, Any]], a: str, b: str, metrics: tuple[str, ...]) -> list[dict[str, Any]]:
     """a − b on the test split, paired by seed, for each metric both conditions' runs have."""
-    import numpy as np
-
     by = {(r["condition"], r["seed"]): r["test"] for r in rows}
     seeds = sorted(s for c, s in by if c == a and (b, s) in by)
     out = []
     for m in metrics:
         if not seeds or any(m not in by[(c, s)] for c in (a, b) for s in seeds):
             continue
-        d = np.array([by[(a, s)][m] - by[(b, s)][m] for s in seeds], float)
-        out.append({"versus": f"{a} − {b}", "metric": m, "mean": float(d.mean()),
-                    "std": float(d.std(ddof=1)) if len(d) > 1 else 0.0, "per_seed": d.round(2).tolist()})
+        mean, std, d = paired_difference([by[(a, s)][m] for s in seeds], [by[(b, s)][m] for s in seeds])
+        out.append({"versus": f"{a} − {b}", "metric": m, "mean": mean, "std": std, "per_seed": d.round(2).tolist()})
     return out
 
 

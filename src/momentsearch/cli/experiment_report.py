@@ -60,10 +60,16 @@ def aggregate(conditions: list[str], seeds: list[int], results: dict[tuple[str, 
     ref = conditions[0]
     for c in conditions:
         for col in [*COLUMNS, *NDCG_COLUMNS, *extra]:
-            d = np.array(out[c][col]["runs"]) - np.array(out[ref][col]["runs"])
-            out[c][col]["delta_mean"] = float(d.mean())
-            out[c][col]["delta_std"] = float(d.std(ddof=1)) if len(d) > 1 else 0.0
+            mean, std, _ = paired_difference(out[c][col]["runs"], out[ref][col]["runs"])
+            out[c][col]["delta_mean"], out[c][col]["delta_std"] = mean, std
     return out
+
+
+def paired_difference(a: list[float], b: list[float]) -> tuple[float, float, np.ndarray]:
+    """a − b paired by seed (the lists in the same seed order): the mean and sample std of the per-seed
+    differences (std 0 for one seed), and the differences themselves."""
+    d = np.asarray(a, float) - np.asarray(b, float)
+    return float(d.mean()), float(d.std(ddof=1)) if len(d) > 1 else 0.0, d
 
 
 def _cell(m: dict[str, Any]) -> str:
