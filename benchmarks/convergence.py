@@ -31,7 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from momentsearch.cli.experiment import ExperimentConfig, prepare, run_config  # noqa: E402
+from momentsearch.cli.experiment import ExperimentConfig, mvmr_metrics, prepare, run_config  # noqa: E402
 from momentsearch.cli.experiment_report import paired_difference  # noqa: E402
 from momentsearch.config import load_yaml_config  # noqa: E402
 from momentsearch.evaluation.report import figure, save_png  # noqa: E402
@@ -53,13 +53,10 @@ def start_epoch(train_cfg: dict[str, Any]) -> int:
 
 def run_metrics(result: dict[str, Any]) -> dict[str, float]:
     """A run's test-split numbers: its metrics and, for an MVMR experiment, its current-protocol pool rows
-    ("mvmr2:<pools>"; with a retriever in front, "topK "-prefixed as in the experiment's report)."""
+    (experiment.mvmr_metrics: "topK "-prefixed with a retriever in front, as in the experiment's report)."""
     out = {k: float(v) for k, v in result["metrics"].items() if isinstance(v, (int, float))}
     for key, row in result.get("mvmr", {}).items():
-        parts = key.split(":")
-        if parts[0] == "mvmr2":
-            prefix = f"top{parts[3]} " if len(parts) == 4 else ""
-            out.update({prefix + k: float(v) for k, v in row.items() if isinstance(v, (int, float))})
+        out.update(mvmr_metrics(key, row))
     return out
 
 

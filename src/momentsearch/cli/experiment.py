@@ -300,6 +300,26 @@ def _continue_shorter_run(cfg_dict: dict[str, Any], out: Path) -> float:
     return float(json.loads((best[1] / "result.json").read_text())["train_seconds"])
 
 
+# Stored MVMR rows are keyed by protocol: "mvmr2" is full pools, the authors' NMS for every family and every
+# proposal ranked (rows under an older protocol are redone); ":<retriever>:<K>" when a retriever picks K videos.
+MVMR_PROTOCOL = "mvmr2"
+
+
+def mvmr_key(pools: str, retriever: str | None = None, top_videos: int = 5) -> str:
+    """The key under which result.json stores a run's MVMR row for ``pools`` (and ``retriever``)."""
+    return f"{MVMR_PROTOCOL}:{Path(pools).name}" + (f":{retriever}:{top_videos}" if retriever else "")
+
+
+def mvmr_metrics(key: str, row: dict[str, Any]) -> dict[str, float]:
+    """A stored MVMR row as report metrics ("topK "-prefixed when a retriever was in front); {} for a row
+    under an older protocol."""
+    parts = key.split(":")
+    if parts[0] != MVMR_PROTOCOL:
+        return {}
+    prefix = f"top{parts[-1]} " if len(parts) == 4 else ""
+    return {prefix + k: float(v) for k, v in row.items() if isinstance(v, (int, float))}
+
+
 def _with_mvmr(result: dict[str, Any], out: Path, split: str, pools: str | None, retriever: str | None = None,
                top_videos: int = 5) -> dict[str, Any]:
     """``result`` with the run's MVMR row in its metrics (keys "MVMR 0.5-r1", "NLVL 0.5-r1", ...; with a
@@ -308,9 +328,7 @@ def _with_mvmr(result: dict[str, Any], out: Path, split: str, pools: str | None,
         return result
     from momentsearch.api import evaluate_mvmr
 
-    prefix = f"top{top_videos} " if retriever else ""
-    # protocol 2: full pools, the authors' NMS for every family, every proposal ranked (older rows are redone)
-    key = f"mvmr2:{Path(pools).name}" + (f":{retriever}:{top_videos}" if retriever else "")
+    key = mvmr_key(pools, retriever, top_videos)
     stored = json.loads((out / "result.json").read_text())
     if key not in stored.get("mvmr", {}):
         ev = evaluate_mvmr(out / "checkpoints" / "best.pt", pools, split,
@@ -319,7 +337,7 @@ def _with_mvmr(result: dict[str, Any], out: Path, split: str, pools: str | None,
                            video_retriever=retriever, top_videos=top_videos)
         stored["mvmr"] = {**stored.get("mvmr", {}), key: ev.row}
         write_json(out / "result.json", stored)
-    return {**result, "metrics": {**result["metrics"], **{prefix + k: v for k, v in stored["mvmr"][key].items()}}}
+    return {**result, "metrics": {**result["metrics"], **mvmr_metrics(key, stored["mvmr"][key])}}
 
 
 def run_experiment(config: Path, jobs: int = 2, only: list[str] | None = None) -> dict[str, Any]:
