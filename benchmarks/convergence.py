@@ -154,7 +154,7 @@ def main() -> None:
         ax.set_xlabel("epoch")
         ax.set_ylabel("recall (%)")
         ax.grid(alpha=0.3)
-    axes[0].legend()
+    axes[0].legend(fontsize=7, loc="lower right")  # rising curves leave the lower right empty
     fig.suptitle(f"{exp.name}: one line per seed")
     png = save_png(fig, args.figures / f"{exp.name}_curves.png")
     versus = []
