@@ -34,8 +34,10 @@ def test_mvmr_rows_join_the_metrics_and_fine_tunes_start_at_their_source(tmp_pat
                        "mvmr:pools.txt": {"MVMR 0.5-r1": 1.0}}}  # an older protocol's row is not read
     assert run_metrics(result) == {"VR r10": 70.0, "MVMR 0.5-r1": 9.5, "top5 MVMR 0.5-r1": 20.0}
     # the keys the experiment runner writes are the keys read here
-    written = {mvmr_key("/b/mvmr/pools.txt"): {"MVMR 0.5-r1": 9.5}, mvmr_key("pools.txt", "/r/best.pt", 3): {"MVMR 0.5-r1": 2.0}}
-    assert run_metrics({"metrics": {}, "mvmr": written}) == {"MVMR 0.5-r1": 9.5, "top3 MVMR 0.5-r1": 2.0}
+    written = {mvmr_key("/b/mvmr/pools.txt"): {"MVMR 0.5-r1": 9.5}, mvmr_key("pools.txt", "/r/best.pt", 3): {"MVMR 0.5-r1": 2.0},
+               mvmr_key("pools.txt", "C:/r/a:b.pt", 7): {"MVMR 0.5-r1": 4.0}}  # ":" in a retriever's path
+    assert run_metrics({"metrics": {}, "mvmr": written}) == {"MVMR 0.5-r1": 9.5, "top3 MVMR 0.5-r1": 2.0,
+                                                            "top7 MVMR 0.5-r1": 4.0}
     run = tmp_path / "seed0"
     (run / "checkpoints").mkdir(parents=True)
     (run / "history.json").write_text(json.dumps([{"epoch": e, "selection": v} for e, v in ((1, 3.0), (2, 9.0), (3, 5.0))]))

@@ -313,10 +313,10 @@ def mvmr_key(pools: str, retriever: str | None = None, top_videos: int = 5) -> s
 def mvmr_metrics(key: str, row: dict[str, Any]) -> dict[str, float]:
     """A stored MVMR row as report metrics ("topK "-prefixed when a retriever was in front); {} for a row
     under an older protocol."""
-    parts = key.split(":")
-    if parts[0] != MVMR_PROTOCOL:
+    protocol, _pools, *retriever = key.split(":", 2)  # a retriever's path may hold ":" itself
+    if protocol != MVMR_PROTOCOL:
         return {}
-    prefix = f"top{parts[-1]} " if len(parts) == 4 else ""
+    prefix = f"top{retriever[0].rsplit(':', 1)[1]} " if retriever else ""
     return {prefix + k: float(v) for k, v in row.items() if isinstance(v, (int, float))}
 
 
