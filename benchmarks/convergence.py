@@ -110,6 +110,8 @@ def main() -> None:
     ap.add_argument("--only", action="append", default=[], help="only this condition (repeatable)")
     ap.add_argument("--versus", action="append", default=[], help="A=B: A − B paired by seed (repeatable)")
     ap.add_argument("--metric", action="append", default=[], help=f"metrics for --versus (default {METRICS})")
+    ap.add_argument("--tag", default="", help="a second view of one experiment (another --only set): written as "
+                    "convergence_<experiment>_<tag>.json and <experiment>_<tag>_curves.png beside the first")
     args = ap.parse_args()
     exp = load_yaml_config(ExperimentConfig, args.experiment)
     out = Path(exp.out_dir) if exp.out_dir else Path("runs/experiments") / exp.name
@@ -156,7 +158,8 @@ def main() -> None:
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7, loc="lower right")  # rising curves leave the lower right empty
     fig.suptitle(f"{exp.name}: one line per seed")
-    png = save_png(fig, args.figures / f"{exp.name}_curves.png")
+    stem = f"{exp.name}_{args.tag}" if args.tag else exp.name
+    png = save_png(fig, args.figures / f"{stem}_curves.png")
     versus = []
     for spec in args.versus:
         a, b = parse_versus(spec, conds)
@@ -166,10 +169,10 @@ def main() -> None:
         for v in versus:
             print(f"| {v['versus']} | {v['metric']} | {v['mean']:+.2f} ± {v['std']:.2f} | "
                   f"{', '.join(f'{x:+.2f}' for x in v['per_seed'])} |")
-    summary = {"experiment": exp.name, "window": args.window, "tol": args.tol, "runs": rows, "versus": versus}
-    write_json(out / "convergence.json", summary)
-    write_json(ROOT / "benchmarks" / "results" / f"convergence_{exp.name}.json", summary)
-    print(f"\nwrote {png}, {out / 'convergence.json'}")
+    summary = {"experiment": exp.name, "tag": args.tag, "window": args.window, "tol": args.tol, "runs": rows, "versus": versus}
+    write_json(out / f"convergence{'_' + args.tag if args.tag else ''}.json", summary)
+    write_json(ROOT / "benchmarks" / "results" / f"convergence_{stem}.json", summary)
+    print(f"\nwrote {png}, benchmarks/results/convergence_{stem}.json")
 
 
 if __name__ == "__main__":
