@@ -9,7 +9,8 @@ For every condition and seed of an experiment (configs/experiments/), read the r
   before the localizer) has its VR checked at the end of the retriever phase, where VR stops changing,
   and its VCMR over the last epochs of the run;
 * print a table (condition, seed, epochs, best epoch, flat or not with the rise, wall-clock) and
-  write convergence.json into the experiment's folder and benchmarks/results/;
+  write convergence.json into the experiment's folder and benchmarks/results/ (with ``--tag T``, a
+  second view of the same experiment: convergence_T.json, <experiment>_T_curves.png);
 * with ``--versus A=B``, print A − B on the test split paired by seed (mean ± std of the per-seed
   differences, and each seed's), for every metric in ``--metric`` the runs have.
 A run that fine-tunes another condition's model (``init_from``) is drawn from that model's best epoch on.
@@ -158,7 +159,8 @@ def main() -> None:
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7, loc="lower right")  # rising curves leave the lower right empty
     fig.suptitle(f"{exp.name}: one line per seed")
-    stem = f"{exp.name}_{args.tag}" if args.tag else exp.name
+    suffix = f"_{args.tag}" if args.tag else ""
+    stem = exp.name + suffix
     png = save_png(fig, args.figures / f"{stem}_curves.png")
     versus = []
     for spec in args.versus:
@@ -170,7 +172,7 @@ def main() -> None:
             print(f"| {v['versus']} | {v['metric']} | {v['mean']:+.2f} ± {v['std']:.2f} | "
                   f"{', '.join(f'{x:+.2f}' for x in v['per_seed'])} |")
     summary = {"experiment": exp.name, "tag": args.tag, "window": args.window, "tol": args.tol, "runs": rows, "versus": versus}
-    write_json(out / f"convergence{'_' + args.tag if args.tag else ''}.json", summary)
+    write_json(out / f"convergence{suffix}.json", summary)
     write_json(ROOT / "benchmarks" / "results" / f"convergence_{stem}.json", summary)
     print(f"\nwrote {png}, benchmarks/results/convergence_{stem}.json")
 
