@@ -47,12 +47,15 @@ class ClipMaxRetriever:
         q = self.encode_queries(tokens.to(self.device), token_mask.to(self.device)).float()
         return (F.normalize(q, dim=-1) if self.cosine else q).cpu().numpy()
 
-    def stream_rows(self, stream: int) -> np.ndarray:
-        """(clips, d) float32 of one stream (unit rows for a cosine retriever), in index row order."""
+    def stream_rows(self, stream: int, rows: np.ndarray | None = None) -> np.ndarray:
+        """(clips, d) float32 of one stream (unit rows for a cosine retriever), in index row order;
+        ``rows``: only those clip rows (sorted rows read a memory-mapped index in order)."""
         a = self.index.array(self.array)
-        out = np.empty((a.shape[0], a.shape[2]), np.float32)
-        for s in range(0, a.shape[0], self.chunk):
-            c = torch.from_numpy(np.array(a[s: s + self.chunk, stream], np.float32))
+        n = a.shape[0] if rows is None else len(rows)
+        out = np.empty((n, a.shape[2]), np.float32)
+        for s in range(0, n, self.chunk):
+            block = a[s: s + self.chunk, stream] if rows is None else np.take(a, rows[s: s + self.chunk], axis=0)[:, stream]
+            c = torch.from_numpy(np.array(block, np.float32))
             out[s: s + len(c)] = (F.normalize(c, dim=-1) if self.cosine else c).numpy()
         return out
 

@@ -5,6 +5,8 @@ product (the families' vectors are unit vectors where they score by cosine). Lik
 encoder, a backend is a small registered class chosen by name:
 
 * ``exact``: no vector index: the family's own retriever scores every video (the reference);
+* ``scan``: each clip's centroid code scanned, the best videos re-scored exactly (:mod:`.scan`, not
+  a backend of this registry: it reduces clips to videos itself);
 * ``faiss:FACTORY`` (``faiss`` = ``faiss:Flat``): FAISS in process, the index described by an
   index-factory string (``Flat``, ``IVF4096,Flat``, ``HNSW32``, ``IVF4096,PQ32``, ...); search
   parameters as FAISS's ParameterSpace writes them (``nprobe=32``, ``efSearch=128``);
@@ -89,7 +91,8 @@ def register_backend(cls: type[VectorBackend]) -> type[VectorBackend]:
 
 
 def backend_names() -> list[str]:
-    return ["exact", *_REGISTRY.names()]
+    """Every first stage a spec can name: ``exact``, ``scan`` (a compressed scan, :mod:`.scan`) and the backends."""
+    return ["exact", "scan", *_REGISTRY.names()]
 
 
 def parse_params(items: list[str] | None) -> dict[str, str]:
@@ -107,8 +110,8 @@ def create_backend(spec: str, **params: Any) -> VectorBackend:
     """``faiss``, ``faiss:HNSW32``, ``milvus``, ``milvus:http://host:19530``; ``params`` go to the backend."""
     _REGISTRY.load()
     kind, _, arg = spec.partition(":")
-    if kind == "exact":
-        raise FirstStageError("'exact' is not a vector backend: it scores every video with the family's retriever")
+    if kind in ("exact", "scan"):
+        raise FirstStageError(f"{kind!r} is not a vector backend: build it with build_first_stage")
     if kind not in BACKENDS:
         raise FirstStageError(f"unknown first stage {spec!r}; known: {backend_names()} "
                               "(e.g. exact, faiss:Flat, faiss:HNSW32, faiss:IVF1024,Flat, milvus)")

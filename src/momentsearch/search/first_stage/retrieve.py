@@ -29,8 +29,9 @@ import torch
 
 from momentsearch.errors import FirstStageError, QueryError
 from momentsearch.search.first_stage.base import VectorBackend, create_backend
+from momentsearch.search.first_stage.scan import ScanFirstStage, build_scan
 
-AUTO_FLAT_LIMIT = 500_000  # clips: above, ``auto`` builds HNSW32 instead of an exhaustive Flat index
+AUTO_EXACT_LIMIT = 200_000  # clips: above, ``auto`` scans clip codes (``scan``) instead of every vector
 
 
 class FirstStage(Protocol):
@@ -48,7 +49,7 @@ class VectorSource(Protocol):
     n_streams: int
 
     def query_vectors(self, tokens: torch.Tensor, token_mask: torch.Tensor) -> np.ndarray: ...
-    def stream_rows(self, stream: int) -> np.ndarray: ...
+    def stream_rows(self, stream: int, rows: np.ndarray | None = None) -> np.ndarray: ...
     def exact_scores(self, q: np.ndarray, videos: np.ndarray) -> np.ndarray: ...
 
 
@@ -204,20 +205,24 @@ def data_key(index: Any, array: str, stream: int) -> str:
 
 
 def resolve_spec(spec: str, n_rows: int) -> str:
+    """``auto`` -> ``exact`` up to AUTO_EXACT_LIMIT clips (a scan of every clip is fast there) or without
+    FAISS, ``scan`` above (recall@100 >= 0.99 against exact, measured at 100k and 1M videos)."""
     if spec != "auto":
         return spec
+    if n_rows <= AUTO_EXACT_LIMIT:
+        return "exact"
     try:
         import faiss  # noqa: F401
     except ImportError:
         return "exact"
-    return "faiss:Flat" if n_rows <= AUTO_FLAT_LIMIT else "faiss:HNSW32"
+    return "scan"
 
 
 def build_first_stage(retriever: Any, index: Any, spec: str = "exact", folder: str | Path | None = None,
                       params: dict[str, str] | None = None, family: str = "", clips_per_video: int = 8,
-                      progress: bool = False) -> ExactFirstStage | VectorFirstStage:
+                      progress: bool = False) -> ExactFirstStage | VectorFirstStage | ScanFirstStage:
     """The first stage ``spec`` over ``retriever`` (a family's), its built vector indexes kept in ``folder``
-    (built there when missing or stale). ``auto``: FAISS Flat up to 500,000 clips, HNSW32 above."""
+    (built there when missing or stale). ``auto``: exact up to 200,000 clips, ``scan`` above."""
     asked = spec
     spec = resolve_spec(spec, int(index.offsets[-1]))
     if spec == "exact":
@@ -232,6 +237,14 @@ def build_first_stage(retriever: Any, index: Any, spec: str = "exact", folder: s
         raise FirstStageError(f"the first stage {spec} needs a folder to keep its index in")
     root = Path(folder)
     params = dict(params or {})
+    if spec == "scan":
+        try:
+            return build_scan(retriever, root, params, progress)
+        except OSError as e:  # a read-only index folder, a full disk
+            if asked == "auto":
+                return ExactFirstStage(retriever)
+            raise FirstStageError(f"cannot keep the scan stage in {root} ({e.strerror or e}); make the "
+                                  "folder writable, or use --first-stage exact") from None
     try:
         clips_per_video = int(params.pop("clips_per_video", clips_per_video))
         rounds = int(params.pop("rounds", 0))

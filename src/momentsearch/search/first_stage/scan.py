@@ -1,0 +1,362 @@
+"""The ``scan`` first stage: a compressed scan of every clip, then an exact re-score of the best videos.
+
+The ColBERTv2/PLAID recipe (a compressed scan first, exact scores last) for a video score that is a
+mean over streams of each stream's best clip (XML Eq. 1, MINUTE Eq. 8, CLIP):
+
+* **build**, per stream s: a product quantizer (``m`` sub-vectors of d/m dimensions, 256 centroids
+  each, trained by FAISS on a seeded sample of the stream's clip vectors) codes every clip in ``m``
+  bytes;
+* **search**, per query: the table ``lut_s[j, c] = <q_s^(j), centroid_j,c>`` (m x 256), each clip's
+  approximate inner product ``sum_j lut_s[j, code_j]``, each video's approximate score
+  ``a(v) = mean_s max_{clips of v} (...)`` (one compiled pass over the codes, numba, split over
+  ``threads`` threads by video ranges); the ``rescore`` videos of highest ``a(v)`` are scored exactly
+  from the index's own clip arrays, and the top ``k`` of those returned.
+
+What is exact: the scores returned always are; a video of the true top k is returned whenever its
+approximate score ranks within the top ``rescore``. ``benchmarks/first_stage_scale.py`` measures
+recall@100 against exact search for each ``rescore``; :func:`default_rescore` is the rule ``auto``
+uses. Parameters: ``m`` (build; default d/4, at most 32), ``rescore`` and ``threads`` (search).
+
+Files, one folder per built stage written as a set: ``manifest.json`` (a :class:`ScanManifest`),
+``codebooks.npy`` (S, m, 256, d/m) float32, and per stream ``codes_s{s}.npy`` (N, m) uint8 in index
+row order. :func:`grow_scan` serves a grown index: it keeps the codebooks and the kept videos' codes,
+codes the new videos and drops the removed ones, so the grown stage holds exactly what a stage built
+anew with the same codebooks would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from momentsearch.errors import FirstStageError
+from momentsearch.fileio import atomic_dir, write_json
+from momentsearch.readers import check_array, read_json_object, read_npy
+from momentsearch.search.first_stage.pq_kernel import video_max
+
+SCAN_VERSION = 1
+TRAIN_ROWS = 131_072  # clips sampled per stream to train the product quantizer
+CODE_BLOCK = 262_144  # clips coded per FAISS call
+
+
+def default_rescore(k: int, n_videos: int) -> int:
+    """Videos re-scored exactly for a top ``k``: 10 per wanted video, at least 1,000 (``auto``'s rule,
+    measured in ``benchmarks/first_stage_scale.py``)."""
+    return min(n_videos, max(1000, 10 * k))
+
+
+def default_m(dim: int) -> int:
+    """Sub-vectors per clip: d/4 (4 dimensions each), at most 32 bytes a clip; a divisor of d."""
+    m = min(32, max(1, dim // 4))
+    while dim % m:
+        m -= 1
+    return m
+
+
+@dataclass(frozen=True)
+class ScanManifest:
+    """``manifest.json`` of a built scan stage: what it was built from, and the layout it serves."""
+
+    version: int
+    m: int
+    n_streams: int
+    dim: int
+    n_videos: int
+    n_clips: int
+    layout: str  # :func:`layout_key` of the index it serves
+
+    @classmethod
+    def read(cls, path: Path) -> ScanManifest:
+        raw = read_json_object(path, _error, "scan stage manifest")
+        ints = ("version", "m", "n_streams", "dim", "n_videos", "n_clips")
+        if any(type(raw.get(k)) is not int or raw[k] < 0 for k in ints):
+            raise _error(f"{path}: {', '.join(ints)} must be whole numbers >= 0")
+        if raw["m"] < 1 or raw["dim"] % raw["m"]:
+            raise _error(f"{path}: m must divide dim")
+        if not isinstance(raw.get("layout"), str):
+            raise _error(f"{path}: layout must be a string")
+        return cls(*(raw[k] for k in ints), raw["layout"])
+
+    def write(self, path: Path) -> None:
+        write_json(path, asdict(self))
+
+
+def _error(message: str) -> FirstStageError:
+    return FirstStageError(f"{message}; delete the folder and the stage is built again")
+
+
+def layout_key(index: Any) -> str:
+    """The videos and clip counts an index holds, in order (a grown or shrunk index has another)."""
+    h = hashlib.sha1(json.dumps([len(index), index.meta.get("fingerprint")]).encode())
+    h.update("\n".join(index.video_ids).encode())
+    h.update(np.ascontiguousarray(index.offsets, np.int64).tobytes())
+    return h.hexdigest()
+
+
+def stage_key(index: Any, array: str, m: int) -> str:
+    """Names a scan stage's folder: the model, the array and m, not the videos (a grown index keeps it)."""
+    blob = json.dumps(["scan", SCAN_VERSION, index.meta.get("fingerprint"), array, m])
+    return "scan_" + hashlib.sha1(blob.encode()).hexdigest()[:16]
+
+
+def _faiss() -> Any:
+    try:
+        import faiss
+    except ImportError:
+        raise FirstStageError("the scan first stage trains its quantizer with FAISS: pip install "
+                              "'momentsearch[service]' (or faiss-cpu), or use --first-stage exact") from None
+    return faiss
+
+
+def _ranges(offsets: np.ndarray, parts: int) -> list[tuple[int, int]]:
+    """``parts`` video ranges holding about as many clips each."""
+    cuts = np.searchsorted(offsets, np.linspace(0, offsets[-1], parts + 1)[1:-1], side="right") - 1
+    bounds = [0, *sorted(set(int(c) for c in cuts)), len(offsets) - 1]
+    return [(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
+
+
+class ScanFirstStage:
+    """Each query's top ``k`` videos by a scan of every clip's PQ code and an exact re-score."""
+
+    spec = "scan"
+
+    def __init__(self, source: Any, codebooks: np.ndarray, codes: list[np.ndarray], rescore: int | None = None,
+                 threads: int | None = None, folder: Path | None = None):
+        self.source = source
+        self.codebooks = np.ascontiguousarray(codebooks, np.float32)  # (S, m, 256, d/m)
+        self.codes = codes  # per stream (N, m) uint8
+        self.offsets = np.ascontiguousarray(source.index.offsets, np.int64)
+        self.n_videos = len(self.offsets) - 1
+        self.rescore, self.folder = rescore, folder
+        self.threads = max(1, threads or min(4, os.cpu_count() or 1))
+        self._ranges = _ranges(self.offsets, self.threads)
+        self._pool = ThreadPoolExecutor(self.threads) if len(self._ranges) > 1 else None
+        self.stats = {"queries": 0, "uncertified": 0, "rounds": 0, "candidates": 0}
+
+    def luts(self, q: np.ndarray) -> np.ndarray:
+        """One query's (S, d) vectors -> (S, m, 256) tables of sub-vector inner products."""
+        s, m, _, sub = self.codebooks.shape
+        return np.einsum("sjcd,sjd->sjc", self.codebooks, q.astype(np.float32).reshape(s, m, sub))
+
+    def approximate(self, q: np.ndarray) -> np.ndarray:
+        """One query's (S, d) vectors -> (V,) approximate scores: the mean over streams of each video's
+        best clip under the quantized inner product."""
+        luts = self.luts(q)
+        per_stream = np.empty((len(luts), self.n_videos), np.float32)
+        jobs = [(s, a, b) for s in range(len(luts)) for a, b in self._ranges]
+
+        def run(job: tuple[int, int, int]) -> None:
+            s, a, b = job
+            video_max(self.codes[s], luts[s], self.offsets, a, b, per_stream[s])
+
+        if self._pool is None:
+            for job in jobs:
+                run(job)
+        else:
+            list(self._pool.map(run, jobs))
+        return per_stream.mean(0)
+
+    def _top(self, q: np.ndarray, videos: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        s = self.source.exact_scores(q, videos)
+        order = np.argsort(-s, kind="stable")[:k]
+        return videos[order], s[order]
+
+    def retrieve(self, tokens: torch.Tensor, token_mask: torch.Tensor, k: int,
+                 pools: Sequence[Sequence[int]] | None = None) -> tuple[torch.Tensor, np.ndarray]:
+        from momentsearch.search.first_stage.retrieve import _pad, check_pools
+
+        q = self.source.query_vectors(tokens, token_mask)  # (B, S, d)
+        if pools is not None:  # a small set of videos: scored exactly
+            check_pools(pools, len(q), self.n_videos)
+            k = min(k, max(len(p) for p in pools))
+            return _pad([self._top(q[i], np.unique(np.asarray(p, np.int64)), k) for i, p in enumerate(pools)], k)
+        k = min(k, self.n_videos)
+        r = min(self.n_videos, max(k, self.rescore or default_rescore(k, self.n_videos)))
+        rows = []
+        for i in range(len(q)):
+            if r < self.n_videos:
+                approx = self.approximate(q[i])
+                cand = np.sort(np.argpartition(-approx, r - 1)[:r])
+            else:
+                cand = np.arange(self.n_videos)
+            rows.append(self._top(q[i], cand, k))
+        self.stats["queries"] += len(q)
+        self.stats["uncertified"] += len(q) if r < self.n_videos else 0
+        self.stats["candidates"] += r * len(q)
+        self.stats["rounds"] += len(q)
+        return _pad(rows, k)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.codebooks.nbytes + sum(c.nbytes for c in self.codes))
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
+
+    # -- building, saving, loading, growing -------------------------------------------------------------
+
+    @staticmethod
+    def train(source: Any, m: int, progress: bool = False) -> np.ndarray:
+        """(S, m, 256, d/m) product-quantizer codebooks of each stream's clip vectors (a seeded sample)."""
+        faiss = _faiss()
+        n = int(source.index.offsets[-1])
+        if n < 256:
+            raise FirstStageError(f"scan: its quantizer needs at least 256 clips, the index has {n}; "
+                                  "use --first-stage exact")
+        sample = np.sort(np.random.default_rng(0).choice(n, min(n, TRAIN_ROWS), replace=False))
+        out = []
+        for s in range(source.n_streams):
+            x = np.ascontiguousarray(source.stream_rows(s, sample))
+            if x.shape[1] % m:
+                raise FirstStageError(f"scan: m={m} does not divide the vectors' dimension {x.shape[1]}")
+            if progress:
+                print(f"  scan: training a {m}-byte product quantizer on {len(x):,} clips (stream {s + 1})", flush=True)
+            pq = faiss.ProductQuantizer(x.shape[1], m, 8)
+            pq.cp.seed = 1234 + s
+            pq.train(x)
+            out.append(faiss.vector_to_array(pq.centroids).reshape(m, 256, x.shape[1] // m))
+        return np.stack(out).astype(np.float32)
+
+    @staticmethod
+    def encode(source: Any, codebooks: np.ndarray, rows: np.ndarray | None = None, progress: bool = False
+               ) -> list[np.ndarray]:
+        """Each stream's (len(rows), m) uint8 codes of the clip ``rows`` (default: every clip, in order)."""
+        faiss = _faiss()
+        n_rows = int(source.index.offsets[-1]) if rows is None else len(rows)
+        out = []
+        for s, book in enumerate(codebooks):
+            m, _, sub = book.shape
+            pq = faiss.ProductQuantizer(m * sub, m, 8)
+            faiss.copy_array_to_vector(np.ascontiguousarray(book.ravel()), pq.centroids)
+            codes = np.empty((n_rows, m), np.uint8)
+            for a in range(0, n_rows, CODE_BLOCK):
+                sel = np.arange(a, min(a + CODE_BLOCK, n_rows)) if rows is None else rows[a: a + CODE_BLOCK]
+                codes[a: a + len(sel)] = pq.compute_codes(np.ascontiguousarray(source.stream_rows(s, sel)))
+                if progress and (a // CODE_BLOCK) % 8 == 7:
+                    print(f"  scan: coded {a + len(sel):,}/{n_rows:,} clips (stream {s + 1})", flush=True)
+            out.append(codes)
+        return out
+
+    def save(self, folder: Path, layout: str) -> None:
+        with atomic_dir(folder) as tmp:
+            np.save(tmp / "codebooks.npy", self.codebooks)
+            for s, c in enumerate(self.codes):
+                np.save(tmp / f"codes_s{s}.npy", c)
+            n_streams, m, _, sub = self.codebooks.shape
+            ScanManifest(SCAN_VERSION, m, n_streams, m * sub, self.n_videos, int(self.offsets[-1]),
+                         layout).write(tmp / "manifest.json")
+        self.folder = folder
+
+    @classmethod
+    def load(cls, folder: Path, source: Any, layout: str | None, **kw: Any) -> ScanFirstStage | None:
+        """The stage saved in ``folder`` if it serves ``layout`` (None: any), else None (not there, or
+        for other videos); a damaged folder is a :class:`FirstStageError` naming the file."""
+        if not (folder / "manifest.json").is_file():
+            return None
+        man = ScanManifest.read(folder / "manifest.json")
+        if man.version != SCAN_VERSION or (layout is not None and man.layout != layout):
+            return None
+        path = folder / "codebooks.npy"
+        books = check_array(read_npy(path, _error), str(path), _error, ndim=4, kinds="f", length=man.n_streams,
+                            finite=True)
+        if books.shape[1:] != (man.m, 256, man.dim // man.m):
+            raise _error(f"{path}: shape {books.shape}, the manifest says ({man.n_streams}, {man.m}, 256, "
+                         f"{man.dim // man.m})")
+        codes = []
+        for s in range(man.n_streams):
+            path = folder / f"codes_s{s}.npy"
+            c = check_array(read_npy(path, _error), str(path), _error, ndim=2, kinds="u", length=man.n_clips)
+            if c.dtype != np.uint8 or c.shape[1] != man.m:
+                raise _error(f"{path}: {c.dtype} codes of width {c.shape[1]}, expected uint8 of width {man.m}")
+            codes.append(np.ascontiguousarray(c))
+        if man.n_videos != len(source.index) or man.n_clips != int(source.index.offsets[-1]):
+            return None  # built over an index of another size (``layout`` None: a caller's old index)
+        return cls(source, books, codes, folder=folder, **kw)
+
+
+def build_scan(source: Any, folder: Path, params: dict[str, str], progress: bool = False) -> ScanFirstStage:
+    """The scan stage over ``source``'s index, loaded from ``folder`` when built there for these videos,
+    else built (and kept there)."""
+    dim = int(source.index.array(source.array).shape[-1])
+    try:
+        m = int(params.pop("m", 0)) or default_m(dim)
+        rescore = int(params.pop("rescore", 0)) or None
+        threads = int(params.pop("threads", 0)) or None
+    except ValueError:
+        raise FirstStageError("scan: m, rescore and threads must be whole numbers") from None
+    if params:
+        raise FirstStageError(f"scan: unknown parameter(s) {sorted(params)}; known: m, rescore, threads")
+    if m < 1 or dim % m:
+        raise FirstStageError(f"scan: m={m} must divide the vectors' dimension {dim} (e.g. m={default_m(dim)})")
+    index = source.index
+    where = folder / stage_key(index, source.array, m)
+    layout = layout_key(index)
+    stage = ScanFirstStage.load(where, source, layout, rescore=rescore, threads=threads)
+    if stage is not None:
+        return stage
+    if progress:
+        print(f"building the first stage scan ({m} bytes a clip and stream) in {where}", flush=True)
+    books = ScanFirstStage.train(source, m, progress)
+    stage = ScanFirstStage(source, books, ScanFirstStage.encode(source, books, progress=progress), rescore=rescore,
+                           threads=threads)
+    stage.save(where, layout)
+    return stage
+
+
+def grow_scan(old_folder: Path, new_folder: Path, source: Any, old_index: Any, old_rows: np.ndarray,
+              progress: bool = False) -> int:
+    """Carry every scan stage in ``old_folder`` built over ``old_index`` over to ``source``'s (the new)
+    index, into ``new_folder``: ``old_rows[v]`` is new video v's row in the old index, or -1 when it is
+    new or was re-encoded. The codebooks stay; kept videos keep their codes, the others are coded.
+    Returns the number of stages carried over."""
+    offsets = np.asarray(source.index.offsets, np.int64)
+    n = np.diff(offsets)
+    old_off = np.asarray(old_index.offsets, np.int64)
+    # each new clip row's source: a row of the old codes, or -1 (coded now)
+    src = np.full(int(offsets[-1]), -1, np.int64)
+    kept = np.flatnonzero(old_rows >= 0)
+    src[np.repeat(offsets[kept], n[kept]) + _within(n[kept])] = np.repeat(old_off[old_rows[kept]], n[kept]) + _within(n[kept])
+    fresh = np.flatnonzero(src < 0)
+    done = 0
+
+    class OldSource:  # the old stage's files are checked against the old index's layout
+        index, array, n_streams = old_index, source.array, source.n_streams
+
+    for old in sorted(old_folder.glob("scan_*")) if old_folder.is_dir() else []:
+        try:
+            stage = ScanFirstStage.load(old, OldSource, layout_key(old_index), threads=1)
+        except FirstStageError:
+            continue  # damaged: the next search builds it anew
+        if stage is None:
+            continue  # built over other videos than the old index's: nothing to carry
+        new_codes = ScanFirstStage.encode(source, stage.codebooks, fresh, progress) if len(fresh) else None
+        codes = []
+        for s, c in enumerate(stage.codes):
+            out = np.empty((len(src), c.shape[1]), np.uint8)
+            out[src >= 0] = c[src[src >= 0]]
+            if new_codes is not None:
+                out[fresh] = new_codes[s]
+            codes.append(out)
+        grown = ScanFirstStage(source, stage.codebooks, codes, threads=1)
+        grown.save(new_folder / old.name, layout_key(source.index))
+        grown.close()
+        stage.close()
+        done += 1
+    return done
+
+
+def _within(n: np.ndarray) -> np.ndarray:
+    """0..n_i-1 for each i, concatenated."""
+    starts = np.repeat(np.cumsum(n) - n, n)
+    return np.arange(int(n.sum())) - starts
