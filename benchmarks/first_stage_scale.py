@@ -103,6 +103,43 @@ def encoded(work: Path, n_videos: int, model: torch.nn.Module) -> tuple[Syntheti
     return bench, VideoIndex.load(folder, mmap=False)
 
 
+def million(work: Path, base: VideoIndex, copies: int, noise: float) -> VideoIndex:
+    """``copies`` perturbed copies of ``base``'s videos (copy 0 as it is), memory-mapped on disk:
+    each clip vector plus Gaussian noise of ``noise`` times its per-dimension RMS (cosine to the
+    original about 1/sqrt(1 + noise^2)), the clip order reversed in odd copies, the videos shuffled
+    (seeded). The same 2-epoch XML model scores the queries against them."""
+    folder = work / f"h1_{len(base) * copies}_perturbed_{noise}"
+    if (folder / "manifest.json").exists():
+        return VideoIndex.load(folder, mmap=True)
+    rng = np.random.default_rng(7)
+    order = rng.permutation(len(base) * copies)  # new video i is copy order[i] // V of base video order[i] % V
+    src_video, copy = order % len(base), order // len(base)
+    n = np.diff(base.offsets)[src_video]
+    offsets = np.zeros(len(order) + 1, np.int64)
+    offsets[1:] = np.cumsum(n)
+    h1 = base.arrays["h1"]
+    tmp = work / "h1_million.tmp.npy"
+    out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float16, shape=(int(offsets[-1]), *h1.shape[1:]))
+    step = 20_000
+    for a in range(0, len(order), step):
+        for v in range(a, min(a + step, len(order))):
+            rows = np.asarray(h1[base.offsets[src_video[v]]: base.offsets[src_video[v] + 1]], np.float32)
+            if copy[v]:
+                rms = np.sqrt((rows ** 2).mean(-1, keepdims=True))
+                rows = rows + noise * rms * rng.standard_normal(rows.shape, dtype=np.float32)
+                if copy[v] % 2:
+                    rows = rows[::-1]
+            out[offsets[v]: offsets[v + 1]] = rows
+        log(f"  perturbed copies: {min(a + step, len(order)):,}/{len(order):,} videos")
+    out.flush()
+    ids = [f"{base.video_ids[s]}~{c}" for s, c in zip(src_video, copy, strict=True)]
+    VideoIndex(ids, base.durations[src_video], base.clip_lengths[src_video], offsets, {"h1": out},
+               meta={**base.meta, "fingerprint": f"bench-{len(order)}-perturbed-{noise}"}).save(folder)
+    del out
+    tmp.unlink()
+    return VideoIndex.load(folder, mmap=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--videos", type=int, default=100_000)

@@ -9,7 +9,9 @@
 
 A model trained on features of another encoder or dim is refused, naming both. Building again over
 a grown corpus encodes only the videos the index lacks or whose features changed, and drops the
-videos the corpus lost. The folder is written as a set (a temporary folder renamed over the old).
+videos the corpus lost; its ``scan`` first stage (``first_stage/scan_*``) grows with it (kept videos
+keep their codes, new ones are coded with the same codebooks) instead of being built again. The
+folder is written as a set (a temporary folder renamed over the old).
 """
 
 from __future__ import annotations
@@ -41,10 +43,12 @@ class IndexReport:
     encoded: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    first_stages_grown: int = 0  # scan stages carried over to the new videos instead of rebuilt
 
     def summary(self) -> str:
+        grown = f"; {self.first_stages_grown} scan first stage(s) grown" if self.first_stages_grown else ""
         return (f"index {self.folder}: {len(self.encoded)} video(s) encoded, {len(self.kept)} kept, "
-                f"{len(self.removed)} removed")
+                f"{len(self.removed)} removed{grown}")
 
 
 def is_index_folder(path: str | Path) -> bool:
@@ -130,7 +134,8 @@ def build_index(checkpoint: str | Path, corpus: str | Path, out: str | Path, dev
     sigs = {v: folder.video_signature(v) for v in folder.video_ids}
     old_rows = {v: i for i, v in enumerate(old.video_ids)} if old is not None else {}
     reuse = [v for v in folder.video_ids if v in old_rows and old_sigs.get(v) == sigs[v]]
-    todo = [v for v in folder.video_ids if v not in set(reuse)]
+    kept = set(reuse)
+    todo = [v for v in folder.video_ids if v not in kept]
     report.kept, report.encoded = reuse, todo
     report.removed = sorted(set(old_sigs) - set(sigs))
     videos = {v.video_id: v for v in folder.videos()}
@@ -163,7 +168,25 @@ def build_index(checkpoint: str | Path, corpus: str | Path, out: str | Path, dev
         state = dict(ckpt.state, optimizer=None)
         torch.save(state, tmp / "model.pt")
         write_json(tmp / INDEX_FILE, info, indent=1)
+        if old is not None:
+            old_row = np.asarray([old_rows[v] if v in kept else -1 for v in ids], np.int64)
+            report.first_stages_grown = _grow_first_stages(ckpt, model, old, index, old_row, out / "first_stage",
+                                                           tmp / "first_stage", dev, progress)
     return report
+
+
+def _grow_first_stages(ckpt: Checkpoint, model: torch.nn.Module, old: VideoIndex, new: VideoIndex,
+                       old_row: np.ndarray, old_folder: Path, new_folder: Path, device: torch.device,
+                       progress: bool) -> int:
+    """The old index folder's scan stages, carried over to the new index (others are built on first use)."""
+    if not old_folder.is_dir():
+        return 0
+    retriever = ckpt.family.stages(model, new, device).retriever
+    if not hasattr(retriever, "query_vectors"):
+        return 0
+    from momentsearch.search.first_stage.scan import grow_scan
+
+    return grow_scan(old_folder, new_folder, retriever, old, old_row, progress)
 
 
 @dataclass
