@@ -195,11 +195,13 @@ class VectorFirstStage:
             b.close()
 
 
-def data_key(index: Any, array: str, stream: int) -> str:
-    """The identity of one stream's rows: the model and data that encoded the index, and its layout."""
+def data_key(index: Any, array: str, stream: int, unit: bool | None = None) -> str:
+    """The identity of one stream's rows: the model and data that encoded the index, its layout, and
+    whether the rows are unit vectors (a cosine retriever's) or raw (an inner product's): on a shared
+    Milvus server the two must not find each other's collections."""
     h = hashlib.sha1(json.dumps([index.meta.get("fingerprint"), index.meta.get("corpus_fingerprint"),
                                  index.meta.get("data_signature"), index.video_ids[:1], len(index), array,
-                                 stream], default=str).encode())
+                                 stream, unit], default=str).encode())
     h.update(np.ascontiguousarray(index.offsets, np.int64).tobytes())
     return h.hexdigest()
 
@@ -255,7 +257,7 @@ def build_first_stage(retriever: Any, index: Any, spec: str = "exact", folder: s
     backends = []
     for s in range(retriever.n_streams):
         backend = create_backend(spec, **params)
-        name = f"{backend.key(data_key(index, retriever.array, s))}_s{s}"
+        name = f"{backend.key(data_key(index, retriever.array, s, getattr(retriever, 'cosine', None)))}_s{s}"
         if not backend.load(root, name, int(index.offsets[-1])):
             if progress:
                 print(f"building the first stage {spec} (stream {s + 1}/{retriever.n_streams}) in {root}", flush=True)

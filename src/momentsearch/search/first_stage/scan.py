@@ -102,9 +102,11 @@ def layout_key(index: Any) -> str:
     return h.hexdigest()
 
 
-def stage_key(index: Any, array: str, m: int) -> str:
-    """Names a scan stage's folder: the model, the array and m, not the videos (a grown index keeps it)."""
-    blob = json.dumps(["scan", SCAN_VERSION, index.meta.get("fingerprint"), array, m])
+def stage_key(source: Any, m: int) -> str:
+    """Names a scan stage's folder: the model, the array, unit or raw rows and m, not the videos (a grown
+    index keeps it)."""
+    blob = json.dumps(["scan", SCAN_VERSION, source.index.meta.get("fingerprint"), source.array,
+                       getattr(source, "cosine", None), m])
     return "scan_" + hashlib.sha1(blob.encode()).hexdigest()[:16]
 
 
@@ -300,7 +302,7 @@ def build_scan(source: Any, folder: Path, params: dict[str, str], progress: bool
     if m < 1 or dim % m:
         raise FirstStageError(f"scan: m={m} must divide the vectors' dimension {dim} (e.g. m={default_m(dim)})")
     index = source.index
-    where = folder / stage_key(index, source.array, m)
+    where = folder / stage_key(source, m)
     layout = layout_key(index)
     stage = ScanFirstStage.load(where, source, layout, rescore=rescore, threads=threads)
     if stage is not None:
