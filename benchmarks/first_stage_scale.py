@@ -1,18 +1,26 @@
-"""The first stage at scale: exact search against FAISS (Flat, IVF, HNSW) and Milvus on XML's clip vectors.
+"""The first stage at scale: exact search against the ``scan`` stage, FAISS (IVF, HNSW) and Milvus on XML's clip vectors.
 
-    python benchmarks/first_stage_scale.py --videos 100000 [--work /tmp/fs_scale]
+    python benchmarks/first_stage_scale.py --videos 100000 [--work /tmp/fs_scale] [--only scan,faiss:IVF4096,Flat]
+    python benchmarks/first_stage_scale.py --videos 100000 --copies 10   # 1,000,000 videos (see below)
+    python benchmarks/first_stage_scale.py --videos 100000 --only milvus --milvus-uri http://127.0.0.1:19530
 
 1. the synthetic generator's ``large`` preset, cut to ``--videos`` videos (features and queries);
 2. XML with ``configs/xml/demo.yaml`` trained 2 epochs on the ``default`` preset (or ``--checkpoint``),
    so that the vectors are a trained model's (two streams, d = 128, unit vectors: Eq. 1's cosine);
-3. the corpus encoded once into H1 (fp16, as an index folder stores it);
-4. per first stage: build time, bytes per video, and at batch 1 the p50/p95 latency of retrieving a
-   query's top 100 videos (``retrieve``: query encoding, the vector search, the candidates' exact
-   scores), with recall@100 against exact search over the same queries;
-5. the physical limit beside them: the bytes an exact query must read (every clip's vector, fp32 as
-   exact search holds them, and fp16 as stored) over this machine's memory bandwidth measured in
-   the same run (the best of 5 sums over a 2 GiB array).
-Everything is cached under ``--work``: a rerun reuses the benchmark, model and encoded corpus.
+3. the corpus encoded once into H1 (fp16, as an index folder stores it). ``--copies C``: C copies of
+   it (copy 0 as it is; the others with Gaussian noise of ``--noise`` times each clip's RMS per
+   dimension and, in odd copies, the clip order reversed; shuffled), memory-mapped on disk: how the
+   1,000,000-video corpus is made, since generating and encoding it would take hours here;
+4. the truth: each query's exact top 100 (at 1M streamed from the memory-mapped clips);
+5. per first stage: build time, bytes per video, and at batch 1 the p50/p95 latency of retrieving a
+   query's top 100 videos (``retrieve``: query encoding, the search, the exact re-score), recall@100
+   against exact, and the bytes it reads per query;
+6. the physical limit beside them: those bytes over this machine's memory bandwidth measured in the
+   same run (the best of 5 sums over a 2 GiB array);
+7. the serving row: a fresh process that memory-maps the index, loads the default stage from disk
+   and answers the queries: start-up seconds and its peak RSS.
+Rows are merged by label into ``results/first_stage_scale_<videos>.json`` (a row measured in another
+invocation keeps its own ``command``). Everything is cached under ``--work``.
 """
 
 from __future__ import annotations
@@ -20,7 +28,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
+import json
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,7 +39,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import peak_rss_mib, report  # noqa: E402
+from _common import RESULTS, peak_rss_mib, report  # noqa: E402
 
 from momentsearch.config import CONFIG_DIR  # noqa: E402
 from momentsearch.data.batching import pad_tokens  # noqa: E402
@@ -41,13 +51,17 @@ from momentsearch.text.queries import CachedTextFeatures  # noqa: E402
 from momentsearch.training.checkpoint import load_checkpoint  # noqa: E402
 
 CPU = torch.device("cpu")
-SPECS = [("faiss:Flat", {}),
-         ("faiss:IVF4096,Flat", {"nprobe": "128", "clips_per_video": "16"}),
-         ("faiss:HNSW32", {"efSearch": "800", "clips_per_video": "8"}),
-         ("faiss:HNSW32", {"efSearch": "1600", "clips_per_video": "16"}),
-         ("faiss:HNSW32", {"efSearch": "3200", "clips_per_video": "32"}),
-         ("faiss:HNSW32", {"efSearch": "6400", "clips_per_video": "64"}),
-         ("milvus", {"index_type": "IVF_FLAT", "nlist": "4096", "nprobe": "128", "clips_per_video": "16"})]
+SPECS = [("scan", {"rescore": "500"}), ("scan", {"rescore": "1000"}), ("scan", {"rescore": "2000"}),
+         ("faiss:IVF4096,Flat", {"nprobe": "128", "clips_per_video": "16"})]
+EXTRA_SPECS = [("scan", {"m": "16", "rescore": "1000"}), ("scan", {"m": "16", "rescore": "2000"}),
+               ("scan", {"m": "16", "rescore": "4000"}),
+               ("faiss:Flat", {}),  # by --only: slow (Flat) or long to build (HNSW: 15 min at 100k)
+               ("faiss:HNSW32", {"efSearch": "800", "clips_per_video": "8"}),
+               ("faiss:HNSW32", {"efSearch": "1600", "clips_per_video": "16"}),
+               ("faiss:HNSW32", {"efSearch": "3200", "clips_per_video": "32"}),
+               ("faiss:HNSW32", {"efSearch": "6400", "clips_per_video": "64"}),
+               ("milvus", {"index_type": "IVF_FLAT", "nlist": "4096", "nprobe": "128", "clips_per_video": "16"})]
+BUILD_KEYS = ("nlist", "index_type", "m")
 
 
 def log(msg: str) -> None:
@@ -83,7 +97,8 @@ def checkpoint(work: Path, given: Path | None) -> Path:
     return ckpt
 
 
-def encoded(work: Path, n_videos: int, model: torch.nn.Module) -> tuple[SyntheticBenchmark, VideoIndex]:
+def encoded(work: Path, n_videos: int, model: torch.nn.Module, mmap: bool = False, copies: int = 1,
+            noise: float = 0.3) -> tuple[SyntheticBenchmark, VideoIndex]:
     root = work / f"large_{n_videos}"
     if not (root / "benchmark.yaml").exists():
         log(f"generating {n_videos:,} videos")
@@ -100,7 +115,8 @@ def encoded(work: Path, n_videos: int, model: torch.nn.Module) -> tuple[Syntheti
                    meta={"family": "xml", "fingerprint": f"bench-{n_videos}"}).save(folder)
         del index
         gc.collect()
-    return bench, VideoIndex.load(folder, mmap=False)
+    base = VideoIndex.load(folder, mmap=mmap or copies > 1)
+    return bench, (million(work, base, copies, noise) if copies > 1 else base)
 
 
 def million(work: Path, base: VideoIndex, copies: int, noise: float) -> VideoIndex:
@@ -140,93 +156,214 @@ def million(work: Path, base: VideoIndex, copies: int, noise: float) -> VideoInd
     return VideoIndex.load(folder, mmap=True)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--videos", type=int, default=100_000)
-    ap.add_argument("--queries", type=int, default=200, help="queries for the approximate stages' latency and recall")
-    ap.add_argument("--exact-queries", type=int, default=40, help="of those, timed through exact search at batch 1")
-    ap.add_argument("--work", type=Path, default=Path("/tmp/fs_scale"))
-    ap.add_argument("--checkpoint", type=Path, default=None)
-    ap.add_argument("--only", default="", help="comma-separated specs to run (default: all)")
-    ap.add_argument("--keep", action="store_true", help="reuse the vector indexes a previous run built (latency only)")
-    args = ap.parse_args()
-    torch.set_num_threads(2)
-    args.work.mkdir(parents=True, exist_ok=True)
+def exact_truth(retriever: XMLRetriever, q: np.ndarray, chunk: int = 8000) -> np.ndarray:
+    """(B, V) exact video scores of the (B, S, d) query vectors, streamed over the (memory-mapped) clips
+    (the same arithmetic as the retriever's ``exact_scores``)."""
+    index = retriever.index
+    off, a = np.asarray(index.offsets, np.int64), index.arrays[retriever.array]
+    out = np.empty((len(q), len(index)), np.float32)
+    qt = torch.from_numpy(np.ascontiguousarray(q, np.float32))
+    for v0 in range(0, len(index), chunk):
+        v1 = min(len(index), v0 + chunk)
+        c = torch.from_numpy(np.asarray(a[off[v0]: off[v1]], np.float32))
+        sim = torch.einsum("bsd,rsd->brs", qt, c) / torch.linalg.vector_norm(c, dim=-1).clamp_min(1e-12)
+        out[:, v0:v1] = np.maximum.reduceat(sim.numpy(), off[v0:v1] - off[v0], axis=1).mean(-1)
+    return out
+
+
+def read_bytes(spec: str, params: dict[str, str], index: VideoIndex, stage: object) -> float:
+    """Bytes one query reads (memory traffic of the search itself; NaN where a library hides it)."""
+    n, s, d = index.arrays["h1"].shape
+    per_video = n * s * d * 2 / len(index)  # fp16 clip rows of a mean video, re-scored exactly
+    if spec == "scan":
+        return float(sum(c.nbytes for c in stage.codes) + int(params["rescore"]) * per_video)
+    if spec.startswith("faiss:IVF"):
+        nlist = int(spec.split("IVF")[1].split(",")[0])
+        cand = stage.stats["candidates"] / max(1, stage.stats["queries"])
+        return float(n * s * d * 4 * int(params["nprobe"]) / nlist + cand * per_video)
+    return float("nan")
+
+
+def serve_probe(args: argparse.Namespace) -> None:
+    """A fresh process holding what ``serve`` holds: the checkpoint, the memory-mapped index and the stage
+    loaded from disk (not the benchmark's annotations); the parent's tokenised queries answered at batch 1."""
     ckpt = load_checkpoint(checkpoint(args.work, args.checkpoint))
-    model = ckpt.model.eval()
-    bench, index = encoded(args.work, args.videos, model)
-    n_clips, s, d = index.arrays["h1"].shape
-    log(f"{len(index):,} videos, {n_clips:,} clips, {s} streams of d={d}")
+    index = VideoIndex.load(args.work / f"h1_{args.videos}", mmap=True)
+    if args.copies > 1:
+        index = million(args.work, index, args.copies, args.noise)
+    retriever = XMLRetriever(ckpt.model.eval(), index)
+    spec, params = args.probe.partition(" ")[0], dict(x.split("=") for x in args.probe.split()[1:])
+    stage = build_first_stage(retriever, index, spec, stage_folder(args), dict(params), family="xml")
+    ready = time.time()  # the parent counts start-up from its launch: the interpreter and imports included
+    batches, truth = torch.load(args.work / "probe_queries.pt"), np.load(truth_file(args))
+    lat, got = [], []
+    for tok, mask in batches:
+        t = time.perf_counter()
+        got.append(stage.retrieve(tok, mask, 100)[1][0])
+        lat.append(1000 * (time.perf_counter() - t))
+    hwm = next(int(x.split()[1]) for x in Path("/proc/self/status").read_text().splitlines() if x.startswith("VmHWM"))
+    print(json.dumps({"ready": ready, "p50_ms": float(np.percentile(lat, 50)),  # VmHWM: ru_maxrss carries the
+                      "p95_ms": float(np.percentile(lat, 95)), "recall@100": recall(got, truth),  # forked parent's
+                      "peak_rss_MiB": hwm / 1024}))
+
+
+def recall(got: list[np.ndarray], truth: np.ndarray) -> float:
+    return float(np.mean([len(set(a.tolist()) & set(b.tolist())) / len(b) for a, b in zip(got, truth, strict=True)]))
+
+
+def stage_folder(args: argparse.Namespace) -> Path:
+    return args.work / f"first_stage_{args.videos * args.copies}"
+
+
+def truth_file(args: argparse.Namespace) -> Path:
+    return args.work / f"truth_{args.videos * args.copies}_{args.queries}.npy"
+
+
+def query_batches(args: argparse.Namespace, bench: SyntheticBenchmark, ckpt: object) -> list:
     test = bench.corpus.split("test").moments[: args.queries]
     qf = CachedTextFeatures(bench.root / "features" / "queries_minilm.h5")
     qf.ensure(test, progress=False)
     feats = [qf.get(m.query_id, m.text) for m in test]
-    batches = [pad_tokens(feats[i: i + 1], ckpt.family.max_tokens) for i in range(len(feats))]
+    return [pad_tokens(feats[i: i + 1], ckpt.family.max_tokens) for i in range(len(feats))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--videos", type=int, default=100_000)
+    ap.add_argument("--copies", type=int, default=1, help="perturbed copies of the corpus (10: 1M videos from 100k)")
+    ap.add_argument("--noise", type=float, default=0.3, help="the copies' noise, times each clip's per-dimension RMS")
+    ap.add_argument("--queries", type=int, default=200, help="test queries: latency and recall@100 against exact")
+    ap.add_argument("--exact-queries", type=int, default=30, help="of those, timed through exact search at batch 1")
+    ap.add_argument("--work", type=Path, default=Path("/tmp/fs_scale"))
+    ap.add_argument("--checkpoint", type=Path, default=None)
+    ap.add_argument("--only", default="", help="comma-separated specs to run (default: scan and IVF4096); also "
+                                               "faiss:Flat, faiss:HNSW32, milvus")
+    ap.add_argument("--milvus-uri", default="", help="the Milvus row against this server (default: milvus-lite)")
+    ap.add_argument("--keep", action="store_true", help="reuse the vector indexes a previous run built (latency only)")
+    ap.add_argument("--probe", default="", help=argparse.SUPPRESS)  # the serving probe's child process
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    args.work.mkdir(parents=True, exist_ok=True)
+    if args.probe:
+        return serve_probe(args)
+    ckpt = load_checkpoint(checkpoint(args.work, args.checkpoint))
+    model = ckpt.model.eval()
+    bench, index = encoded(args.work, args.videos, model, mmap=args.copies > 1, copies=args.copies, noise=args.noise)
+    n_clips, s, d = index.arrays["h1"].shape
+    log(f"{len(index):,} videos, {n_clips:,} clips, {s} streams of d={d}")
+    batches = query_batches(args, bench, ckpt)
     retriever = XMLRetriever(model, index)
-    exact = ExactFirstStage(retriever)
-    t = time.perf_counter()
-    exact.retrieve(*batches[0], 100)  # the fp32 unit copy of every clip, made once
-    prepare_s = time.perf_counter() - t
-    truth, lat = [], []
-    for i in range(0, len(feats), 16):
-        tok, mask = pad_tokens(feats[i: i + 16], ckpt.family.max_tokens)
-        truth.extend(exact.retrieve(tok, mask, 100)[1])
-    for tok, mask in batches[: args.exact_queries]:
-        t = time.perf_counter()
-        exact.retrieve(tok, mask, 100)
-        lat.append(1000 * (time.perf_counter() - t))
+    q = np.concatenate([retriever.query_vectors(tok, mask) for tok, mask in batches])
+    if truth_file(args).exists():
+        truth = np.load(truth_file(args))
+    else:
+        log(f"exact truth for {len(q)} queries")
+        truth = np.argsort(-exact_truth(retriever, q), axis=1, kind="stable")[:, :100]
+        np.save(truth_file(args), truth)
     fp16_bytes = index.arrays["h1"].nbytes
-    rows = [{"first stage": "exact (every clip, fp32)", "build_s": prepare_s, "bytes/video": 2 * fp16_bytes / len(index),
-             "p50_ms": float(np.percentile(lat, 50)), "p95_ms": float(np.percentile(lat, 95)), "recall@100": 1.0,
-             "uncertified_%": 0.0, "candidates/query": float(len(index))}]
-    retriever._clips = None  # the exact copy goes: the vector stages hold their own
-    gc.collect()
-    bw = bandwidth_gib_s()
-    for name, nbytes in (("physical limit: read every clip fp32", 2 * fp16_bytes),
-                         ("physical limit: read every clip fp16", fp16_bytes)):
-        rows.append({"first stage": name, "build_s": 0.0, "bytes/video": nbytes / len(index),
-                     "p50_ms": 1000 * nbytes / 2**30 / bw, "p95_ms": float("nan"), "recall@100": 1.0,
-                     "uncertified_%": 0.0, "candidates/query": float(len(index))})
-    log(f"exact p50 {rows[0]['p50_ms']:.1f} ms; memory bandwidth {bw:.1f} GiB/s")
-    only = {x for x in args.only.split(",") if x}
-    built: dict[tuple, float] = {}
-    first = not args.keep
-    for spec, params in SPECS:
-        if only and spec not in only:
-            continue
-        label = spec + (f" {params['index_type']}" if "index_type" in params else "") + "".join(
-            f" {k}={v}" for k, v in params.items() if k not in ("nlist", "index_type"))
-        folder = args.work / f"first_stage_{args.videos}"
-        if first:
-            shutil.rmtree(folder, ignore_errors=True)  # built anew in this run (search parameters share a build)
-            first = False
-        log(f"building {label}")
+    rows = []
+    if args.copies == 1 and not args.only:
+        exact = ExactFirstStage(retriever)
         t = time.perf_counter()
-        stage = build_first_stage(retriever, index, spec, folder, params, family="xml")
-        build_key = (spec, tuple(sorted((k, v) for k, v in params.items() if k in ("nlist", "index_type"))))
-        build_s = built.setdefault(build_key, time.perf_counter() - t)
-        stage.retrieve(*batches[0], 100)  # warm-up
+        exact.retrieve(*batches[0], 100)  # the fp32 unit copy of every clip, made once
+        prepare_s, lat = time.perf_counter() - t, []
+        for tok, mask in batches[: args.exact_queries]:
+            t = time.perf_counter()
+            exact.retrieve(tok, mask, 100)
+            lat.append(1000 * (time.perf_counter() - t))
+        rows.append(row("exact (every clip, fp32 in memory)", prepare_s, 2 * fp16_bytes, lat, 1.0, len(index),
+                        2 * fp16_bytes))
+        retriever._clips = None  # the exact copy goes: the other stages hold their own
+        gc.collect()
+    elif not args.only:
+        lat = []
+        for i in range(3):
+            t = time.perf_counter()
+            exact_truth(retriever, q[i: i + 1])
+            lat.append(1000 * (time.perf_counter() - t))
+        rows.append(row("exact (every clip, fp16 memory-mapped, streamed)", 0.0, fp16_bytes, lat, 1.0, len(index),
+                        fp16_bytes))
+    bw = bandwidth_gib_s()
+    log(f"memory bandwidth {bw:.1f} GiB/s")
+    only = {x for x in args.only.split(",") if x}
+    specs = [(sp, pa) for sp, pa in SPECS + EXTRA_SPECS if (sp in only if only else (sp, pa) in SPECS)]
+    if args.copies > 1:
+        specs = [(sp, pa) for sp, pa in specs if sp == "scan"]
+    built: dict[tuple, float] = {}
+    stages: dict[tuple, object] = {}
+    folder = stage_folder(args)
+    if not args.keep:
+        shutil.rmtree(folder, ignore_errors=True)  # built anew in this run (search parameters share a build)
+    for spec, params in specs:
+        spec_used = f"milvus:{args.milvus_uri}" if spec == "milvus" and args.milvus_uri else spec
+        label = (("milvus server" if args.milvus_uri else "milvus-lite") if spec == "milvus" else spec) + "".join(
+            f" {k}={v}" for k, v in params.items() if k != "nlist")
+        build_key = (spec_used, tuple(sorted((k, v) for k, v in params.items() if k in BUILD_KEYS)))
+        if build_key not in stages:
+            log(f"building {label}")
+            t = time.perf_counter()
+            stages[build_key] = build_first_stage(retriever, index, spec_used, folder, dict(params), family="xml",
+                                                  progress=True)
+            built[build_key] = time.perf_counter() - t
+        stage = stages[build_key]
+        if spec == "scan":
+            stage.rescore = int(params["rescore"])
+        stage.retrieve(*batches[0], 100)  # warm-up (the scan's loop compiles here on a first run)
         stage.stats.update(queries=0, uncertified=0, candidates=0)
         got, lat = [], []
         for tok, mask in batches:
             t = time.perf_counter()
             got.append(stage.retrieve(tok, mask, 100)[1][0])
             lat.append(1000 * (time.perf_counter() - t))
-        recall = float(np.mean([len(set(a) & set(b)) / len(b) for a, b in zip(got, truth, strict=True)]))
-        rows.append({"first stage": label, "build_s": build_s, "bytes/video": stage.nbytes / len(index),
-                     "p50_ms": float(np.percentile(lat, 50)), "p95_ms": float(np.percentile(lat, 95)),
-                     "recall@100": recall, "uncertified_%": 100 * stage.stats["uncertified"] / len(batches),
-                     "candidates/query": stage.stats["candidates"] / max(1, stage.stats["queries"])})
+        rows.append(row(label, built[build_key], stage.nbytes, lat, recall(got, truth),
+                        stage.stats["candidates"] / max(1, stage.stats["queries"]),
+                        read_bytes(spec, params, index, stage)))
         log(str(rows[-1]))
+    for stage in stages.values():
         stage.close()
-        del stage
-        gc.collect()
+    if not args.only:
+        default = next(f"{sp} " + " ".join(f"{k}={v}" for k, v in pa.items()) for sp, pa in SPECS if sp == "scan"
+                       and pa["rescore"] == "1000")
+        torch.save(batches, args.work / "probe_queries.pt")
+        cmd = [sys.executable, __file__, "--videos", str(args.videos), "--copies", str(args.copies), "--noise",
+               str(args.noise), "--queries", str(args.queries), "--work", str(args.work), "--probe", default]
+        launched = time.time()
+        out = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
+        out["startup_s"] = out.pop("ready") - launched
+        log(f"serving probe: {out}")
+        rows.append({**row(f"serving process: {default}", 0.0, 0, [out["p50_ms"]],
+                           out["recall@100"], 1000, float("nan")), "p95_ms": out["p95_ms"],
+                     "startup_s": out["startup_s"], "peak_rss_MiB": out["peak_rss_MiB"]})
     for r in rows:
         r["videos"] = len(index)
-    rows[0]["peak_rss_MiB"] = peak_rss_mib()
-    for r in rows[1:]:
-        r["peak_rss_MiB"] = float("nan")
-    report(f"first_stage_scale_{args.videos}", rows, "python benchmarks/first_stage_scale.py " + " ".join(sys.argv[1:]))
+        r["limit_ms"] = 1000 * r.pop("bytes/query") / 2**30 / bw if "bytes/query" in r else r.get("limit_ms")
+        r["bandwidth_GiB/s"] = bw
+    name = f"first_stage_scale_{len(index)}"
+    command = "python benchmarks/first_stage_scale.py " + " ".join(sys.argv[1:])
+    report(name, merged(name, rows, command), command)
+
+
+def row(label: str, build_s: float, nbytes: float, lat: list[float], rec: float, cand: float, read: float) -> dict:
+    return {"first stage": label, "build_s": build_s, "bytes/video": float("nan"), "_nbytes": nbytes,
+            "p50_ms": float(np.percentile(lat, 50)), "p95_ms": float(np.percentile(lat, 95)), "recall@100": rec,
+            "candidates/query": float(cand), "bytes/query": read}
+
+
+def merged(name: str, rows: list[dict], command: str) -> list[dict]:
+    """This run's rows over the stored ones of the same labels; each row keeps the command that made it."""
+    path = RESULTS / f"{name}.json"
+    stored = json.loads(path.read_text()) if path.exists() else {"rows": []}
+    old = stored["rows"]
+    for r in old:  # rows of a file written before rows carried their command: that run's
+        r.setdefault("command", f"{stored.get('command')} (an earlier session: same seeded data and model)")
+    for r in rows:
+        n = r.pop("_nbytes")
+        r["bytes/video"] = n / r["videos"] if n else float("nan")
+        r["command"] = command
+    mine = {r["first stage"] for r in rows}
+    keep = [r for r in old if r["first stage"] not in mine]
+    cols = list(rows[0])
+    return [{c: r.get(c, float("nan")) for c in cols} for r in keep + rows]
 
 
 if __name__ == "__main__":

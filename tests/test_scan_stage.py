@@ -15,7 +15,7 @@ import torch
 from momentsearch.errors import FirstStageError
 from momentsearch.search.clipmax import ClipMaxRetriever
 from momentsearch.search.first_stage import ExactFirstStage, build_first_stage
-from momentsearch.search.first_stage.pq_kernel import video_max, video_max_numpy
+from momentsearch.search.kernels import half_to_float32, packed, video_max, video_max_numpy
 from momentsearch.search.first_stage.retrieve import AUTO_EXACT_LIMIT, resolve_spec
 from momentsearch.search.first_stage.scan import ScanFirstStage, grow_scan, layout_key
 from momentsearch.search.index import VideoIndex, concat_ragged
@@ -68,9 +68,26 @@ def test_the_compiled_loop_equals_numpy():
     video_max(codes, lut, offsets, 0, 200, out)
     video_max(codes, lut, offsets, 200, 500, out)  # two ranges, as two threads would split them
     np.testing.assert_allclose(out, video_max_numpy(codes, lut, offsets), rtol=1e-5, atol=1e-5)
-    # by hand: video 0's best clip
-    first = [lut[np.arange(8), codes[n]].sum() for n in range(offsets[0], offsets[1])]
+    first = [lut[np.arange(8), codes[n]].sum() for n in range(offsets[0], offsets[1])]  # by hand: video 0
     assert out[0] == pytest.approx(max(first), rel=1e-6)
+    words = packed(codes)
+    assert words.dtype == np.uint64 and words.shape == (len(codes), 1)  # 8 codes a word
+    fast = np.full(500, np.nan, np.float32)
+    video_max(words, lut, offsets, 0, 500, fast)
+    assert np.array_equal(fast, out)  # the same additions in the same order: bit for bit
+    odd = codes[:, :6].copy()  # m = 6: bytes, not words
+    assert packed(odd) is odd
+    video_max(odd, lut[:6], offsets, 0, 500, out)
+    np.testing.assert_allclose(out, video_max_numpy(odd, lut[:6], offsets), rtol=1e-5, atol=1e-5)
+
+
+def test_half_to_float32_is_exact_for_every_half():
+    every = np.arange(65536, dtype=np.uint16).view(np.float16)
+    got, ref = half_to_float32(every), every.astype(np.float32)
+    finite = ~np.isnan(ref)
+    assert np.array_equal(got[finite].view(np.uint32), ref[finite].view(np.uint32))  # zeros, subnormals, inf
+    assert np.isnan(got[~finite]).all()
+    assert half_to_float32(every.reshape(256, 256)).shape == (256, 256)
 
 
 @pytest.mark.parametrize("cosine", [True, False])  # XML's cosine, MINUTE's inner product

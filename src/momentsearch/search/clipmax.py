@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from momentsearch.search.index import VideoIndex
+from momentsearch.search.kernels import half_to_float32
 
 QueryEncoder = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # tokens, mask -> (B, S, d)
 
@@ -67,7 +68,7 @@ class ClipMaxRetriever:
         n = off[videos + 1] - off[videos]
         first = np.concatenate([[0], np.cumsum(n)[:-1]])
         rows = np.repeat(off[videos] - first, n) + np.arange(int(n.sum()))  # each video's clip rows in turn
-        c = torch.from_numpy(np.take(self.index.array(self.array), rows, axis=0)).float()  # (R, S, d)
+        c = torch.from_numpy(half_to_float32(np.take(self.index.array(self.array), rows, axis=0)))  # (R, S, d)
         sim = torch.einsum("sd,rsd->rs", torch.from_numpy(q), c)
         if self.cosine:  # as F.normalize: x / max(|x|, 1e-12)
             sim = sim / torch.linalg.vector_norm(c, dim=-1).clamp_min(1e-12)

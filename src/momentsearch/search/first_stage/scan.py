@@ -8,7 +8,7 @@ mean over streams of each stream's best clip (XML Eq. 1, MINUTE Eq. 8, CLIP):
   bytes;
 * **search**, per query: the table ``lut_s[j, c] = <q_s^(j), centroid_j,c>`` (m x 256), each clip's
   approximate inner product ``sum_j lut_s[j, code_j]``, each video's approximate score
-  ``a(v) = mean_s max_{clips of v} (...)`` (one compiled pass over the codes, numba, split over
+  ``a(v) = mean_s max_{clips of v} (...)`` (one compiled pass over the codes, :mod:`momentsearch.search.kernels`, split over
   ``threads`` threads by video ranges); the ``rescore`` videos of highest ``a(v)`` are scored exactly
   from the index's own clip arrays, and the top ``k`` of those returned.
 
@@ -41,7 +41,7 @@ import torch
 from momentsearch.errors import FirstStageError
 from momentsearch.fileio import atomic_dir, write_json
 from momentsearch.readers import check_array, read_json_object, read_npy
-from momentsearch.search.first_stage.pq_kernel import video_max
+from momentsearch.search.kernels import packed, video_max
 
 SCAN_VERSION = 1
 TRAIN_ROWS = 131_072  # clips sampled per stream to train the product quantizer
@@ -136,6 +136,7 @@ class ScanFirstStage:
         self.source = source
         self.codebooks = np.ascontiguousarray(codebooks, np.float32)  # (S, m, 256, d/m)
         self.codes = codes  # per stream (N, m) uint8
+        self._words = [packed(c) for c in codes]  # what the compiled loop reads
         self.offsets = np.ascontiguousarray(source.index.offsets, np.int64)
         self.n_videos = len(self.offsets) - 1
         self.rescore, self.folder = rescore, folder
@@ -158,7 +159,7 @@ class ScanFirstStage:
 
         def run(job: tuple[int, int, int]) -> None:
             s, a, b = job
-            video_max(self.codes[s], luts[s], self.offsets, a, b, per_stream[s])
+            video_max(self._words[s], luts[s], self.offsets, a, b, per_stream[s])
 
         if self._pool is None:
             for job in jobs:
