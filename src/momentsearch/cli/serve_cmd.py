@@ -10,9 +10,11 @@ import typer
 from momentsearch.cli.main import _require_models, app
 from momentsearch.errors import MomentSearchError
 
-FIRST_STAGE_HELP = ("auto (FAISS Flat up to 500k clips, HNSW32 above), exact, faiss:FACTORY (e.g. faiss:HNSW32, "
-                    "faiss:IVF4096,Flat), milvus (milvus-lite in the index folder) or milvus:URI (a Milvus server).")
-PARAM_HELP = "A first-stage parameter KEY=VALUE, repeatable (nprobe=32, efSearch=128, index_type=HNSW, token=...)."
+FIRST_STAGE_HELP = ("auto (exact up to 200k clips, scan above), exact, scan (PQ codes of every clip, the best videos "
+                    "re-scored exactly), faiss:FACTORY (e.g. faiss:HNSW32, faiss:IVF4096,Flat), milvus (milvus-lite "
+                    "in the index folder) or milvus:URI (a Milvus server).")
+PARAM_HELP = ("A first-stage parameter KEY=VALUE, repeatable (rescore=2000, nprobe=32, efSearch=128, index_type=HNSW, "
+              "token=...).")
 
 
 @app.command("serve")

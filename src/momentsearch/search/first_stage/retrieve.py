@@ -1,7 +1,11 @@
-"""The first stage: each query's top ``k`` videos (scores and indices), exact or through a vector backend.
+"""The first stage: each query's top ``k`` videos (scores and indices), exact, by a compressed scan, or
+through a vector backend.
 
 * :class:`ExactFirstStage` scores every video with the family's retriever and keeps the top ``k``
   (the reference, and the only choice for a retriever no vector index can serve);
+* :class:`~momentsearch.search.first_stage.scan.ScanFirstStage` (``scan``): product-quantized codes of
+  every clip scanned, each video's best clip, the best videos re-scored exactly (``auto`` above
+  200,000 clips);
 * :class:`VectorFirstStage` serves a retriever whose video score is an aggregate of per-stream
   maxima of inner products over clip vectors (XML Eq. 1, MINUTE Eq. 8, CLIP): a video's score is
   ``mean_s max_c <q_s, c_s>``. Each stream's clip vectors sit in a backend; a query fetches its top
