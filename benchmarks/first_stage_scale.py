@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, peak_rss_mib, report  # noqa: E402
+from _common import RESULTS, report  # noqa: E402
 
 from momentsearch.config import CONFIG_DIR  # noqa: E402
 from momentsearch.data.batching import pad_tokens  # noqa: E402

@@ -31,8 +31,9 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from momentsearch.errors import FirstStageError, QueryError
+from momentsearch.errors import FirstStageError
 from momentsearch.search.first_stage.base import VectorBackend, create_backend
+from momentsearch.search.first_stage.pools import pad, restrict_to_pools, score_pools
 from momentsearch.search.first_stage.scan import ScanFirstStage, build_scan
 
 AUTO_EXACT_LIMIT = 200_000  # clips: above, ``auto`` scans clip codes (``scan``) instead of every vector
@@ -57,27 +58,6 @@ class VectorSource(Protocol):
     def exact_scores(self, q: np.ndarray, videos: np.ndarray) -> np.ndarray: ...
 
 
-def restrict_to_pools(scores: torch.Tensor, pools: Sequence[Sequence[int]]) -> torch.Tensor:
-    """(B, V) scores with -inf outside each query's pool of video indices."""
-    check_pools(pools, scores.shape[0], scores.shape[1])
-    out = torch.full_like(scores, float("-inf"))
-    for i, pool in enumerate(pools):
-        idx = torch.as_tensor(np.asarray(pool, np.int64))
-        out[i, idx] = scores[i, idx]
-    return out
-
-
-def check_pools(pools: Sequence[Sequence[int]], n_queries: int, n_videos: int) -> None:
-    if len(pools) != n_queries:
-        raise QueryError(f"{len(pools)} candidate pools for {n_queries} queries")
-    for i, pool in enumerate(pools):
-        idx = np.asarray(pool, np.int64)
-        if len(idx) == 0:
-            raise QueryError(f"query {i}: its candidate pool is empty")
-        if int(idx.min()) < 0 or int(idx.max()) >= n_videos:
-            raise QueryError(f"query {i}: candidate pool holds a video index outside 0..{n_videos - 1}")
-
-
 class ExactFirstStage:
     spec = "exact"
 
@@ -94,14 +74,6 @@ class ExactFirstStage:
         return top, idx.numpy()
 
 
-def _pad(rows: list[tuple[np.ndarray, np.ndarray]], k: int) -> tuple[torch.Tensor, np.ndarray]:
-    scores = np.full((len(rows), k), -np.inf, np.float32)
-    videos = np.zeros((len(rows), k), np.int64)
-    for i, (v, s) in enumerate(rows):
-        scores[i, : len(s)], videos[i, : len(v)] = s, v
-    return torch.from_numpy(scores), videos
-
-
 class VectorFirstStage:
     def __init__(self, source: VectorSource, backends: list[VectorBackend], spec: str, clips_per_video: int = 8,
                  max_rounds: int = 4):
@@ -113,19 +85,12 @@ class VectorFirstStage:
         self.n_rows = int(self.offsets[-1])
         self.stats = {"queries": 0, "uncertified": 0, "rounds": 0, "candidates": 0}
 
-    def _top(self, q: np.ndarray, videos: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        s = self.source.exact_scores(q, videos)
-        order = np.argsort(-s, kind="stable")[:k]
-        return videos[order], s[order]  # pools: every pool video scored exactly
-
     def retrieve(self, tokens: torch.Tensor, token_mask: torch.Tensor, k: int,
                  pools: Sequence[Sequence[int]] | None = None) -> tuple[torch.Tensor, np.ndarray]:
         q = self.source.query_vectors(tokens, token_mask)  # (B, S, d)
         n_videos = len(self.offsets) - 1
         if pools is not None:  # a small set of videos: scored exactly, no index needed
-            check_pools(pools, len(q), n_videos)
-            k = min(k, max(len(p) for p in pools))
-            return _pad([self._top(q[i], np.unique(np.asarray(p, np.int64)), k) for i, p in enumerate(pools)], k)
+            return score_pools(self.source, q, pools, n_videos, k)
         k = min(k, n_videos)
         out: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(q)
         todo = np.arange(len(q))
@@ -147,7 +112,7 @@ class VectorFirstStage:
                 break
             todo, m = np.asarray(again), m * 4
         self.stats["queries"] += len(q)
-        return _pad([o for o in out if o is not None], k)
+        return pad([o for o in out if o is not None], k)
 
     def _merge(self, q: np.ndarray, fetched: list[tuple[np.ndarray, np.ndarray]], k: int, m: int
                ) -> tuple[np.ndarray, np.ndarray, bool]:

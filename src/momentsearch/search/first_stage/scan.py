@@ -41,6 +41,7 @@ import torch
 from momentsearch.errors import FirstStageError
 from momentsearch.fileio import atomic_dir, write_json
 from momentsearch.readers import check_array, read_json_object, read_npy
+from momentsearch.search.first_stage.pools import exact_top, pad, score_pools
 from momentsearch.search.kernels import packed, video_max
 
 SCAN_VERSION = 1
@@ -169,20 +170,11 @@ class ScanFirstStage:
             list(self._pool.map(run, jobs))
         return per_stream.mean(0)
 
-    def _top(self, q: np.ndarray, videos: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        s = self.source.exact_scores(q, videos)
-        order = np.argsort(-s, kind="stable")[:k]
-        return videos[order], s[order]
-
     def retrieve(self, tokens: torch.Tensor, token_mask: torch.Tensor, k: int,
                  pools: Sequence[Sequence[int]] | None = None) -> tuple[torch.Tensor, np.ndarray]:
-        from momentsearch.search.first_stage.retrieve import _pad, check_pools
-
         q = self.source.query_vectors(tokens, token_mask)  # (B, S, d)
         if pools is not None:  # a small set of videos: scored exactly
-            check_pools(pools, len(q), self.n_videos)
-            k = min(k, max(len(p) for p in pools))
-            return _pad([self._top(q[i], np.unique(np.asarray(p, np.int64)), k) for i, p in enumerate(pools)], k)
+            return score_pools(self.source, q, pools, self.n_videos, k)
         k = min(k, self.n_videos)
         r = min(self.n_videos, max(k, self.rescore or default_rescore(k, self.n_videos)))
         rows = []
@@ -192,12 +184,12 @@ class ScanFirstStage:
                 cand = np.sort(np.argpartition(-approx, r - 1)[:r])
             else:
                 cand = np.arange(self.n_videos)
-            rows.append(self._top(q[i], cand, k))
+            rows.append(exact_top(self.source, q[i], cand, k))
         self.stats["queries"] += len(q)
         self.stats["uncertified"] += len(q) if r < self.n_videos else 0
         self.stats["candidates"] += r * len(q)
         self.stats["rounds"] += len(q)
-        return _pad(rows, k)
+        return pad(rows, k)
 
     @property
     def nbytes(self) -> int:
