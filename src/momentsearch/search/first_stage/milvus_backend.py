@@ -11,6 +11,7 @@ shared server.
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +97,29 @@ class MilvusBackend(VectorBackend):
                 if progress:
                     print(f"  milvus {self.index_type} {name}: {min(s + step, n):,}/{n:,} vectors", flush=True)
             self.client.flush(self.collection)
+            self._wait_for_index(n, progress)
             self.client.load_collection(self.collection)
+
+    def _wait_for_index(self, n: int, progress: bool, timeout_s: float = 7200.0) -> None:
+        """Until the server has indexed every row: a server builds segment indexes after the flush, in the
+        background, and a search before it ends scans the unindexed segments (measured at 3.4 M rows: p95
+        3.5 s while half the rows were still unindexed). A Milvus that does not report it is not waited for."""
+        start = last = time.monotonic()
+        while True:
+            try:
+                info = self.client.describe_index(self.collection, "vec")
+            except Exception:  # noqa: BLE001 - no such call or field on this Milvus: nothing to wait for
+                return
+            done, pending = info.get("indexed_rows"), info.get("pending_index_rows")
+            if done is None or int(done) >= n or (pending is not None and int(pending) == 0):
+                return
+            if time.monotonic() - start > timeout_s:
+                raise FirstStageError(f"milvus: the server indexed {done:,} of {n:,} rows in {timeout_s:.0f} s; "
+                                      "search again later (the built collection is kept)")
+            if progress and time.monotonic() - last > 30:
+                print(f"  milvus {self.index_type}: the server has indexed {int(done):,}/{n:,} rows", flush=True)
+                last = time.monotonic()
+            time.sleep(1.0)
 
     def load(self, folder: Path, name: str, n_rows: int) -> bool:
         self._connect(folder)
@@ -107,6 +130,7 @@ class MilvusBackend(VectorBackend):
             count = self.client.get_collection_stats(self.collection).get("row_count")
             if int(count or 0) != n_rows:
                 return False
+            self._wait_for_index(n_rows, progress=True)  # a collection another process built may still be indexing
             self.client.load_collection(self.collection)
         return True
 
