@@ -202,10 +202,13 @@ def serve_probe(args: argparse.Namespace) -> None:
         t = time.perf_counter()
         got.append(stage.retrieve(tok, mask, 100)[1][0])
         lat.append(1000 * (time.perf_counter() - t))
-    hwm = next(int(x.split()[1]) for x in Path("/proc/self/status").read_text().splitlines() if x.startswith("VmHWM"))
+    status = {x.split(":")[0]: int(x.split()[1]) for x in Path("/proc/self/status").read_text().splitlines()
+              if x.startswith(("VmHWM", "RssAnon", "RssFile"))}
+    hwm = status["VmHWM"]
     print(json.dumps({"ready": ready, "p50_ms": float(np.percentile(lat, 50)),  # VmHWM: ru_maxrss carries the
                       "p95_ms": float(np.percentile(lat, 95)), "recall@100": recall(got, truth),  # forked parent's
-                      "peak_rss_MiB": hwm / 1024}))
+                      "peak_rss_MiB": hwm / 1024, "anon_rss_MiB": status["RssAnon"] / 1024,  # own memory
+                      "file_rss_MiB": status["RssFile"] / 1024}))  # pages of memory-mapped files: page cache
 
 
 def recall(got: list[np.ndarray], truth: np.ndarray) -> float:
@@ -333,7 +336,8 @@ def main() -> None:
         log(f"serving probe: {out}")
         rows.append({**row("serving process: scan as auto serves it", 0.0, 0, [out["p50_ms"]],
                            out["recall@100"], default_rescore(100, len(index)), float("nan")), "p95_ms": out["p95_ms"],
-                     "startup_s": out["startup_s"], "peak_rss_MiB": out["peak_rss_MiB"]})
+                     "startup_s": out["startup_s"], "peak_rss_MiB": out["peak_rss_MiB"],
+                     "anon_rss_MiB": out["anon_rss_MiB"], "file_rss_MiB": out["file_rss_MiB"]})
     for r in rows:
         r["videos"] = len(index)
         r["limit_ms"] = 1000 * r.pop("bytes/query") / 2**30 / bw if "bytes/query" in r else r.get("limit_ms")
