@@ -366,7 +366,7 @@ def merged(name: str, rows: list[dict], command: str) -> list[dict]:
         r["command"] = command
     mine = {r["first stage"] for r in rows}
     keep = [r for r in old if r["first stage"] not in mine]
-    cols = list(dict.fromkeys(c for r in rows for c in r))
+    cols = list(dict.fromkeys(c for r in keep + rows for c in r))
     return [{c: r.get(c, float("nan")) for c in cols} for r in keep + rows]
 
 
