@@ -58,6 +58,15 @@ def start_server(index: Path, port: int, first_stage: str, log: Path) -> subproc
     raise SystemExit(f"the server did not answer /health within 180 s:\n{log.read_text()[-3000:]}")
 
 
+def server_memory(pid: int) -> dict[str, float]:
+    """The server's peak resident memory, and now its own (anonymous) memory apart from the pages of
+    memory-mapped files (the index's arrays: page cache), in MiB."""
+    fields = {x.split(":")[0]: int(x.split()[1]) for x in Path(f"/proc/{pid}/status").read_text().splitlines()
+              if x.startswith(("VmHWM", "RssAnon", "RssFile"))}
+    return {"peak_rss_MiB": fields["VmHWM"] / 1024, "anon_rss_MiB": fields["RssAnon"] / 1024,
+            "file_rss_MiB": fields["RssFile"] / 1024}
+
+
 async def client(base: str, n: int, stop_at: float, latencies: list[float], errors: list[str]) -> None:
     async with httpx.AsyncClient(base_url=base, timeout=60) as c:
         for i in itertools.count(n * 15):
@@ -97,6 +106,7 @@ def main() -> int:
         health = httpx.get(base + "/health").json()
         latencies, errors, wall = asyncio.run(load(base, args.clients, args.seconds))
         batching = httpx.get(base + "/health").json()["batching"]
+        memory = server_memory(proc.pid)
     finally:
         proc.terminate()
         proc.wait(20)
@@ -105,7 +115,8 @@ def main() -> int:
            "seconds": round(wall, 1), "requests": len(lat), "requests/s": len(lat) / wall,
            "p50_ms": float(np.percentile(lat, 50)), "p95_ms": float(np.percentile(lat, 95)),
            "p99_ms": float(np.percentile(lat, 99)), "errors": len(errors),
-           "mean batch": batching["requests"] / max(1, batching["batches"]), "largest batch": batching["largest_batch"]}
+           "mean batch": batching["requests"] / max(1, batching["batches"]), "largest batch": batching["largest_batch"],
+           **memory}
     report("service_load", [row], "python benchmarks/service_load.py " + " ".join(sys.argv[1:]), args.json)
     for e in errors[:5]:
         print("error:", e)
