@@ -1,6 +1,7 @@
 """The fuzz run's readers beyond the annotation formats: feature stores (HDF5, npy), checkpoints, YAML
 configs, index folders (index.json, arrays and their manifest), relevance tables, MVMR pools, corpus
-folders, subtitle files, query files, synthetic benchmark folders and the service's ``/search`` body.
+folders, subtitle files, query files, synthetic benchmark folders, the ``scan`` first stage's folder and the
+service's ``/search`` body.
 
 Each :class:`Target` starts from real files made by momentsearch itself (a served index over three
 ingested videos, a packed checkpoint, the shipped configs...), writes one mutant at a time over its
@@ -90,6 +91,7 @@ def fixtures(root: Path) -> Path:
     MomentRelevance.from_rows(["q1", "q2"], ["v1", "v2"], [[(0, 1.0, 4.0, 1.0), (1, 0.0, 2.0, 0.5)],
                                                            [(1, 2.0, 6.0, 0.75)]]).save(root / "relevance.npz")
     generate(load_preset("tiny"), root / "synthetic", progress=False)
+    _scan_fixture(root / "scan")
     texts = {"subtitles.srt": SRT, "subtitles.vtt": VTT, "mvmr_annotations.json": MVMR_ANNOTATIONS,
              "mvmr_pools.json": MVMR_POOLS, "queries.txt": "the red door opens\n\n  someone waves  \n",
              "search_body.json": json.dumps(BODIES[1])}
@@ -99,6 +101,17 @@ def fixtures(root: Path) -> Path:
         shutil.copy(ROOT / "src/momentsearch/configs" / name, root / ("config_" + name.replace("/", "_")))
     _FIXTURES["root"] = root
     return root
+
+
+def _scan_fixture(root: Path) -> None:
+    """A ``scan`` first stage built over a 300-video index (its arrays beside it)."""
+    from test_scan_stage import retriever, structured
+
+    from momentsearch.search.first_stage import build_first_stage
+
+    index, _ = structured(300)
+    index.save(root / "arrays")
+    build_first_stage(retriever(index), index, "scan", root / "stage").close()
 
 
 # ---- what a user runs -----------------------------------------------------------------------------
@@ -139,6 +152,24 @@ def _index_folder(folder: Path) -> None:
         idx.padded(name, videos)
     for a in idx.video_arrays.values():
         np.asarray(a[videos], np.float32)
+
+
+def _scan_stage(folder: Path) -> None:
+    """What a search over the index does with a stage folder it finds: load it (None: built for other
+    videos, so built anew), then answer a query."""
+    import torch
+    from test_scan_stage import retriever
+
+    from momentsearch.search.first_stage.scan import ScanFirstStage, layout_key
+    from momentsearch.search.index import VideoIndex
+
+    index = VideoIndex.load(folder / "scan/arrays")
+    (stage_dir,) = (folder / "scan/stage").glob("scan_*")
+    stage = ScanFirstStage.load(stage_dir, retriever(index), layout_key(index), threads=1)
+    if stage is not None:
+        q = torch.ones(1, 2, 32)
+        stage.retrieve(q, torch.ones(1, 2, dtype=torch.bool), 10)
+        stage.close()
 
 
 def _relevance(folder: Path) -> None:
@@ -291,6 +322,22 @@ def _index_mutant(folder: Path, rng: random.Random) -> str:
     return f"{f.name}:{how}"
 
 
+def _scan_mutant(folder: Path, rng: random.Random) -> str:
+    (stage,) = (folder / "scan/stage").glob("scan_*")
+    op = rng.choice(["manifest", "npy", "npy", "npy", "delete"])
+    if op == "manifest":
+        f = stage / "manifest.json"
+        f.write_bytes(mutate(f.read_bytes(), rng)[0])
+        return op
+    f = rng.choice(sorted(stage.glob("*.npy")))
+    if op == "delete":
+        f.unlink()
+        return f"delete {f.name}"
+    raw, how = mutate_npy(np.load(f), rng)
+    f.write_bytes(raw)
+    return f"{f.name}:{how}"
+
+
 def _npz_mutant(folder: Path, rng: random.Random) -> str:
     import io
     import zipfile
@@ -358,6 +405,7 @@ TARGETS: dict[str, Target] = {t.name: t for t in [
     Target("config-yaml", "config.yaml", _config, _yaml_mutant),
     Target("index-folder", "served/index", _index_folder, _index_mutant, text=False),
     Target("relevance-npz", "relevance.npz", _relevance, _npz_mutant, text=False),
+    Target("scan-stage", "scan/stage", _scan_stage, _scan_mutant, text=False),
     Target("mvmr-pools", "mvmr_pools.json", _mvmr),
     Target("corpus-json", "served/corpus/corpus.json", _corpus_folder),
     Target("subtitles-srt", "subtitles.srt", _subtitles("subtitles.srt")),

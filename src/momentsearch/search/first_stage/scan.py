@@ -220,6 +220,7 @@ class ScanFirstStage:
                 print(f"  scan: training a {m}-byte product quantizer on {len(x):,} clips (stream {s + 1})", flush=True)
             pq = faiss.ProductQuantizer(x.shape[1], m, 8)
             pq.cp.seed = 1234 + s
+            pq.cp.min_points_per_centroid = 1  # a small corpus: no warning per sub-quantizer (16 lines for 2 streams)
             pq.train(x)
             out.append(faiss.vector_to_array(pq.centroids).reshape(m, 256, x.shape[1] // m))
         return np.stack(out).astype(np.float32)
