@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from momentsearch.search.index import VideoIndex
+from momentsearch.search.index import VideoIndex, clip_rows
 from momentsearch.search.kernels import half_to_float32
 
 QueryEncoder = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # tokens, mask -> (B, S, d)
@@ -67,7 +67,7 @@ class ClipMaxRetriever:
         off = np.asarray(self.index.offsets, np.int64)
         n = off[videos + 1] - off[videos]
         first = np.concatenate([[0], np.cumsum(n)[:-1]])
-        rows = np.repeat(off[videos] - first, n) + np.arange(int(n.sum()))  # each video's clip rows in turn
+        rows = clip_rows(off, videos)
         c = torch.from_numpy(half_to_float32(np.take(self.index.array(self.array), rows, axis=0)))  # (R, S, d)
         sim = torch.einsum("sd,rsd->rs", torch.from_numpy(q), c)
         if self.cosine:  # as F.normalize: x / max(|x|, 1e-12)

@@ -172,6 +172,12 @@ def clips_to_seconds(index: VideoIndex, videos: np.ndarray, st_clip: np.ndarray,
     return st_clip * dt, np.minimum((ed_clip + 1) * dt, index.durations[videos])
 
 
+def clip_rows(offsets: np.ndarray, videos: np.ndarray) -> np.ndarray:
+    """The per-clip row numbers of ``videos``, each video's rows in turn (offsets: (V+1,) int64)."""
+    n = offsets[videos + 1] - offsets[videos]
+    return np.repeat(offsets[videos] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
+
+
 def concat_ragged(parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Per-video (n_i, ...) arrays -> (their concatenation, offsets (V+1,))."""
     offsets = np.zeros(len(parts) + 1, np.int64)

@@ -189,6 +189,14 @@ def resolve_spec(spec: str, n_rows: int) -> str:
     return "scan"
 
 
+def _unwritable(asked: str, what: str, root: Path, e: OSError, retriever: Any) -> ExactFirstStage:
+    """A stage that cannot be kept in ``root``: ``auto`` falls back to exact, a named stage is an error."""
+    if asked == "auto":
+        return ExactFirstStage(retriever)
+    raise FirstStageError(f"cannot keep the {what} in {root} ({e.strerror or e}); make the "
+                          "folder writable, or use --first-stage exact") from None
+
+
 def build_first_stage(retriever: Any, index: Any, spec: str = "exact", folder: str | Path | None = None,
                       params: dict[str, str] | None = None, family: str = "", clips_per_video: int = 8,
                       progress: bool = False) -> ExactFirstStage | VectorFirstStage | ScanFirstStage:
@@ -212,10 +220,7 @@ def build_first_stage(retriever: Any, index: Any, spec: str = "exact", folder: s
         try:
             return build_scan(retriever, root, params, progress)
         except OSError as e:  # a read-only index folder, a full disk
-            if asked == "auto":
-                return ExactFirstStage(retriever)
-            raise FirstStageError(f"cannot keep the scan stage in {root} ({e.strerror or e}); make the "
-                                  "folder writable, or use --first-stage exact") from None
+            return _unwritable(asked, "scan stage", root, e, retriever)
     try:
         clips_per_video = int(params.pop("clips_per_video", clips_per_video))
         rounds = int(params.pop("rounds", 0))
@@ -233,10 +238,7 @@ def build_first_stage(retriever: Any, index: Any, spec: str = "exact", folder: s
             try:
                 backend.build(retriever.stream_rows(s), root, name, progress)
             except OSError as e:  # a read-only index folder, a full disk
-                if asked == "auto":
-                    return ExactFirstStage(retriever)
-                raise FirstStageError(f"cannot keep the {spec} index in {root} ({e.strerror or e}); make the "
-                                      "folder writable, or use --first-stage exact") from None
+                return _unwritable(asked, f"{spec} index", root, e, retriever)
         backends.append(backend)
     rounds = rounds or (4 if all(b.exhaustive for b in backends) else 1)
     return VectorFirstStage(retriever, backends, spec, clips_per_video, rounds)

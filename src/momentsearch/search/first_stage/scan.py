@@ -42,6 +42,7 @@ from momentsearch.errors import FirstStageError
 from momentsearch.fileio import atomic_dir, write_json
 from momentsearch.readers import check_array, read_json_object, read_npy
 from momentsearch.search.first_stage.pools import exact_top, pad, score_pools
+from momentsearch.search.index import clip_rows
 from momentsearch.search.kernels import packed, video_max
 
 SCAN_VERSION = 1
@@ -264,6 +265,8 @@ class ScanFirstStage:
         man = ScanManifest.read(folder / "manifest.json")
         if man.version != SCAN_VERSION or (layout is not None and man.layout != layout):
             return None
+        if man.n_videos != len(source.index) or man.n_clips != int(source.index.offsets[-1]):
+            return None  # built over an index of another size (``layout`` None: a caller's old index)
         path = folder / "codebooks.npy"
         books = check_array(read_npy(path, _error), str(path), _error, ndim=4, kinds="f", length=man.n_streams,
                             finite=True)
@@ -277,8 +280,6 @@ class ScanFirstStage:
             if c.dtype != np.uint8 or c.shape[1] != man.m:
                 raise _error(f"{path}: {c.dtype} codes of width {c.shape[1]}, expected uint8 of width {man.m}")
             codes.append(np.ascontiguousarray(c))
-        if man.n_videos != len(source.index) or man.n_clips != int(source.index.offsets[-1]):
-            return None  # built over an index of another size (``layout`` None: a caller's old index)
         return cls(source, books, codes, folder=folder, **kw)
 
 
@@ -318,12 +319,10 @@ def grow_scan(old_folder: Path, new_folder: Path, source: Any, old_index: Any, o
     new or was re-encoded. The codebooks stay; kept videos keep their codes, the others are coded.
     Returns the number of stages carried over."""
     offsets = np.asarray(source.index.offsets, np.int64)
-    n = np.diff(offsets)
-    old_off = np.asarray(old_index.offsets, np.int64)
-    # each new clip row's source: a row of the old codes, or -1 (coded now)
+    # each new clip row's source: a row of the old codes (a kept video has as many clips), or -1 (coded now)
     src = np.full(int(offsets[-1]), -1, np.int64)
     kept = np.flatnonzero(old_rows >= 0)
-    src[np.repeat(offsets[kept], n[kept]) + _within(n[kept])] = np.repeat(old_off[old_rows[kept]], n[kept]) + _within(n[kept])
+    src[clip_rows(offsets, kept)] = clip_rows(np.asarray(old_index.offsets, np.int64), old_rows[kept])
     fresh = np.flatnonzero(src < 0)
     done = 0
 
@@ -351,9 +350,3 @@ def grow_scan(old_folder: Path, new_folder: Path, source: Any, old_index: Any, o
         stage.close()
         done += 1
     return done
-
-
-def _within(n: np.ndarray) -> np.ndarray:
-    """0..n_i-1 for each i, concatenated."""
-    starts = np.repeat(np.cumsum(n) - n, n)
-    return np.arange(int(n.sum())) - starts
