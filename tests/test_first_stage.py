@@ -119,3 +119,31 @@ def test_bad_specs_and_unservable_families_say_what_to_do(tmp_path: Path) -> Non
     with pytest.raises(FirstStageError, match="family cet cannot be served.*reads each.*Use the first stage 'exact'"):
         build_first_stage(CrossEncoder(), index, "faiss:HNSW32", tmp_path, family="cet")
     assert isinstance(build_first_stage(CrossEncoder(), index, "exact"), ExactFirstStage)
+
+
+def test_the_device_path_takes_each_videos_max_as_the_cpu_path_does() -> None:
+    """``video_max_torch`` (the per-video max a GPU search takes on the device) against NumPy's reduceat
+    over the offsets, on videos of 1 to 39 clips; and a retriever's scores by either path."""
+    from momentsearch.search.clipmax import video_max_torch
+
+    rng = np.random.default_rng(3)
+    n = rng.integers(1, 40, size=300)
+    offsets = np.concatenate([[0], np.cumsum(n)])
+    sim = rng.normal(size=(4, int(offsets[-1]), 2)).astype(np.float32)
+    got = video_max_torch(torch.from_numpy(sim), torch.from_numpy(n)).numpy()
+    assert got.shape == (4, 300, 2)
+    assert np.array_equal(got, np.maximum.reduceat(sim, offsets[:-1], axis=1))
+    assert got[1, 7, 0] == sim[1, offsets[7]: offsets[8], 0].max()
+
+
+def test_auto_is_exact_on_a_gpu_where_every_clip_fits() -> None:
+    """``auto`` above 200,000 clips: ``scan`` on the CPU; on a GPU ``exact`` while the fp32 copy of every
+    clip takes at most 80 % of the device's free memory (an H200 holds 1M videos' 32 GiB)."""
+    from momentsearch.search.first_stage.retrieve import resolve_spec
+
+    assert resolve_spec("auto", 150_000) == "exact"
+    assert resolve_spec("auto", 34_000_000) == "scan"
+    assert resolve_spec("auto", 34_000_000, (32 * 2**30, 140 * 2**30)) == "exact"
+    assert resolve_spec("auto", 34_000_000, (32 * 2**30, 40 * 2**30)) == "exact"  # 80 % of 40 = 32
+    assert resolve_spec("auto", 34_000_000, (32 * 2**30, 39 * 2**30)) == "scan"
+    assert resolve_spec("scan", 150_000, (1, 2**40)) == "scan"  # a named stage is kept

@@ -29,6 +29,7 @@ class ClipMaxRetriever:
         self.device = device or torch.device("cpu")
         self.chunk = chunk_clips
         self._clips: list[torch.Tensor] | None = None
+        self._clip_counts: torch.Tensor | None = None
 
     def _prepared(self) -> list[torch.Tensor]:
         if self._clips is None:
@@ -81,5 +82,19 @@ class ClipMaxRetriever:
         if self.cosine:
             q = F.normalize(q, dim=-1)
         sim = torch.cat([torch.einsum("bsd,nsd->bns", q.float(), h) for h in self._prepared()], dim=1)  # (B, N, S)
-        per_video = np.maximum.reduceat(sim.cpu().numpy(), self.index.offsets[:-1], axis=1)  # (B, V, S)
-        return torch.from_numpy(per_video).mean(-1)
+        if sim.device.type == "cpu":
+            per_video = torch.from_numpy(np.maximum.reduceat(sim.numpy(), self.index.offsets[:-1], axis=1))
+        else:  # on the device: only (B, V) comes back, not every clip's score
+            per_video = video_max_torch(sim, self._lengths(sim.device))
+        return per_video.mean(-1).cpu()
+
+    def _lengths(self, device: torch.device) -> torch.Tensor:
+        if self._clip_counts is None or self._clip_counts.device != device:
+            self._clip_counts = torch.from_numpy(np.diff(self.index.offsets).astype(np.int64)).to(device)
+        return self._clip_counts
+
+
+def video_max_torch(sim: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """(B, N, S) clip scores, (V,) clips per video (each >= 1, contiguous) -> (B, V, S) each video's max,
+    as ``np.maximum.reduceat`` over the offsets, on the tensors' device."""
+    return torch.segment_reduce(sim, "max", lengths=lengths.expand(sim.shape[0], -1), axis=1)

@@ -175,18 +175,30 @@ def data_key(index: Any, array: str, stream: int, unit: bool | None = None) -> s
     return h.hexdigest()
 
 
-def resolve_spec(spec: str, n_rows: int) -> str:
+def resolve_spec(spec: str, n_rows: int, device_bytes: tuple[int, int] | None = None) -> str:
     """``auto`` -> ``exact`` up to AUTO_EXACT_LIMIT clips (a scan of every clip is fast there) or without
-    FAISS, ``scan`` above (recall@100 >= 0.99 against exact, measured at 100k and 1M videos)."""
+    FAISS, ``scan`` above (recall@100 >= 0.99 against exact, measured at 100k and 1M videos).
+    ``device_bytes``: (bytes the exact copy of every clip needs, bytes free) on a GPU the retriever runs
+    on: ``exact`` there while the copy takes at most 80 % of what is free (1M videos: 25 ms a query on
+    an H200, ``benchmarks/gpu_first_stage.py``)."""
     if spec != "auto":
         return spec
-    if n_rows <= AUTO_EXACT_LIMIT:
+    if n_rows <= AUTO_EXACT_LIMIT or (device_bytes is not None and device_bytes[0] <= 0.8 * device_bytes[1]):
         return "exact"
     try:
         import faiss  # noqa: F401
     except ImportError:
         return "exact"
     return "scan"
+
+
+def _device_bytes(retriever: Any, index: Any) -> tuple[int, int] | None:
+    """(bytes of the retriever's fp32 copy of every clip, bytes free) when it runs on a CUDA device."""
+    dev = getattr(retriever, "device", None)
+    if not isinstance(dev, torch.device) or dev.type != "cuda" or not hasattr(retriever, "array"):
+        return None
+    shape = index.array(retriever.array).shape
+    return int(np.prod(shape)) * 4, int(torch.cuda.mem_get_info(dev)[0])
 
 
 def _unwritable(asked: str, what: str, root: Path, e: OSError, retriever: Any) -> ExactFirstStage:
@@ -203,7 +215,7 @@ def build_first_stage(retriever: Any, index: Any, spec: str = "exact", folder: s
     """The first stage ``spec`` over ``retriever`` (a family's), its built vector indexes kept in ``folder``
     (built there when missing or stale). ``auto``: exact up to 200,000 clips, ``scan`` above."""
     asked = spec
-    spec = resolve_spec(spec, int(index.offsets[-1]))
+    spec = resolve_spec(spec, int(index.offsets[-1]), _device_bytes(retriever, index))
     if spec == "exact":
         if params:
             raise FirstStageError(f"the exact first stage takes no parameters, got {sorted(params)}")
