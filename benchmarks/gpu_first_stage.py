@@ -16,7 +16,6 @@ copy, bytes read + written). At 100k the top 100 is checked against the CPU path
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path

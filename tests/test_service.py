@@ -4,6 +4,7 @@ thumbnails, the video filter, batching of concurrent requests, and a 4xx (never 
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
 
@@ -138,3 +139,34 @@ def test_concurrent_requests_are_batched_and_answered_alike(served) -> None:
     stats = app.state.batcher.stats
     assert stats["requests"] - before["requests"] == 16
     assert stats["batches"] - before["batches"] < 16 and stats["largest_batch"] > 1  # searched together
+
+
+def test_a_damaged_video_file_is_the_projects_error_and_the_worker_goes_on(served) -> None:
+    """A video file damaged after ingest: changed on disk -> 409 on /videos and /thumbnails; damaged with its
+    size and time kept (nothing to see but the bytes) -> /videos serves the bytes, /thumbnails a 422 that
+    names the video (no server path). The service answers searches throughout."""
+    client, index = served[2], served[3]
+    path = index.parent / "videos" / "clip2.mp4"
+    good, st = path.read_bytes(), path.stat()
+    try:
+        b = bytearray(good)
+        at = b.find(b"avc1", b.find(b"stsd"))
+        b[at: at + 4] = b"zzz1"  # no decoder for the stream any more
+        path.write_bytes(bytes(b) + b"\0")
+        for url in ("/videos/clip2", "/thumbnails/clip2?t=1.7"):
+            r = client.get(url)
+            assert r.status_code == 409 and "'clip2' changed on disk since it was ingested" in r.json()["error"], url
+        path.write_bytes(bytes(b))
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        r = client.get("/thumbnails/clip2?t=1.9")
+        assert r.status_code == 422, r.text
+        err = r.json()["error"]
+        assert err.startswith("no thumbnail of video 'clip2' at 1.9 s: its video stream has no decoder") and str(path) not in err
+        r = client.get("/videos/clip2", headers={"Range": "bytes=0-99"})
+        assert r.status_code == 206 and r.content == bytes(b)[:100]
+        assert client.post("/search", json={"query": "a white square", "k": 3}).status_code == 200
+        assert client.get("/health").json()["status"] == "ok"
+    finally:
+        path.write_bytes(good)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert client.get("/thumbnails/clip2?t=2.1").status_code == 200

@@ -21,8 +21,9 @@ def frame(i: int, w: int, h: int) -> np.ndarray:
 
 
 def write_video(path: Path, fmt: str = "mp4", codec: str = "libx264", seconds: float = 2.0, rate: int = 10,
-                w: int = 48, h: int = 32, times: list[float] | None = None) -> Path:
-    """``times``: frame times in seconds (a variable frame rate); default ``seconds * rate`` frames at ``rate``."""
+                w: int = 48, h: int = 32, times: list[float] | None = None, black: bool = False) -> Path:
+    """``times``: frame times in seconds (a variable frame rate); default ``seconds * rate`` frames at ``rate``.
+    ``black``: every frame black."""
     n = len(times) if times is not None else int(round(seconds * rate))
     with av.open(str(path), "w", format=fmt) as out:
         s = out.add_stream(codec, rate=rate)
@@ -31,7 +32,7 @@ def write_video(path: Path, fmt: str = "mp4", codec: str = "libx264", seconds: f
         if times is not None:
             s.codec_context.time_base = fractions.Fraction(1, 1000)
         for i in range(n):
-            f = av.VideoFrame.from_ndarray(frame(i, w, h), format="rgb24")
+            f = av.VideoFrame.from_ndarray(np.zeros((h, w, 3), np.uint8) if black else frame(i, w, h), format="rgb24")
             if times is not None:
                 f.pts, f.time_base = int(round(times[i] * 1000)), fractions.Fraction(1, 1000)
             for p in s.encode(f):

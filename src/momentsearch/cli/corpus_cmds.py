@@ -42,16 +42,27 @@ def ingest_cmd(
     threads: Annotated[int, typer.Option(
         help="Torch threads per encoding process (0: torch's default; on Ray, 1 per actor). Torch encoders' "
              "float results depend on it.")] = 0,
+    max_file_seconds: Annotated[float, typer.Option(
+        "--max-file-seconds", help="Wall-clock seconds one file may take to decode; past it the file is reported.")] = 7200.0,
+    max_frames: Annotated[int, typer.Option(
+        "--max-frames", help="Frames one file may decode; past it the file is reported.")] = 5_000_000,
 ) -> None:
     """Decode and encode a folder of videos into a corpus folder. Run it again after adding or changing
-    videos: only those are encoded. Broken files are reported and skipped."""
+    videos: only those are encoded. A file that cannot be decoded (broken, damaged, over its budget) is
+    reported with the reason and the rest is ingested."""
+    from momentsearch.video.decode import DecodeLimits
     from momentsearch.video.ingest import ingest
 
     if encoder != "builtin":
         _require_models()
+    try:
+        limits = DecodeLimits(max_frames=max_frames, max_seconds=max_file_seconds)
+    except ValueError as e:
+        raise typer.BadParameter(str(e).replace("DecodeLimits.max_seconds", "--max-file-seconds")
+                                 .replace("DecodeLimits.max_frames", "--max-frames")) from None
     report = ingest(videos_dir, out, encoder, clip_seconds, fps, _encoder_options(encoder_weights, encoder_device,
                                                                                     random_init),
-                    ray_address=ray, ray_workers=ray_workers, threads=threads)
+                    ray_address=ray, ray_workers=ray_workers, threads=threads, limits=limits)
     typer.echo(report.summary())
 
 

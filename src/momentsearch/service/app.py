@@ -135,16 +135,24 @@ def create_app(searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 5.0
         if path is None:
             raise HTTPException(404, f"video {video_id!r} has no video file (its corpus holds features only, "
                                      "or the file moved since ingest)")
+        changed = media.changed(video_id, path)
+        if changed:
+            raise HTTPException(409, changed)
         return FileResponse(path, media_type=media.media_type(path))
 
     @app.get("/thumbnails/{video_id:path}", responses={200: {"content": {"image/jpeg": {}}}})
     def thumbnail(video_id: str, t: float = Query(0.0, ge=0.0, le=1e7, description="seconds")) -> Response:
         """A JPEG of the frame at ``t`` seconds."""
         _known(video_id)
+        path = media.video_path(video_id)
+        changed = None if path is None else media.changed(video_id, path)
+        if changed:
+            raise HTTPException(409, changed)
         try:
             data = media.thumbnail(video_id, t)
-        except VideoDecodeError as e:
-            raise HTTPException(404, f"no thumbnail: {e}") from None
+        except VideoDecodeError as e:  # the file's path stays on the server: the message names the video
+            reason = str(e).removeprefix(f"{path}: ")
+            raise HTTPException(422, f"no thumbnail of video {video_id!r} at {t:.1f} s: {reason}") from None
         if data is None:
             raise HTTPException(404, f"video {video_id!r} has no video file")
         return Response(data, media_type="image/jpeg", headers={"Cache-Control": "max-age=3600"})

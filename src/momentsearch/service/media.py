@@ -78,6 +78,18 @@ class Media:
                 self._thumbs.popitem(last=False)
         return data
 
+    def changed(self, video_id: str, path: Path) -> str | None:
+        """Why ``path`` is no longer the file ``video_id`` was ingested from (size or time differ), else None."""
+        e = self.entry(video_id) or {}
+        try:
+            st = path.stat()
+        except OSError as err:
+            return f"video {video_id!r}: its file cannot be read ({err.strerror or err})"
+        if "size" in e and (st.st_size, st.st_mtime_ns) != (e.get("size"), e.get("mtime_ns", st.st_mtime_ns)):
+            return (f"video {video_id!r} changed on disk since it was ingested ({e['size']} -> {st.st_size} bytes); "
+                    "run momentsearch ingest and index again")
+        return None
+
     def annotation(self, video_id: str, start: float, end: float) -> str | None:
         entry = self.entry(video_id)
         if entry is None:

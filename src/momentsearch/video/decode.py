@@ -10,14 +10,24 @@ matrix) is applied, so frames come out as a player shows them. Frames are scaled
 swscale to ``size`` (width, height; the aspect ratio is not kept: the encoders say what they want).
 
 Errors are :class:`~momentsearch.errors.VideoDecodeError` naming the file: not a media file, no
-video stream (audio only), nothing decodable (zero-length or truncated before its first frame), or a
-decode error part-way (the file is not indexed half).
+video stream (audio only), a video stream with no decoder (an unknown or damaged codec id), nothing
+decodable (zero-length or truncated before its first frame), or a decode error part-way (the file is
+not indexed half).
+
+**Bounded** (:class:`DecodeLimits`, each configurable): a damaged file can neither hang nor exhaust
+memory. A frame larger than ``max_pixels`` is refused from the stream header before anything is
+decoded and again per frame before it is converted; a timestamp or frame duration past
+``max_duration`` (a damaged timestamp claiming years), or a gap between frames past ``max_gap``, is
+refused before any clip is made for it;
+decoding stops with an error past ``max_frames`` decoded frames or ``max_seconds`` of wall time
+(checked after every frame).
 """
 
 from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +61,26 @@ class VideoInfo:
     rotation: int  # degrees, from the display matrix of the first frame (0, 90, 180, 270)
     codec: str
     container: str
+
+
+@dataclass(frozen=True)
+class DecodeLimits:
+    """What one file may cost. The defaults pass any ordinary video: 48 h of timeline, 5 million decoded
+    frames (46 h at 30 fps), 8192 x 8192 pixels a frame, 2 h of wall time a file, 10 minutes without a
+    frame (a gap that long, filled by repeating the last frame, is taken for a damaged timestamp: a 2 s
+    file whose one timestamp claims 36 h would otherwise be ingested as 36 h of one frame)."""
+
+    max_duration: float = 48 * 3600.0  # seconds of video timeline
+    max_frames: int = 5_000_000  # decoded frames
+    max_pixels: int = 8192 * 8192  # width x height of a frame
+    max_seconds: float = 7200.0  # wall-clock seconds decoding one file
+    max_gap: float = 600.0  # seconds between two frames (or one frame's duration): more is damaged timestamps
+
+    def __post_init__(self) -> None:
+        for name in ("max_duration", "max_frames", "max_pixels", "max_seconds", "max_gap"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 and math.isfinite(v)):
+                raise ValueError(f"DecodeLimits.{name} must be a positive number, got {v!r}")
 
 
 @dataclass
@@ -91,8 +121,18 @@ def _video_stream(path: Path, container: Any) -> Any:
         container.close()
         raise VideoDecodeError(f"{path}: holds no video stream (streams: {', '.join(kinds)})")
     stream = container.streams.video[0]
+    if stream.codec_context is None:  # PyAV found no decoder for the stream's codec id
+        container.close()
+        raise VideoDecodeError(f"{path}: its video stream has no decoder (its codec id is unknown to ffmpeg, or the "
+                               "header is damaged)")
     stream.thread_type = "AUTO"
     return stream
+
+
+def _check_size(path: Path, width: int, height: int, limits: DecodeLimits, where: str) -> None:
+    if width * height > limits.max_pixels:
+        raise VideoDecodeError(f"{path}: {where} says {width}x{height} pixels, over the limit of {limits.max_pixels:,} "
+                               "(DecodeLimits.max_pixels); a damaged header, or a video too large to ingest")
 
 
 def probe(path: str | Path) -> VideoInfo:
@@ -137,17 +177,21 @@ def _to_rgb(frame: Any, size: tuple[int, int], rotation: int) -> np.ndarray:
 
 
 def clip_frames(path: str | Path, clip_seconds: float, fps: float, size: tuple[int, int],
-                stats: DecodeStats | None = None) -> Iterator[tuple[int, np.ndarray]]:
+                stats: DecodeStats | None = None, limits: DecodeLimits | None = None) -> Iterator[tuple[int, np.ndarray]]:
     """Yield ``(clip index, frames (n, H, W, 3) uint8)`` for clips 0, 1, ... in order, every clip of
-    the video once (the last one may be partial). ``size`` is (width, height)."""
+    the video once (the last one may be partial). ``size`` is (width, height); ``limits``: the file's
+    budget (:class:`DecodeLimits`; default: its defaults)."""
     if clip_seconds <= 0 or fps <= 0:
         raise ValueError(f"clip_seconds and fps must be > 0, got {clip_seconds} and {fps}")
     av = _av()
     p = Path(path)
+    lim = limits or DecodeLimits()
     st = stats if stats is not None else DecodeStats()
+    started = time.monotonic()
     c = _open(p)
     try:
         s = _video_stream(p, c)
+        _check_size(p, int(s.codec_context.width or 0), int(s.codec_context.height or 0), lim, "the stream header")
         st.codec = s.codec_context.name
         st.fps = float(s.average_rate) if s.average_rate else None
         default_step = 1.0 / st.fps if st.fps else 1.0 / 25
@@ -168,12 +212,14 @@ def clip_frames(path: str | Path, clip_seconds: float, fps: float, size: tuple[i
                     t = st.n_frames * default_step
                 if t < last_t:  # a reordered or repeated timestamp: keep time monotone
                     t = last_t
+                _check_size(p, frame.width, frame.height, lim, f"frame {st.n_frames + 1}")
                 if st.n_frames == 0:
                     st.rotation = _rotation(frame)
                     st.width, st.height = ((frame.height, frame.width) if st.rotation in (90, 270)
                                            else (frame.width, frame.height))
                 st.n_frames += 1
                 dur = float(frame.duration * tb) if (frame.duration and tb) else default_step
+                _check_budget(p, st, float(t), dur, float(last_t), lim, started)
                 st.duration = max(st.duration, t + dur)
                 last_t = t
                 if t + 1e-9 < next_sample:
@@ -203,6 +249,22 @@ def clip_frames(path: str | Path, clip_seconds: float, fps: float, size: tuple[i
         c.close()
 
 
+def _check_budget(path: Path, st: DecodeStats, t: float, dur: float, last_t: float, lim: DecodeLimits,
+                  started: float) -> None:
+    if not (math.isfinite(t) and math.isfinite(dur) and t + dur <= lim.max_duration):
+        raise VideoDecodeError(f"{path}: frame {st.n_frames} is stamped at {t:.0f} s (+{dur:.0f} s), past the limit of "
+                               f"{lim.max_duration:.0f} s (DecodeLimits.max_duration): damaged timestamps")
+    gap = max(dur, t - last_t if math.isfinite(last_t) else 0.0)
+    if gap > lim.max_gap:
+        raise VideoDecodeError(f"{path}: {gap:.0f} s without a frame at frame {st.n_frames} ({t:.0f} s), over the "
+                               f"limit of {lim.max_gap:.0f} s (DecodeLimits.max_gap): damaged timestamps")
+    if st.n_frames > lim.max_frames:
+        raise VideoDecodeError(f"{path}: over {lim.max_frames:,} frames decoded (DecodeLimits.max_frames); stopped")
+    if time.monotonic() - started > lim.max_seconds:
+        raise VideoDecodeError(f"{path}: decoding took over {lim.max_seconds:.0f} s (DecodeLimits.max_seconds) after "
+                               f"{st.n_frames} frames; stopped")
+
+
 def n_clips_for(duration: float, clip_seconds: float) -> int:
     """Clips of a video on a grid of ``clip_seconds``: the last one may be partial."""
     return max(1, math.ceil(duration / clip_seconds - 1e-9))
@@ -210,9 +272,20 @@ def n_clips_for(duration: float, clip_seconds: float) -> int:
 
 def frame_at(path: str | Path, seconds: float, width: int = 320) -> np.ndarray:
     """The frame shown at ``seconds`` (from the first frame; the last frame past the end), RGB uint8,
-    ``width`` wide at the video's display aspect (rotation applied), for thumbnails."""
-    av = _av()
+    ``width`` wide at the video's display aspect (rotation applied), for thumbnails. Whatever goes wrong
+    in the file is a :class:`VideoDecodeError` naming it."""
     p = Path(path)
+    try:
+        return _frame_at(p, seconds, width)
+    except (VideoDecodeError, MemoryError, RecursionError):
+        raise
+    except Exception as e:  # noqa: BLE001 - a damaged file seeks or decodes in ways no check foresaw
+        raise VideoDecodeError(f"{p}: no frame near {seconds:.1f} s could be read ({type(e).__name__}: "
+                               f"{_why(e)}); the file is probably damaged") from None
+
+
+def _frame_at(p: Path, seconds: float, width: int) -> np.ndarray:
+    av = _av()
     c = _open(p)
     try:
         s = _video_stream(p, c)
@@ -232,6 +305,7 @@ def frame_at(path: str | Path, seconds: float, width: int = 320) -> np.ndarray:
                 raise VideoDecodeError(f"{p}: no frame could be decoded near {seconds:.1f} s ({_why(e)})") from None
         if chosen is None:
             raise VideoDecodeError(f"{p}: no frame at or before {seconds:.1f} s")
+        _check_size(p, chosen.width, chosen.height, DecodeLimits(), "a frame")
         rot = _rotation(chosen)
         w, h = (chosen.height, chosen.width) if rot in (90, 270) else (chosen.width, chosen.height)
         size = (width, max(2, int(round(width * h / max(w, 1))) // 2 * 2))

@@ -26,6 +26,7 @@ import contextlib
 import json
 import os
 import time
+import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +40,7 @@ from momentsearch.data.features import _check_array, _h5_key, checksum
 from momentsearch.data.subtitles import SUBTITLE_SUFFIXES, clip_texts, find_subtitles, read_subtitles
 from momentsearch.errors import ConfigError, CorpusFolderError, MomentSearchError
 from momentsearch.fileio import atomic_path, make_folder, write_json
-from momentsearch.video.decode import DecodeStats, clip_frames
+from momentsearch.video.decode import DecodeLimits, DecodeStats, clip_frames
 from momentsearch.video.encoders import VisualEncoder, create_encoder, describe, same_encoder
 
 JOURNAL = "ingest.journal.jsonl"
@@ -136,22 +137,39 @@ class Encoded:
     subtitle: np.ndarray | None = None  # (n_clips, 384) when the video has a subtitle file
     stats: DecodeStats | None = None
     error: str | None = None
+    unexpected: bool = False  # the error was not one of ours: a bug to report (the fuzz run counts these)
+
+
+def _unexpected(path: Path, e: Exception) -> str:
+    """A person's reason for an error no check of ours caught, with where it came from."""
+    tb = traceback.extract_tb(e.__traceback__)
+    where = f" at {Path(tb[-1].filename).name}:{tb[-1].lineno}" if tb else ""
+    return (f"{path}: could not be read as a video ({type(e).__name__}{where}: {str(e)[:200] or 'no message'}); "
+            "the file is probably damaged. If it plays elsewhere, please report this message")
 
 
 class VideoWorker:
     """Decodes and encodes one video at a time with one visual encoder (and MiniLM for subtitles, made
     when first needed): what the serial ingest runs in-process and each Ray actor runs remotely."""
 
-    def __init__(self, encoder: VisualEncoder, clip_seconds: float, fps: float, batch_clips: int):
+    def __init__(self, encoder: VisualEncoder, clip_seconds: float, fps: float, batch_clips: int,
+                 limits: DecodeLimits | None = None):
         self.enc, self.clip_seconds, self.fps, self.batch_clips = encoder, clip_seconds, fps, batch_clips
+        self.limits = limits or DecodeLimits()
         self.sub_encoder: _SubtitleEncoder | None = None
 
     def run(self, path: Path, subtitles: Path | None) -> Encoded:
+        """One file's features, or why not: whatever goes wrong inside this file is this file's failure
+        (an interrupt, or memory running out, is not caught)."""
         try:
-            feats, st = _encode_video(path, self.enc, self.clip_seconds, self.fps, self.batch_clips)
+            feats, st = _encode_video(path, self.enc, self.clip_seconds, self.fps, self.batch_clips, self.limits)
             subs = read_subtitles(subtitles) if subtitles is not None else None
         except MomentSearchError as e:  # VideoDecodeError, SubtitleError: reported, the rest goes on
             return Encoded(error=str(e))
+        except (MemoryError, RecursionError):
+            raise
+        except Exception as e:  # noqa: BLE001 - PyAV, the codecs and our own decoding, one file at a time
+            return Encoded(error=_unexpected(path, e), unexpected=True)
         sub = None
         if subs is not None:
             self.sub_encoder = self.sub_encoder or _SubtitleEncoder()
@@ -168,13 +186,13 @@ def _torch_threads(n: int) -> contextlib.AbstractContextManager[None]:
     return torch_settings(n)
 
 
-def _encode_video(path: Path, enc: VisualEncoder, clip_seconds: float, fps: float, batch_clips: int
-                  ) -> tuple[np.ndarray, DecodeStats]:
+def _encode_video(path: Path, enc: VisualEncoder, clip_seconds: float, fps: float, batch_clips: int,
+                  limits: DecodeLimits | None = None) -> tuple[np.ndarray, DecodeStats]:
     stats = DecodeStats()
     feats: list[np.ndarray] = []
     pending: list[np.ndarray] = []
     previous: np.ndarray | None = None
-    for _, frames in clip_frames(path, clip_seconds, fps, enc.frame_size, stats):
+    for _, frames in clip_frames(path, clip_seconds, fps, enc.frame_size, stats, limits):
         pending.append(frames)
         if len(pending) >= batch_clips:
             feats.append(enc.encode(pending, previous))
@@ -183,6 +201,18 @@ def _encode_video(path: Path, enc: VisualEncoder, clip_seconds: float, fps: floa
     if pending:
         feats.append(enc.encode(pending, previous))
     return np.concatenate(feats), stats
+
+
+def _changed(path: Path, sig: dict[str, Any]) -> str | None:
+    """Why a file read as ``sig`` cannot be kept: it changed (or went) while it was read; else None."""
+    try:
+        st = path.stat()
+    except OSError as e:
+        return f"{path}: gone while it was read ({e.strerror or e}); run ingest again"
+    if (st.st_size, st.st_mtime_ns) != (sig["size"], sig["mtime_ns"]):
+        return (f"{path}: changed while it was read (size {sig['size']} -> {st.st_size} bytes); run ingest again "
+                "once it is complete")
+    return None
 
 
 def _previous_state(out: Path, identity: dict[str, Any], clip_seconds: float, fps: float
@@ -218,13 +248,15 @@ def _previous_state(out: Path, identity: dict[str, Any], clip_seconds: float, fp
 def ingest(videos_dir: str | Path, out: str | Path, encoder: str | VisualEncoder = "builtin",
            clip_seconds: float = 2.0, fps: float = 2.0, encoder_options: dict[str, Any] | None = None,
            batch_clips: int = 16, progress: bool = True, ray_address: str | None = None,
-           ray_workers: int | None = None, threads: int = 0) -> IngestReport:
+           ray_workers: int | None = None, threads: int = 0, limits: DecodeLimits | None = None) -> IngestReport:
     """Ingest (or update) ``out`` from ``videos_dir``; returns what was done, failures included.
     ``ray_address``: spread decoding and encoding over Ray (``"local"``: a Ray started here with
     ``ray_workers`` workers, default one per core; else a cluster's address, e.g. ``ray://head:10001``
     or ``auto``), with ``ray_workers`` actors (default: one per CPU of the cluster). ``threads``: torch
     threads per encoding process (0: torch's default here, 1 per Ray actor); torch encoders' float results
-    depend on it, so a serial and a Ray ingest give bit-identical features at the same ``threads``."""
+    depend on it, so a serial and a Ray ingest give bit-identical features at the same ``threads``.
+    ``limits``: each file's decoding budget (:class:`~momentsearch.video.decode.DecodeLimits`). A file that
+    fails, or changes while it is read, is reported in ``failures`` and the rest is ingested."""
     t0 = time.perf_counter()
     src, dst = Path(videos_dir), Path(out)
     if not src.is_dir():
@@ -246,7 +278,12 @@ def ingest(videos_dir: str | Path, out: str | Path, encoder: str | VisualEncoder
     make_folder(vis_dir, vis_dir)
     todo, videos = [], {}
     for vid, path in files.items():
-        sig = _signature(path, src)
+        try:
+            sig = _signature(path, src)
+        except OSError as e:  # gone since the folder was listed, or unreadable
+            report.failures.append({"path": path.relative_to(src).as_posix(), "size": None, "mtime_ns": None,
+                                    "error": f"{path}: cannot be read ({e.strerror or e})"})
+            continue
         e = entries.get(vid)
         if e is not None and _same_source(e, sig) and (vis_dir / f"{_h5_key(vid)}.npy").is_file():
             videos[vid] = e
@@ -258,20 +295,22 @@ def ingest(videos_dir: str | Path, out: str | Path, encoder: str | VisualEncoder
     jobs = [(vid, path, src / sig["subtitles"]["path"] if sig["subtitles"] else None) for vid, path, sig in todo]
     sigs = {vid: sig for vid, _, sig in todo}
     if ray_address is None:
-        worker = VideoWorker(enc, clip_seconds, fps, batch_clips)
+        worker = VideoWorker(enc, clip_seconds, fps, batch_clips, limits)
         results: Iterator[tuple[str, Encoded]] = ((vid, worker.run(path, sub)) for vid, path, sub in jobs)
     else:
         from momentsearch.video.ray_ingest import ray_results
 
         results = ray_results(jobs, encoder if isinstance(encoder, str) else enc, encoder_options,
-                              (clip_seconds, fps, batch_clips), ray_address, ray_workers, threads or 1)
+                              (clip_seconds, fps, batch_clips, limits), ray_address, ray_workers, threads or 1)
     with _torch_threads(threads if ray_address is None else 0), open(dst / JOURNAL, "a", encoding="utf-8") as journal, tqdm(
             total=len(todo), desc="ingesting", unit="video", disable=not progress or not todo) as bar:
         for vid, done in results:  # in order here, as finished on Ray
             sig = sigs[vid]
             bar.set_postfix_str(Path(sig["path"]).name[:40])
-            if done.error is not None or done.feats is None or done.stats is None:
-                report.failures.append({**{k: sig[k] for k in ("path", "size", "mtime_ns")}, "error": done.error})
+            error = done.error if done.error is not None else _changed(src / sig["path"], sig)
+            if error is not None or done.feats is None or done.stats is None:
+                report.failures.append({**{k: sig[k] for k in ("path", "size", "mtime_ns")}, "error": error,
+                                        **({"unexpected": True} if done.unexpected else {})})
                 bar.update(1)
                 continue
             feats, st = done.feats, done.stats

@@ -10,6 +10,8 @@ its features are the serial ingest's: the same code on the same frames.
   stops it afterwards; any other address (``auto``, ``ray://head:10001``, ``head:6379``) joins that
   cluster, whose nodes need momentsearch installed and the videos at the same path (a shared filesystem:
   actors read the files by path).
+* A video whose actor dies (a crash inside a codec) or is stuck past its time budget is reported and
+  the actor replaced; the other videos go on.
 * Each actor asks Ray for ``threads`` CPUs (default 1; or one GPU with ``--encoder-device cuda``) and runs
   torch on that many threads. Torch encoders' float results depend on the thread count (MiniLM's
   subtitle vectors differ by ~1e-7 between 1 and 2 threads), so the features are bit-identical to a
@@ -21,11 +23,13 @@ Ray is an optional dependency (``pip install 'momentsearch[ray]'``); the serial 
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from momentsearch.errors import ConfigError
+from momentsearch.video.decode import DecodeLimits
 from momentsearch.video.encoders import VisualEncoder, create_encoder
 from momentsearch.video.ingest import Encoded, VideoWorker
 
@@ -34,7 +38,7 @@ class _Actor:
     """One Ray actor: an encoder, made once, and the per-video work."""
 
     def __init__(self, encoder: str | VisualEncoder, options: dict[str, Any] | None,
-                 settings: tuple[float, float, int], threads: int):
+                 settings: tuple[Any, ...], threads: int):
         try:
             import torch
 
@@ -86,15 +90,60 @@ def start_local(ray: Any, workers: int | None, tries: int = 3) -> None:
                                   "with `ray start --head` and pass its address to --ray") from None
 
 
+STUCK_GRACE_S = 300.0  # past DecodeLimits.max_seconds, a video still not done is stuck inside a native call
+
+
+def _pooled(ray: Any, new_actor: Callable[[], Any], jobs: Sequence[tuple[str, Path, Path | None]], n: int,
+            timeout: float) -> Iterator[tuple[str, Encoded]]:
+    """Each job on one of ``n`` actors, results as they finish. An actor that dies on a video (a crash inside
+    a codec) or is still on it after ``timeout`` seconds (killed) costs that video alone: it is reported
+    and a new actor takes the actor's place."""
+    from ray.exceptions import RayError
+
+    todo = list(jobs)[::-1]
+    idle = [new_actor() for _ in range(n)]
+    running: dict[Any, tuple[Any, tuple[str, Path, Path | None], float]] = {}
+    try:
+        while todo or running:
+            while idle and todo:
+                actor, job = idle.pop(), todo.pop()
+                running[actor.run.remote(job[0], str(job[1]), job[2] and str(job[2]))] = (actor, job, time.monotonic())
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
+            for ref in ready:
+                actor, job, _t = running.pop(ref)
+                try:
+                    result = ray.get(ref)
+                except RayError as e:
+                    ray.kill(actor)
+                    idle.append(new_actor())
+                    why = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+                    yield job[0], Encoded(error=f"{job[1]}: the Ray worker decoding it died ({type(e).__name__}: {why}); "
+                                                "the file is probably damaged", unexpected=True)
+                    continue
+                idle.append(actor)
+                yield result
+            now = time.monotonic()
+            for ref, (actor, job, started) in list(running.items()):
+                if now - started > timeout:
+                    del running[ref]
+                    ray.kill(actor)
+                    idle.append(new_actor())
+                    yield job[0], Encoded(error=f"{job[1]}: not done after {timeout:.0f} s (DecodeLimits.max_seconds + "
+                                                f"{STUCK_GRACE_S:.0f} s): stuck inside the decoder; stopped")
+    finally:
+        for actor, *_ in running.values():
+            ray.kill(actor)
+        for actor in idle:
+            ray.kill(actor)
+
+
 def ray_results(jobs: Sequence[tuple[str, Path, Path | None]], encoder: str | VisualEncoder,
-                options: dict[str, Any] | None, settings: tuple[float, float, int], address: str,
+                options: dict[str, Any] | None, settings: tuple[Any, ...], address: str,
                 workers: int | None = None, threads: int = 1) -> Iterator[tuple[str, Encoded]]:
     """(video id, what its worker gave) for each job ``(id, video file, subtitle file)``, as they finish."""
     if not jobs:
         return
     ray = _ray()
-    from ray.util import ActorPool
-
     started = not ray.is_initialized()
     if started:
         if address == "local":
@@ -110,12 +159,9 @@ def ray_results(jobs: Sequence[tuple[str, Path, Path | None]], encoder: str | Vi
         gpu = str((options or {}).get("device", "cpu")).startswith("cuda")
         actor_cls = ray.remote(num_cpus=0 if gpu else threads, num_gpus=1 if gpu else 0)(_Actor)
         encoder_ref = ray.put(encoder)
-        actors = [actor_cls.remote(encoder_ref, options, settings, threads) for _ in range(min(n, len(jobs)))]
-        pool = ActorPool(actors)
-        yield from pool.map_unordered(lambda a, job: a.run.remote(job[0], str(job[1]), job[2] and str(job[2])),
-                                      list(jobs))
-        for a in actors:
-            ray.kill(a)
+        limits = settings[3] if len(settings) > 3 and settings[3] is not None else DecodeLimits()
+        yield from _pooled(ray, lambda: actor_cls.remote(encoder_ref, options, settings, threads), jobs,
+                           min(n, len(jobs)), limits.max_seconds + STUCK_GRACE_S)
     finally:
         if started:
             ray.shutdown()
