@@ -49,7 +49,7 @@ from momentsearch.search.first_stage import ExactFirstStage, build_first_stage  
 from momentsearch.search.first_stage.scan import default_rescore  # noqa: E402
 from momentsearch.search.index import VideoIndex  # noqa: E402
 from momentsearch.text.queries import CachedTextFeatures  # noqa: E402
-from momentsearch.training.checkpoint import load_checkpoint  # noqa: E402
+from momentsearch.serving.checkpoint import load_checkpoint  # noqa: E402
 
 CPU = torch.device("cpu")
 SPECS = [("scan", {"rescore": "500"}), ("scan", {"rescore": "1000"}), ("scan", {"rescore": "2000"}),

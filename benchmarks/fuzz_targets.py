@@ -80,7 +80,7 @@ def fixtures(root: Path) -> Path:
         return _FIXTURES["root"]
     from served_index import build_served_index
 
-    from momentsearch.data.features import write_features, write_npy_features
+    from momentsearch.data.feature_writers import write_features, write_npy_features
     from momentsearch.data.relevance import MomentRelevance
     from momentsearch.data.synthetic import generate, load_preset
 
@@ -127,10 +127,12 @@ def _features(path: Path) -> None:
 
 
 def _checkpoint(folder: Path) -> None:
-    from momentsearch.training.checkpoint import load_checkpoint
+    from momentsearch.serving.checkpoint import load_checkpoint
+
+    from momentsearch.training.checkpoint import train_config_of
 
     ck = load_checkpoint(folder / "served/index/model.pt")
-    _ = ck.fingerprint, ck.features
+    _ = ck.fingerprint, ck.features, ck.search_settings(), ck.dataset(), train_config_of(ck)  # search and evaluate read these
 
 
 def _config(folder: Path) -> None:
@@ -144,7 +146,7 @@ def _config(folder: Path) -> None:
 
 
 def _index_folder(folder: Path) -> None:
-    from momentsearch.api.indexing import IndexFolder
+    from momentsearch.serving.indexing import IndexFolder
 
     idx = IndexFolder.open(folder / "served/index").index
     videos = np.arange(len(idx))
@@ -235,7 +237,7 @@ def _search_body(folder: Path) -> None:
     if "client" not in _CLIENT:
         from fastapi.testclient import TestClient
 
-        from momentsearch.api.searcher import load
+        from momentsearch.serving.searcher import load
         from momentsearch.service.app import create_app
 
         _CLIENT["client"] = TestClient(create_app(load(folder / "served/index", device="cpu")))

@@ -34,17 +34,17 @@ from momentsearch.data.dataset import open_dataset  # noqa: E402
 from momentsearch.evaluation.bias import bin_labels, recall_by_k_videos, top1_video_ranks  # noqa: E402
 from momentsearch.evaluation.recall import GroundTruth  # noqa: E402
 from momentsearch.fileio import atomic_open, write_json  # noqa: E402
-from momentsearch.search.run import rank_split  # noqa: E402
+from momentsearch.evaluation.ranking import rank_split  # noqa: E402
 from momentsearch.text.queries import dataset_query_features  # noqa: E402
-from momentsearch.training.checkpoint import load_checkpoint  # noqa: E402
-from momentsearch.training.device import torch_settings  # noqa: E402
+from momentsearch.serving.checkpoint import load_checkpoint  # noqa: E402
+from momentsearch.device import torch_settings  # noqa: E402
 
 KS = [1, 2, 3, 5, 10, 20, 50, 100]
 
 
 def analyse(ckpt: Path, split: str, scorings: list[str], max_queries: int) -> dict[str, dict[str, object]]:
     loaded = load_checkpoint(ckpt)
-    ds = open_dataset(loaded.train_config.dataset)
+    ds = open_dataset(loaded.require_dataset())
     store = ds.features()
     queries = dataset_query_features(ds.config.query_features, ds.config.query_cache)
     corpus = ds.split(split)
@@ -59,7 +59,7 @@ def analyse(ckpt: Path, split: str, scorings: list[str], max_queries: int) -> di
         if scoring:
             family = type(family)(dataclasses.replace(family.cfg, scoring=scoring))
         ranked, index = rank_split(family, loaded.model, corpus, store, queries, ds.clip_lengths(corpus), k_videos=100,
-                                   nms_threshold=loaded.train_config.nms_threshold, n_moments=2000, index=index,
+                                   nms_threshold=loaded.search_settings().nms_threshold, n_moments=2000, index=index,
                                    progress=False)
         gt = GroundTruth.from_corpus(corpus, ranked["VCMR"].video_ids)
         out[scoring or "default"] = {"recall": recall_by_k_videos(ranked["VCMR"], ranked["VR"], gt, KS),

@@ -30,7 +30,7 @@ from momentsearch.models.registry import create_family  # noqa: E402
 from momentsearch.models.xml import XMLConfig  # noqa: E402
 from momentsearch.search import engine as engine_module  # noqa: E402
 from momentsearch.search.nms import temporal_nms_grid, temporal_nms_grid_loop  # noqa: E402
-from momentsearch.search.run import rank_split  # noqa: E402
+from momentsearch.evaluation.ranking import rank_split  # noqa: E402
 from momentsearch.text.queries import dataset_query_features  # noqa: E402
 
 
@@ -48,7 +48,7 @@ def main() -> None:
     store = ds.features()
     queries = dataset_query_features(ds.config.query_features, ds.config.query_cache)
     if args.checkpoint:
-        from momentsearch.training.checkpoint import load_checkpoint
+        from momentsearch.serving.checkpoint import load_checkpoint
 
         ck = load_checkpoint(args.checkpoint)
         family, model = ck.family, ck.model

@@ -23,7 +23,7 @@ from _common import peak_rss_mib, report  # noqa: E402
 
 from momentsearch.api import load_train_config  # noqa: E402
 from momentsearch.models.xml import RelevanceTrainConfig  # noqa: E402
-from momentsearch.training.device import torch_settings  # noqa: E402
+from momentsearch.device import torch_settings  # noqa: E402
 from momentsearch.training.trainer import Trainer  # noqa: E402
 
 

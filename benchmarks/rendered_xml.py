@@ -34,7 +34,7 @@ def main() -> None:
     args = ap.parse_args()
 
     import momentsearch
-    from momentsearch.api.indexing import build_index
+    from momentsearch.serving.indexing import build_index
     from momentsearch.data.corpus_folder import CorpusFolder
     from momentsearch.data.synthetic import SyntheticBenchmark, generate, load_preset
     from momentsearch.data.synthetic.render import render_benchmark

@@ -17,7 +17,7 @@ from momentsearch.models.mmn.config import MMNConfig
 from momentsearch.models.span.config import SpanConfig
 from momentsearch.models.xml import XMLConfig
 from momentsearch.training.config import TrainConfig
-from momentsearch.training.device import torch_settings
+from momentsearch.device import torch_settings
 from momentsearch.training.trainer import Trainer
 
 

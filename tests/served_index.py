@@ -6,7 +6,7 @@ from pathlib import Path
 
 from video_files import write_video
 
-from momentsearch.api.indexing import build_index
+from momentsearch.serving.indexing import build_index
 from momentsearch.video.encoders import create_encoder
 from momentsearch.video.ingest import ingest
 

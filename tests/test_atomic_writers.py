@@ -37,7 +37,7 @@ WRITERS = {
         return int(s[0, 0])
         """),
     "features": ("""
-        from momentsearch.data.features import HDF5FeatureWriter
+        from momentsearch.data.feature_writers import HDF5FeatureWriter
         def write(v):
             with HDF5FeatureWriter(target, 64) as w:
                 for i in range(300):
@@ -80,7 +80,7 @@ WRITERS = {
                     p.fill_(v)
             save_checkpoint(target, family, model, None, v, cfg, [])
         """, """
-        from momentsearch.training.checkpoint import load_checkpoint
+        from momentsearch.serving.checkpoint import load_checkpoint
         ck = load_checkpoint(target)
         vals = {float(p.detach().flatten()[0]) for p in ck.model.parameters()} | {float(ck.state["epoch"])}
         assert len(vals) == 1, vals

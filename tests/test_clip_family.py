@@ -15,13 +15,13 @@ from clip_models import tiny_hf_clip
 from video_files import write_video
 
 import momentsearch
-from momentsearch.api.indexing import build_index
-from momentsearch.api.packing import pack
+from momentsearch.serving.indexing import build_index
+from momentsearch.serving.packing import pack
 from momentsearch.data.corpus_folder import FORMAT, MANIFEST, VERSION, fingerprint_of
 from momentsearch.data.features import checksum
 from momentsearch.errors import ConfigError, EncoderError, SearchIndexError
 from momentsearch.models.clip.moments import similarity_moments, smoothed
-from momentsearch.training.checkpoint import load_checkpoint
+from momentsearch.serving.checkpoint import load_checkpoint
 from momentsearch.video.encoders import create_encoder
 from momentsearch.video.ingest import ingest
 
@@ -55,7 +55,7 @@ def test_towers_match_transformers_clip_and_survive_the_checkpoint(hf_folder: Pa
         ref = ref_model.get_text_features(**enc)
         ref = torch.nn.functional.normalize(ref if torch.is_tensor(ref) else ref.pooler_output, dim=-1)
     ckpt = load_checkpoint(pack("clip", tmp_path / "clip.pt", "hf_clip", hf_folder))
-    assert ckpt.train_config is None and ckpt.features["name"] == "hf_clip"
+    assert ckpt.run is None and ckpt.dataset() is None and ckpt.features["name"] == "hf_clip"
     got = ckpt.model.encode_text(texts)  # tokenizer and weights from the checkpoint file alone
     assert got.shape == (3, 16) and float((got - ref).abs().max()) < 1e-5
     # the image tower: a clip's vector is the normalised mean of its frames' normalised embeddings

@@ -21,7 +21,7 @@ from momentsearch.evaluation.recall import evaluate_ranked
 from momentsearch.models import registry
 from momentsearch.search.baselines import random_ranker
 from momentsearch.text.encoders import QueryFeatureCache
-from momentsearch.training.checkpoint import load_checkpoint
+from momentsearch.serving.checkpoint import load_checkpoint
 from momentsearch.training.config import TrainConfig
 from tests.conftest import TEST_SEED, TEST_THREADS
 from tests.family_toy import ToyConfig, ToyFamily
@@ -141,7 +141,7 @@ model: {{name: xml, hidden: 32, lambda_tl: 0.1}}
     test_ids = {m.query_id for m in SyntheticBenchmark.load(tiny_benchmark).corpus.split("test").moments}
     assert set(ev.ranked["VCMR"].query_ids) == test_ids  # queries are TVR's desc_ids
     searcher = momentsearch.load(ckpt)
-    with pytest.raises(momentsearch.api.searcher.QueryError, match="free-text search needs"):
+    with pytest.raises(momentsearch.serving.searcher.QueryError, match="free-text search needs"):
         searcher.search("a person opens the fridge")
 
 

@@ -98,7 +98,7 @@ def test_an_error_nobody_foresaw_in_one_file_is_that_files_failure(folder: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Any exception inside one video (here a KeyError from the decoder) is that video's failure, marked
     unexpected and named; the rest is ingested and written."""
-    import momentsearch.video.ingest as ing
+    import momentsearch.video.worker as ing
 
     real = ing.clip_frames
 

@@ -6,14 +6,8 @@ import h5py
 import numpy as np
 import pytest
 
-from momentsearch.data.features import (
-    FeatureStore,
-    HDF5FeatureWriter,
-    HDF5Features,
-    open_features,
-    write_features,
-    write_npy_features,
-)
+from momentsearch.data.feature_writers import HDF5FeatureWriter, write_features, write_npy_features
+from momentsearch.data.features import FeatureStore, HDF5Features, open_features
 from momentsearch.errors import FeatureError, MissingFeatureError
 
 
@@ -124,7 +118,8 @@ def test_store_with_subtitle_stream(tmp_path: Path) -> None:
 def test_corrupted_feature_bytes_are_caught_by_the_stored_checksums(tmp_path: Path) -> None:
     import h5py
 
-    from momentsearch.data.features import HDF5Features, NpyDirFeatures, write_features, write_npy_features
+    from momentsearch.data.feature_writers import write_features, write_npy_features
+    from momentsearch.data.features import HDF5Features, NpyDirFeatures
     from momentsearch.errors import FeatureError
 
     rng = np.random.default_rng(0)

@@ -14,11 +14,11 @@ import torch
 from video_files import write_video
 
 import momentsearch
-from momentsearch.api.indexing import IndexFolder, build_index
+from momentsearch.serving.indexing import IndexFolder, build_index
 from momentsearch.errors import SearchIndexError
 from momentsearch.models.family import InputDims
 from momentsearch.models.registry import create_family
-from momentsearch.training.checkpoint import load_checkpoint, pack_checkpoint
+from momentsearch.serving.checkpoint import load_checkpoint, pack_checkpoint
 from momentsearch.video.encoders import create_encoder
 from momentsearch.video.ingest import ingest
 

@@ -21,7 +21,7 @@ from momentsearch.models.minute.network import Retriever
 from momentsearch.models.minute.search import moment_scores
 from momentsearch.models.registry import create_family
 from momentsearch.search.baselines import random_ranker
-from momentsearch.training.checkpoint import load_checkpoint
+from momentsearch.serving.checkpoint import load_checkpoint
 from momentsearch.training.config import TrainConfig
 from tests.conftest import TEST_SEED, TEST_THREADS
 
@@ -187,7 +187,7 @@ def test_family_is_registered_with_the_papers_defaults() -> None:
 
 def test_bias_analysis_by_hand() -> None:
     from momentsearch.evaluation.bias import recall_by_k_videos, top1_video_ranks
-    from momentsearch.evaluation.predictions import RankedMoments
+    from momentsearch.search.ranked import RankedMoments
     from momentsearch.evaluation.recall import GroundTruth
 
     vids = ["a", "b", "c"]

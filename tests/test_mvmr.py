@@ -16,7 +16,7 @@ from momentsearch.data.corpus import Corpus, Moment, Video
 from momentsearch.data.mvmr import PAPER_TABLE3, MVMRPools, Positive, load_mvmr_pools, write_mvmr_pools
 from momentsearch.errors import AnnotationError
 from momentsearch.evaluation.mvmr import ks_for, mvmr_metrics, restrict_ranking
-from momentsearch.evaluation.predictions import RankedMoments
+from momentsearch.search.ranked import RankedMoments
 from momentsearch.relevance.pool_builder import PoolConfig, build_pools, compare_pools, oracle_errors, text_similarity
 
 

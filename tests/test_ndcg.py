@@ -92,7 +92,7 @@ def test_two_way_video_ndcg_ranks_each_videos_queries_by_the_scores() -> None:
     ranks each video's queries by the raw scores, so shifting one query's scores changes only it."""
     from momentsearch.data.relevance import MomentRelevance
     from momentsearch.evaluation.ndcg import ranked_ndcg, two_way_video_ndcg
-    from momentsearch.evaluation.predictions import RankedMoments
+    from momentsearch.search.ranked import RankedMoments
 
     # video-level S: q0-v0 1.0; q1-v0 0.5, q1-v1 1.0
     rel = MomentRelevance.from_rows(["q0", "q1"], ["v0", "v1"], [[(0, 0.0, 5.0, 1.0)],

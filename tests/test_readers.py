@@ -16,7 +16,8 @@ import pytest
 import torch
 
 from momentsearch.config import from_dict, read_yaml
-from momentsearch.data.features import NpyDirFeatures, open_features, write_features, write_npy_features
+from momentsearch.data.feature_writers import write_features, write_npy_features
+from momentsearch.data.features import NpyDirFeatures, open_features
 from momentsearch.data.loaders import load_activitynet, load_jsonl_corpus
 from momentsearch.data.relevance import MomentRelevance
 from momentsearch.errors import (
@@ -30,7 +31,7 @@ from momentsearch.errors import (
 )
 from momentsearch.search.index import VideoIndex
 from momentsearch.text.query_file import read_query_file
-from momentsearch.training.checkpoint import load_checkpoint
+from momentsearch.serving.checkpoint import load_checkpoint
 
 GOOD = np.arange(24, dtype=np.float32).reshape(3, 8) / 10
 

@@ -196,7 +196,7 @@ def test_momentsearch_index_grows_the_scan_stage_of_a_grown_corpus(tiny_benchmar
     from test_index_folder import packed_xml
 
     from momentsearch.api import load
-    from momentsearch.api.indexing import IndexFolder, build_index
+    from momentsearch.serving.indexing import IndexFolder, build_index
     from momentsearch.data.corpus_folder import fingerprint_of, write_dataset_corpus
     from momentsearch.data.dataset import DatasetConfig, open_dataset
 

@@ -12,7 +12,7 @@ from momentsearch.data.loaders.tvr_ranking import load_tvr_ranking, write_tvr_ra
 from momentsearch.data.relevance import MomentRelevance
 from momentsearch.errors import AnnotationError
 from momentsearch.evaluation.ndcg_iou import ndcg_iou, ndcg_iou_query
-from momentsearch.evaluation.predictions import RankedMoments
+from momentsearch.search.ranked import RankedMoments
 
 L3, L5 = math.log2(3), math.log2(5)
 

@@ -17,7 +17,8 @@ from momentsearch.models.layers import AttentionLayer, MultiHeadAttention
 from momentsearch.models.registry import create_family
 from momentsearch.models.xml import XMLConfig
 from momentsearch.models.xml.network import XML
-from momentsearch.training.checkpoint import load_checkpoint, save_checkpoint
+from momentsearch.serving.checkpoint import load_checkpoint
+from momentsearch.training.checkpoint import save_checkpoint
 
 
 def test_attention_layer_is_self_attention_dense_layernorm() -> None:

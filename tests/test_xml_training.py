@@ -18,7 +18,8 @@ from momentsearch.errors import CheckpointError, QueryError
 from momentsearch.evaluation.recall import evaluate_ranked
 from momentsearch.search.baselines import random_ranker
 from momentsearch.models.xml import XMLConfig
-from momentsearch.training.checkpoint import load_checkpoint
+from momentsearch.serving.checkpoint import load_checkpoint
+from momentsearch.training.checkpoint import train_config_of
 from momentsearch.training.config import TrainConfig
 from momentsearch.training.trainer import Trainer
 from tests.conftest import TEST_SEED, TEST_THREADS
@@ -40,7 +41,7 @@ def test_resume_gives_identical_weights(tiny_benchmark: Path, tmp_path: Path) ->
     for (k, a), (_, b) in zip(straight.model.state_dict().items(), resumed.model.state_dict().items(), strict=True):
         assert torch.equal(a, b), k
     ck = load_checkpoint(tmp_path / "b" / "checkpoints" / "last.pt")
-    assert ck.state["epoch"] == 1 and len(ck.state["history"]) == 2 and ck.train_config.epochs == 2
+    assert ck.state["epoch"] == 1 and len(ck.state["history"]) == 2 and train_config_of(ck).epochs == 2
     assert ck.family.name == "xml" and ck.state["versions"]["momentsearch"] == momentsearch.__version__
     other = Trainer(dataclasses.replace(tiny_cfg(tiny_benchmark, tmp_path / "b", 2), lr=0.5), progress=False)
     with pytest.raises(CheckpointError, match=r"another config \(differs in \['lr'\]\).*--out-dir"):

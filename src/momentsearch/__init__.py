@@ -4,8 +4,9 @@
     searcher = momentsearch.load("runs/demo/xml/checkpoints/best.pt")
     hits = searcher.search("a person opens the fridge", k=5)
 
-``load``, ``evaluate`` and ``train`` come from :mod:`momentsearch.api`, imported on first use so
-that ``import momentsearch`` stays light (no torch until a model is needed).
+``load`` and ``pack`` come from :mod:`momentsearch.serving` (the serving core), ``evaluate`` and ``train``
+from :mod:`momentsearch.api`, each imported on first use so that ``import momentsearch`` stays light (no
+torch until a model is needed) and a search never imports the trainer.
 """
 
 from __future__ import annotations
@@ -14,10 +15,15 @@ from typing import Any
 
 __version__ = "0.2.0"
 
-_API = ("load", "evaluate", "evaluate_mvmr", "train", "pack", "Searcher", "Hit", "Evaluation", "MVMREvaluation")
+_SERVING = ("load", "pack", "Searcher", "Hit")  # the serving core: no trainer, no evaluation imported
+_API = (*_SERVING, "evaluate", "evaluate_mvmr", "train", "Evaluation", "MVMREvaluation")
 
 
 def __getattr__(name: str) -> Any:
+    if name in _SERVING:
+        from momentsearch import serving
+
+        return getattr(serving, name)
     if name in _API:
         from momentsearch import api
 

@@ -17,14 +17,15 @@ from momentsearch.evaluation import Submission, evaluate_submission, instance_bo
 from momentsearch.evaluation.bounds import GEOMETRIC_MEAN_KS, geometric_mean
 from momentsearch.evaluation.ndcg import ranked_ndcg, two_way_video_ndcg
 from momentsearch.evaluation.ndcg_iou import DEFAULT_NDCG_IOUS, DEFAULT_NDCG_KS, GroundTruth, ndcg_iou, ndcg_iou_key
-from momentsearch.evaluation.predictions import RankedMoments
+from momentsearch.search.ranked import RankedMoments
 from momentsearch.evaluation.report import flatten, fmt, markdown_table
 from momentsearch.errors import MomentSearchError
 from momentsearch.fileio import atomic_open, write_json
-from momentsearch.search.run import rank_split
+from momentsearch.evaluation.ranking import rank_split
 from momentsearch.text.queries import dataset_query_features
-from momentsearch.training.checkpoint import load_checkpoint
-from momentsearch.training.device import resolve_device, torch_settings
+from momentsearch.serving.checkpoint import load_checkpoint
+from momentsearch.training.checkpoint import require_train_config
+from momentsearch.device import resolve_device, torch_settings
 
 EVAL_COLUMNS = ["VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.5-r100", "VCMR 0.7-r1", "VCMR 0.7-r10", "VCMR 0.7-r100",
                 "SVMR 0.5-r1", "SVMR 0.5-r5", "SVMR 0.7-r1", "VR r1", "VR r10", "VR r100", "MP-VCMR 0.5-r1",
@@ -111,7 +112,7 @@ def evaluate(checkpoint: str | Path, split: str = "test", out: str | Path | None
     says otherwise.
     """
     ckpt = load_checkpoint(checkpoint)
-    cfg = ckpt.require_train_config()
+    cfg = require_train_config(ckpt)
     dev = resolve_device(device)
     dataset = open_dataset(cfg.dataset)
     corpus = dataset.split(split)

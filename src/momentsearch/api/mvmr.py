@@ -14,19 +14,20 @@ from typing import Any
 
 import numpy as np
 
-from momentsearch.api.searcher import load
+from momentsearch.serving.searcher import load
 from momentsearch.data.corpus import Corpus
 from momentsearch.data.dataset import open_dataset
 from momentsearch.data.mvmr import MVMRPools, load_mvmr_pools
 from momentsearch.errors import MomentSearchError
 from momentsearch.evaluation.mvmr import mvmr_metrics, protocol_nms
-from momentsearch.evaluation.predictions import RankedMoments
+from momentsearch.search.ranked import RankedMoments
 from momentsearch.evaluation.report import flatten, markdown_table
 from momentsearch.fileio import atomic_open, write_json
-from momentsearch.search.run import rank_split
+from momentsearch.evaluation.ranking import rank_split
 from momentsearch.text.queries import dataset_query_features
-from momentsearch.training.checkpoint import load_checkpoint
-from momentsearch.training.device import resolve_device, torch_settings
+from momentsearch.serving.checkpoint import load_checkpoint
+from momentsearch.training.checkpoint import require_train_config
+from momentsearch.device import resolve_device, torch_settings
 
 
 @dataclass
@@ -83,7 +84,7 @@ def evaluate_mvmr(checkpoint: str | Path, pools: str | Path | MVMRPools, split: 
     With ``video_retriever`` (a checkpoint of any family trained on the same data), each pool is
     first cut to its ``top_videos`` videos by that model's video scores (the paper's Table 2)."""
     ckpt = load_checkpoint(checkpoint)
-    cfg = ckpt.require_train_config()
+    cfg = require_train_config(ckpt)
     dev = resolve_device(device)
     dataset = open_dataset(cfg.dataset)
     corpus = dataset.split(split)

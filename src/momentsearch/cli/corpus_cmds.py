@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from momentsearch.cli.main import _require_models, app
+from momentsearch.cli.app import _require_models, app
 from momentsearch.errors import MomentSearchError
 
 
@@ -75,7 +75,7 @@ def index_cmd(
 ) -> None:
     """Index a corpus with a model: one model over one corpus. Again over a grown corpus: only new videos are encoded."""
     _require_models()
-    from momentsearch.api.indexing import build_index
+    from momentsearch.serving.indexing import build_index
 
     typer.echo(build_index(checkpoint, corpus, out, device).summary())
 
@@ -115,7 +115,7 @@ def pack_cmd(
     """Write a checkpoint for a family that needs no training, from the encoder whose embeddings it reads.
     Then: ingest videos with the same encoder, `momentsearch index CKPT --corpus C --out I`, `search I TEXT`."""
     _require_models()
-    from momentsearch.api.packing import pack
+    from momentsearch.serving.packing import pack
     from momentsearch.config import parse_set
 
     options = parse_set(set_ or [])

@@ -27,7 +27,7 @@ from momentsearch.config import CONFIG_DIR, to_dict
 from momentsearch.data.corpus import Corpus
 from momentsearch.data.synthetic import SyntheticBenchmark, generate, load_preset
 from momentsearch.evaluation import Submission, evaluate_submission, multi_positive_recall
-from momentsearch.evaluation.predictions import RankedMoments
+from momentsearch.search.ranked import RankedMoments
 from momentsearch.evaluation.recall import GroundTruth, align, task_first_hits
 from momentsearch.evaluation.ndcg import ranked_ndcg
 from momentsearch.evaluation.report import flatten, markdown_table, mmss, plot_recall_curves, print_table
@@ -151,10 +151,10 @@ def run_demo(out: Path, preset: str = "default", train: bool = True, model: str 
 
 def serveable_index(out: Path, bench: SyntheticBenchmark, ckpt: Path) -> Path:
     """The test split as a corpus folder whose videos are the rendered ones, and the model's index over it."""
-    from momentsearch.api.indexing import build_index
+    from momentsearch.serving.indexing import build_index
     from momentsearch.data.corpus_folder import write_dataset_corpus
     from momentsearch.data.dataset import open_dataset
-    from momentsearch.training.checkpoint import load_checkpoint
+    from momentsearch.serving.checkpoint import load_checkpoint
 
     test_ids = set(bench.corpus.split("test").videos)
     try:
@@ -164,8 +164,7 @@ def serveable_index(out: Path, bench: SyntheticBenchmark, ckpt: Path) -> Path:
         render_benchmark(out / "benchmark", only=test_ids)
     except ImportError as e:  # PyAV missing: the index still searches, the page shows no video
         typer.echo(f"not rendering the test videos ({e.name} is missing): the page will have nothing to play")
-    cfg = load_checkpoint(ckpt).require_train_config()
-    write_dataset_corpus(open_dataset(cfg.dataset), "test", out / "corpus_test", out / "benchmark" / "videos")
+    write_dataset_corpus(open_dataset(load_checkpoint(ckpt).require_dataset()), "test", out / "corpus_test", out / "benchmark" / "videos")
     report = build_index(ckpt, out / "corpus_test", out / "index", progress=False)
     typer.echo(report.summary())
     return out / "index"

@@ -8,28 +8,10 @@ from typing import Annotated, Optional
 
 import typer
 
+from momentsearch.cli.app import _require_models, app, data_app
 from momentsearch.errors import MomentSearchError
 
-app = typer.Typer(
-    help="momentsearch: video corpus moment retrieval with many-to-many graded relevance.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-data_app = typer.Typer(help="Inspect and convert annotation files.", no_args_is_help=True)
-app.add_typer(data_app, name="data")
-
 FORMAT_HELP = "Annotation format: tvr, charades-sta, didemo, activitynet, tacos or jsonl (default: detected)."
-
-
-def _require_models() -> None:
-    """Model commands need the ``models`` extra; say so instead of a ModuleNotFoundError."""
-    import importlib.util
-
-    missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
-    if missing:
-        raise MomentSearchError(f"this command needs {', '.join(missing)}: pip install torch (the CPU wheel, or CUDA's "
-                                "for a GPU) first, then pip install 'momentsearch[models]'")
 
 
 def _rule(ndcg_rule: str) -> None:
@@ -402,3 +384,5 @@ def _optional_values(argv: list[str]) -> list[str]:
 
 import momentsearch.cli.corpus_cmds  # noqa: E402,F401 - registers ingest, index and corpus-from-dataset on app
 import momentsearch.cli.serve_cmd  # noqa: E402,F401 - registers serve on app
+
+__all__ = ["app", "main", "_require_models"]

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from momentsearch.cli.main import _require_models, app
+from momentsearch.cli.app import _require_models, app
 from momentsearch.errors import MomentSearchError
 
 FIRST_STAGE_HELP = ("auto (exact up to 200k clips, scan above), exact, scan (PQ codes of every clip, the best videos "
@@ -36,7 +36,7 @@ def serve_cmd(
     except ImportError as e:
         raise MomentSearchError(f"serve needs the service extra ({e.name} is missing): "
                                 "pip install 'momentsearch[service]'") from None
-    from momentsearch.api.indexing import is_index_folder
+    from momentsearch.serving.indexing import is_index_folder
     from momentsearch.errors import SearchIndexError
     from momentsearch.search.first_stage import parse_params
 

@@ -337,12 +337,4 @@ class FeatureStore:
         self.close()
 
 
-# the writers live in their own module; they are imported from here as before
-from momentsearch.data.feature_writers import (  # noqa: E402
-    HDF5FeatureWriter,
-    write_features,
-    write_npy_features,
-)
-
-__all__ = ["FeatureStore", "HDF5FeatureWriter", "HDF5Features", "NpyDirFeatures", "checksum", "open_features",
-           "write_features", "write_npy_features"]
+__all__ = ["FeatureStore", "HDF5Features", "NpyDirFeatures", "checksum", "open_features"]  # writers: data.feature_writers

@@ -11,7 +11,7 @@ from momentsearch.evaluation.recall import (
     evaluate_ranked,
     evaluate_submission,
 )
-from momentsearch.evaluation.tiou import temporal_iou
+from momentsearch.search.tiou import temporal_iou
 
 __all__ = [
     "DEFAULT_IOU_THRESHOLDS",

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from momentsearch.evaluation.predictions import RankedMoments
+from momentsearch.search.ranked import RankedMoments
 from momentsearch.evaluation.recall import (
     NO_HIT,
     GroundTruth,

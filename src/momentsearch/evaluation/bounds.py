@@ -23,7 +23,7 @@ import numpy as np
 
 from momentsearch.data.relevance import MomentRelevance
 from momentsearch.evaluation.multipositive import match_relevant
-from momentsearch.evaluation.predictions import DEFAULT_MAX_PREDICTIONS, RankedMoments
+from momentsearch.search.ranked import DEFAULT_MAX_PREDICTIONS, RankedMoments
 from momentsearch.evaluation.recall import NO_HIT, recall_from_ranks
 
 GEOMETRIC_MEAN_KS = (1, 5, 10)

@@ -15,9 +15,9 @@ import numpy as np
 
 from momentsearch.data.relevance import MomentRelevance
 from momentsearch.errors import PredictionError
-from momentsearch.evaluation.predictions import DEFAULT_MAX_PREDICTIONS, RankedMoments
+from momentsearch.search.ranked import DEFAULT_MAX_PREDICTIONS, RankedMoments
 from momentsearch.evaluation.recall import DEFAULT_IOU_THRESHOLDS, DEFAULT_KS, NO_HIT, first_hit_rank, recall_from_ranks
-from momentsearch.evaluation.tiou import temporal_iou
+from momentsearch.search.tiou import temporal_iou
 
 
 def _aligned_rows(pred: RankedMoments, rel: MomentRelevance) -> np.ndarray:

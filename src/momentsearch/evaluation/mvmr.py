@@ -18,7 +18,7 @@ import numpy as np
 from momentsearch.data.mvmr import MVMRPools, dataset_of
 from momentsearch.data.relevance import MomentRelevance
 from momentsearch.evaluation.multipositive import multi_positive_recall
-from momentsearch.evaluation.predictions import RankedMoments
+from momentsearch.search.ranked import RankedMoments
 from momentsearch.errors import PredictionError
 
 MVMR_KS = (1, 5, 10, 20, 50)

@@ -106,7 +106,7 @@ def moment_ndcg(
     favoured. pred_* are (Q, K) with video
     -1 as padding; rel_*[i] are query i's relevant moments.
     """
-    from momentsearch.evaluation.tiou import temporal_iou
+    from momentsearch.search.tiou import temporal_iou
 
     q = pred_video.shape[0]
     k = min(pred_video.shape[1], depth)

@@ -26,8 +26,9 @@ import numpy as np
 
 from momentsearch.data.corpus import Corpus
 from momentsearch.errors import PredictionError
-from momentsearch.evaluation.predictions import DEFAULT_MAX_PREDICTIONS, RankedMoments, Submission
-from momentsearch.evaluation.tiou import temporal_iou
+from momentsearch.evaluation.predictions import Submission
+from momentsearch.search.ranked import DEFAULT_MAX_PREDICTIONS, RankedMoments
+from momentsearch.search.tiou import temporal_iou
 
 DEFAULT_IOU_THRESHOLDS = (0.3, 0.5, 0.7)
 DEFAULT_KS = (1, 5, 10, 100)

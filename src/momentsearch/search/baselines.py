@@ -18,7 +18,7 @@ import numpy as np
 
 from momentsearch.data.corpus import Corpus, Moment
 from momentsearch.data.relevance import MomentRelevance
-from momentsearch.evaluation.predictions import DEFAULT_MAX_PREDICTIONS, RankedMoments
+from momentsearch.search.ranked import DEFAULT_MAX_PREDICTIONS, RankedMoments
 
 
 def consensus_span(m: Moment) -> tuple[float, float]:

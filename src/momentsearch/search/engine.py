@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from momentsearch.errors import QueryError
-from momentsearch.evaluation.predictions import RankedMoments
+from momentsearch.search.ranked import RankedMoments
 from momentsearch.search.first_stage.retrieve import ExactFirstStage, FirstStage
 from momentsearch.search.index import VideoIndex, clips_to_seconds
 from momentsearch.search.nms import temporal_nms_grid

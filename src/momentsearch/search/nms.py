@@ -6,7 +6,7 @@ in score order equals one greedy pass per video in that order, merged by score. 
 runs those per-video passes together: the moments are grouped by video into a (G, P) table (P: the
 most moments of one video), the (G, P, P) tIoU matrix is computed at once, and the P greedy steps
 each update every video in one array operation. torchvision's ``batched_nms`` does the same for boxes
-(2D IoU) and would need torchvision; this is NumPy on spans, with the tIoU of ``evaluation.tiou`` so
+(2D IoU) and would need torchvision; this is NumPy on spans, with the tIoU of ``search.tiou`` so
 that every comparison is the same float32 number as in the loop (:func:`temporal_nms_loop`).
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from momentsearch.evaluation.tiou import temporal_iou
+from momentsearch.search.tiou import temporal_iou
 
 MAX_CELLS = 1 << 24  # G x P x P above this (one video with thousands of moments): the loop, in O(n x kept) memory
 

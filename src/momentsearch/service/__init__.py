@@ -18,7 +18,7 @@ def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, firs
     """Load the index (building its first stage when missing) and serve it until interrupted."""
     import uvicorn
 
-    from momentsearch.api.searcher import load
+    from momentsearch.serving.searcher import load
     from momentsearch.service.app import create_app
 
     searcher = load(index_dir, device=device, progress=True, first_stage=first_stage,

@@ -1,4 +1,4 @@
-"""The HTTP API and the page, over one :class:`~momentsearch.api.searcher.Searcher` (FastAPI).
+"""The HTTP API and the page, over one :class:`~momentsearch.serving.searcher.Searcher` (FastAPI).
 
 * ``POST /search`` ``{query, k, videos?}`` -> ranked moments: video id, start, end, score, thumbnail
   and video URLs (null where the video has no file) and the annotation text where the corpus has one;
@@ -24,7 +24,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.exceptions import HTTPException
 
-from momentsearch.api.searcher import Searcher
+from momentsearch.serving.searcher import Searcher
 from momentsearch.errors import MomentSearchError, QueryError, VideoDecodeError
 from momentsearch.service.batcher import QueryBatcher
 from momentsearch.service.media import Media

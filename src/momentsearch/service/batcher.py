@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from momentsearch.api.searcher import Hit, Searcher
+from momentsearch.serving.searcher import Hit, Searcher
 
 
 @dataclass

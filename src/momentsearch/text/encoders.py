@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from momentsearch.data.features import HDF5Features, HDF5FeatureWriter
+from momentsearch.data.feature_writers import HDF5FeatureWriter
+from momentsearch.data.features import HDF5Features
 from momentsearch.errors import MomentSearchError
 
 MINILM_DIM = 384

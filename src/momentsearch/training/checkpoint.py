@@ -1,165 +1,34 @@
-"""Checkpoints: the family, its config, the training config and the versions beside the weights.
+"""Checkpoints while training: writing them with the typed training config, and reading that config back.
 
-A checkpoint is a plain dict of tensors, numbers, strings, lists and dicts, so it loads with
-``torch.load(weights_only=True)``: opening one never runs code from the file. A checkpoint of
-another format version, of a family this installation does not know, or of another version of
-its family gives a :class:`CheckpointError` that says which.
+Reading a checkpoint to search with it is :mod:`momentsearch.serving.checkpoint` (no trainer needed);
+this module adds what training and evaluation need on top: :func:`save_checkpoint` from a
+:class:`~momentsearch.training.config.TrainConfig`, and :func:`train_config_of` / :func:`require_train_config`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from momentsearch import __version__
 from momentsearch.config import from_dict, to_dict
-from momentsearch.errors import CheckpointError, ConfigError
+from momentsearch.errors import CheckpointError
 from momentsearch.models.family import ModelFamily
-from momentsearch.models.registry import create_family, family_names, stored_family_config
+from momentsearch.models.registry import stored_family_config
+from momentsearch.serving.checkpoint import Checkpoint, write_checkpoint
 from momentsearch.training.config import TrainConfig
-
-FORMAT = "momentsearch-checkpoint"
-FORMAT_VERSION = 2
 
 
 def save_checkpoint(path: Path, family: ModelFamily, model: nn.Module, optimizer: torch.optim.Optimizer | None,
                     epoch: int, cfg: TrainConfig | None, history: list[dict[str, Any]],
                     features: dict[str, Any] | None = None) -> None:
-    """``cfg`` None: a model packed without a training run (:func:`pack_checkpoint`). ``features``: the
-    identity of the visual features the model reads (encoder name, version, config, dim)."""
-    from momentsearch.fileio import atomic_path
-
-    state = {
-        "format": FORMAT, "format_version": FORMAT_VERSION,
-        "family": family.name, "family_version": family.version, "model_config": to_dict(family.cfg),
-        "versions": {"momentsearch": __version__, "torch": str(torch.__version__)},
-        "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-        "optimizer": optimizer.state_dict() if optimizer is not None else None,
-        "epoch": epoch, "train_config": to_dict(cfg) if cfg is not None else None, "history": history,
-        # the dataset's paths relative to the checkpoint's folder: a moved run folder still finds them
-        "dataset_relative": cfg.dataset.relative_to(path.parent) if cfg is not None else {},
-        "features": features, "text_encoder": family.text_encoder,
-    }
-    with atomic_path(path) as tmp:
-        torch.save(state, tmp)
-
-
-def read_state(path: str | Path) -> dict[str, Any]:
-    p = Path(path)
-    if not p.is_file():
-        raise CheckpointError(f"{p}: checkpoint not found")
-    try:
-        state = torch.load(p, map_location="cpu", weights_only=True)
-    except Exception as e:  # noqa: BLE001 - torch raises many kinds for a corrupt or unsafe file
-        first = (str(e).splitlines() or [""])[0][:200]
-        raise CheckpointError(f"{p}: not a readable momentsearch checkpoint ({type(e).__name__}: {first}); "
-                              f"{_what_it_is(p)}") from None
-    if not isinstance(state, dict) or not _equals(state.get("format"), FORMAT):
-        old = isinstance(state, dict) and "model_config" in state and "family" not in state
-        raise CheckpointError(
-            f"{p}: written by momentsearch 0.1 (checkpoint format 1, no model family); this version reads format "
-            f"{FORMAT_VERSION}: retrain with `momentsearch train`" if old else f"{p}: not a momentsearch checkpoint")
-    if not _equals(state.get("format_version"), FORMAT_VERSION):
-        raise CheckpointError(f"{p}: checkpoint format {str(state.get('format_version'))[:40]}, this momentsearch "
-                              f"({__version__}) reads format {FORMAT_VERSION}")
-    _check_fields(state, p)
-    return state
-
-
-def _equals(value: Any, expected: Any) -> bool:
-    """``value == expected`` for a value of any type (a tensor's == is not a bool)."""
-    return type(value) is type(expected) and value == expected
-
-
-FIELDS: dict[str, tuple[type, ...]] = {  # what each field of a checkpoint must be (None where it may be)
-    "family": (str,), "model_config": (dict,), "model": (dict,), "train_config": (dict, type(None)),
-    "history": (list,), "features": (dict, type(None)), "dataset_relative": (dict,), "epoch": (int,),
-    "optimizer": (dict, type(None)), "text_encoder": (dict, str, type(None)), "versions": (dict,),
-}
-REQUIRED = ("family", "model_config", "model")
-
-
-def _check_fields(state: dict[str, Any], p: Path) -> None:
-    for key, kinds in FIELDS.items():
-        if (key in state or key in REQUIRED) and not isinstance(state.get(key), kinds):
-            raise CheckpointError(f"{p}: field {key!r} is a {type(state.get(key)).__name__}, expected "
-                                  f"{' or '.join(k.__name__ for k in kinds)}: not a checkpoint momentsearch wrote")
-    for name, t in state["model"].items():
-        if not isinstance(name, str) or not isinstance(t, torch.Tensor):
-            raise CheckpointError(f"{p}: weight {str(name)[:80]!r} is a {type(t).__name__}, not a tensor")
-        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
-            raise CheckpointError(f"{p}: weight {name!r} holds NaN or inf: the model diverged or the file is corrupt")
-
-
-def _what_it_is(p: Path) -> str:
-    """A guess at what a file that is not a checkpoint is, for the error."""
-    try:
-        with open(p, "rb") as fh:
-            head = fh.read(512)
-    except OSError:
-        return "it cannot be read"
-    if not head:
-        return "the file is empty"
-    if head.startswith(b"PK\x03\x04"):
-        return "it is a zip archive (torch's format) that is truncated or damaged, or not torch's"
-    if head.startswith(b"\x93NUMPY"):
-        return "it is a NumPy .npy array, not a checkpoint"
-    if head.startswith(b"\x80"):
-        return "it is a Python pickle of something a checkpoint does not hold (refused: it could run code)"
-    if head.startswith(b"\x89HDF"):
-        return "it is an HDF5 file (features?), not a checkpoint"
-    try:
-        head.decode("utf-8")
-        return "it is a text file, not a checkpoint"
-    except UnicodeDecodeError:
-        return "its bytes are not any format momentsearch writes"
-
-
-def pack_checkpoint(path: str | Path, family: ModelFamily, model: nn.Module, features: dict[str, Any]) -> Path:
-    """A checkpoint without a training run: a family that needs no training (``clip``), or a network
-    as built. ``features``: the identity of the visual features it reads."""
-    p = Path(path)
-    save_checkpoint(p, family, model, None, 0, None, [], features)
-    return p
-
-
-@dataclass
-class Checkpoint:
-    path: Path
-    family: ModelFamily
-    model: nn.Module
-    train_config: TrainConfig | None  # None for a packed checkpoint (no training run, no dataset)
-    state: dict[str, Any]
-    _fingerprint: str | None = None
-
-    @property
-    def fingerprint(self) -> str:
-        """Identifies these weights by content (family, config and every tensor), wherever the file lies."""
-        if self._fingerprint is None:
-            h = hashlib.sha1(f"{self.family.name}:{self.family.version}".encode())
-            h.update(repr(sorted(self.state["model_config"].items(), key=str)).encode())
-            for k, v in sorted(self.state["model"].items()):
-                h.update(k.encode())
-                h.update(v.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
-            self._fingerprint = h.hexdigest()[:16]
-        return self._fingerprint
-
-    @property
-    def features(self) -> dict[str, Any] | None:
-        """What made the features the model was trained on (None: a checkpoint from before this was recorded)."""
-        return self.state.get("features")
-
-    def require_train_config(self) -> TrainConfig:
-        if self.train_config is None:
-            raise CheckpointError(f"{self.path}: packed without a training run, so it names no dataset; index a corpus "
-                                  "with `momentsearch index CHECKPOINT --corpus DIR --out INDEX` and search that")
-        return self.train_config
+    """``cfg`` None: a model packed without a training run. ``features``: the identity of the visual
+    features the model reads (encoder name, version, config, dim)."""
+    write_checkpoint(path, family, model, optimizer, epoch, to_dict(cfg) if cfg is not None else None,
+                     cfg.dataset.relative_to(path.parent) if cfg is not None else {}, history, features)
 
 
 def stored_train_config(data: dict[str, Any]) -> dict[str, Any]:
@@ -168,39 +37,18 @@ def stored_train_config(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "model": stored_family_config(model)} if isinstance(model, dict) else data
 
 
-def family_of(state: dict[str, Any], where: str) -> ModelFamily:
-    name = state.get("family")
-    if name not in family_names():
-        raise CheckpointError(f"{where}: a checkpoint of model family {name!r}, which this installation does "
-                              f"not have (it has {family_names()})")
-    try:
-        family = create_family(stored_family_config(state["model_config"]))
-    except ConfigError as e:
-        raise CheckpointError(f"{where}: its model config does not load: {e}") from None
-    if not _equals(state.get("family_version"), family.version):
-        raise CheckpointError(f"{where}: written by version {state.get('family_version')} of family {name!r}; "
-                              f"this momentsearch has version {family.version}: retrain, or use the momentsearch "
-                              f"{state.get('versions', {}).get('momentsearch', '?')} that wrote it")
-    return family
+def train_config_of(ckpt: Checkpoint) -> TrainConfig | None:
+    """The run's typed config, its dataset's paths found from the checkpoint's folder (None: packed)."""
+    if ckpt.run is None:
+        return None
+    cfg = from_dict(TrainConfig, stored_train_config(ckpt.run), str(ckpt.path))
+    return dataclasses.replace(cfg, dataset=cfg.dataset.relocated(ckpt.state.get("dataset_relative", {}),
+                                                                  ckpt.path.parent))
 
 
-def load_checkpoint(path: str | Path) -> Checkpoint:
-    """The model (eval mode, on the CPU), its family and training config from a checkpoint file."""
-    p = Path(path)
-    state = read_state(p)
-    family = family_of(state, str(p))
-    cfg = None
-    if state.get("train_config") is not None:
-        cfg = from_dict(TrainConfig, stored_train_config(state["train_config"]), str(p))
-        cfg = dataclasses.replace(cfg, dataset=cfg.dataset.relocated(state.get("dataset_relative", {}), p.parent))
-    try:
-        model = family.restore()
-    except Exception as e:  # noqa: BLE001 - a config value no network can be built with (a stored config checks less)
-        raise CheckpointError(f"{p}: its model config builds no network ({type(e).__name__}: {str(e)[:200]})") from None
-    try:
-        model.load_state_dict(state["model"])
-    except RuntimeError as e:
-        raise CheckpointError(f"{p}: the weights do not fit family {family.name!r}'s network: "
-                              f"{str(e).splitlines()[0][:300]}") from None
-    model.eval()
-    return Checkpoint(p, family, model, cfg, state)
+def require_train_config(ckpt: Checkpoint) -> TrainConfig:
+    cfg = train_config_of(ckpt)
+    if cfg is None:
+        raise CheckpointError(f"{ckpt.path}: packed without a training run, so it names no dataset; index a corpus "
+                              "with `momentsearch index CHECKPOINT --corpus DIR --out INDEX` and search that")
+    return cfg

@@ -17,6 +17,7 @@ from typing import Any
 
 from momentsearch.data.dataset import DatasetConfig
 from momentsearch.models.registry import family_config
+from momentsearch.serving.checkpoint import K_VIDEOS, NMS_THRESHOLD
 from momentsearch.training.schedule import check_weight_schedule
 
 
@@ -32,8 +33,8 @@ class TrainConfig:
     batch_size: int = 128
     lr: float = 1e-4
     val_max_queries: int = 1000  # validation on a fixed subset, for speed
-    k_videos: int = 100  # videos the localizer sees per query (validation and evaluation)
-    nms_threshold: float = 0.7
+    k_videos: int = K_VIDEOS  # videos the localizer sees per query (validation and evaluation)
+    nms_threshold: float = NMS_THRESHOLD
     # where and how it runs
     device: str = "auto"  # auto (CUDA when there is one) | cpu | cuda | cuda:N
     amp: str = "auto"  # autocast on CUDA: auto (bf16 where supported, else fp16) | bf16 | fp16 | none; CPU: none

@@ -33,12 +33,13 @@ from momentsearch.evaluation.report import plot_recall_curves
 from momentsearch.fileio import write_json
 from momentsearch.models.family import InputDims, ModelFamily, Step, TrainingData
 from momentsearch.models.registry import create_family
-from momentsearch.search.run import rank_split
+from momentsearch.evaluation.ranking import rank_split
 from momentsearch.text.queries import dataset_query_features
-from momentsearch.training.checkpoint import read_state, save_checkpoint, stored_train_config
+from momentsearch.serving.checkpoint import read_state
+from momentsearch.training.checkpoint import save_checkpoint, stored_train_config
 from momentsearch.training.config import TrainConfig
 from momentsearch.training.schedule import lr_factor, model_config_at, set_model_config
-from momentsearch.training.device import autocast, autocast_dtype, resolve_device, torch_settings
+from momentsearch.device import autocast, autocast_dtype, resolve_device, torch_settings
 from momentsearch.distributed import World
 
 SELECTION_KEYS = ("VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.5-r100", "VCMR 0.7-r10", "VR r10")

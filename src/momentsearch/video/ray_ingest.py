@@ -1,7 +1,7 @@
 """Distributed ingest on Ray: decoding and encoding spread over a pool of Ray actors.
 
 Each actor holds one visual encoder (weights loaded once per actor, not per video) and runs
-:class:`~momentsearch.video.ingest.VideoWorker` on one video at a time; ``ray.util.ActorPool`` hands the
+:class:`~momentsearch.video.worker.VideoWorker` on one video at a time; ``ray.util.ActorPool`` hands the
 videos out and returns the features as each finishes. The ingest process writes them (the files, the
 journal, the manifest), so a Ray ingest resumes, grows and fails per file exactly as a serial one, and
 its features are the serial ingest's: the same code on the same frames.
@@ -31,7 +31,7 @@ from typing import Any
 from momentsearch.errors import ConfigError
 from momentsearch.video.decode import DecodeLimits
 from momentsearch.video.encoders import VisualEncoder, create_encoder
-from momentsearch.video.ingest import Encoded, VideoWorker
+from momentsearch.video.worker import Encoded, VideoWorker
 
 
 class _Actor:

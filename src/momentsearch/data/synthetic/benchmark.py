@@ -29,7 +29,8 @@ from tqdm import tqdm
 
 from momentsearch.config import from_dict, to_dict
 from momentsearch.data.corpus import Corpus, Moment, Subtitle, Video
-from momentsearch.data.features import FeatureStore, HDF5FeatureWriter
+from momentsearch.data.feature_writers import HDF5FeatureWriter
+from momentsearch.data.features import FeatureStore
 from momentsearch.data.loaders.jsonl import load_jsonl_corpus, write_jsonl_corpus
 from momentsearch.data.synthetic.concepts import Inventory
 from momentsearch.data.synthetic.config import SyntheticConfig

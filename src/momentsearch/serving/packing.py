@@ -9,7 +9,7 @@ from typing import Any
 
 from momentsearch.errors import ConfigError
 from momentsearch.models.registry import get_family
-from momentsearch.training.checkpoint import pack_checkpoint
+from momentsearch.serving.checkpoint import pack_checkpoint
 
 
 def pack(family: str, out: str | Path, encoder: str, encoder_weights: str | Path = "", **options: Any) -> Path:

@@ -29,8 +29,8 @@ from momentsearch.errors import SearchIndexError
 from momentsearch.fileio import atomic_dir, write_json
 from momentsearch.readers import read_json
 from momentsearch.search.index import VideoIndex
-from momentsearch.training.checkpoint import Checkpoint, load_checkpoint
-from momentsearch.training.device import resolve_device
+from momentsearch.serving.checkpoint import Checkpoint, load_checkpoint
+from momentsearch.device import resolve_device
 
 INDEX_FILE = "index.json"
 INDEX_FORMAT = "momentsearch-index"
@@ -79,9 +79,9 @@ def check_compatible(ckpt: Checkpoint, corpus: CorpusFolder, where: str) -> None
     why = ckpt.family.check_features(ckpt.features, corpus.encoder, dims)
     if why is not None:
         raise SearchIndexError(f"{where}: the model {ckpt.path} cannot search the corpus {corpus.root}: {why}")
-    cfg = ckpt.train_config
-    if cfg is not None and cfg.dataset.query_features:
-        raise SearchIndexError(f"{ckpt.path}: trained on precomputed query features ({cfg.dataset.query_features}), "
+    ds = ckpt.dataset()
+    if ds is not None and ds.query_features:
+        raise SearchIndexError(f"{ckpt.path}: trained on precomputed query features ({ds.query_features}), "
                                "so it cannot take free text; train it on MiniLM features to search with words")
 
 

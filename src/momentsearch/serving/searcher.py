@@ -32,8 +32,8 @@ from momentsearch.search.engine import SearchEngine
 from momentsearch.search.first_stage import build_first_stage
 from momentsearch.search.index import VideoIndex
 from momentsearch.text.queries import PrecomputedQueryFeatures
-from momentsearch.training.checkpoint import Checkpoint, load_checkpoint
-from momentsearch.training.device import resolve_device
+from momentsearch.serving.checkpoint import Checkpoint, load_checkpoint
+from momentsearch.device import resolve_device
 
 
 @dataclass(frozen=True)
@@ -171,20 +171,21 @@ def load(path: str | Path, split: str = "test", device: str = "auto", progress: 
     an index folder, ``exact`` for a checkpoint); its vector indexes are kept in ``first_stage/``."""
     dev = resolve_device(device)
     if Path(path).is_dir():
-        from momentsearch.api.indexing import IndexFolder
+        from momentsearch.serving.indexing import IndexFolder
 
         folder = IndexFolder.open(path)
-        ckpt, cfg = folder.checkpoint, folder.checkpoint.train_config
+        ckpt = folder.checkpoint
+        settings = ckpt.search_settings()
         return Searcher(ckpt, folder.index, ckpt.family.query_features(ckpt.model, cache_size), dev,
-                        k_videos or (cfg.k_videos if cfg else 100), cfg.nms_threshold if cfg else 0.7,
+                        k_videos or settings.k_videos, settings.nms_threshold,
                         corpus=folder.corpus, first_stage=first_stage or "auto", first_stage_params=first_stage_params,
                         first_stage_dir=folder.root / "first_stage", progress=progress)
     ckpt = load_checkpoint(path)
-    cfg = ckpt.require_train_config()
-    dataset = open_dataset(cfg.dataset)
+    settings = ckpt.search_settings()
+    dataset = open_dataset(ckpt.require_dataset())
     index = load_or_build_index(ckpt, dataset, split, dev, progress)
     queries = (PrecomputedQueryFeatures(dataset.config.query_features)
                if dataset.config.query_features else ckpt.family.query_features(ckpt.model, cache_size))
-    return Searcher(ckpt, index, queries, dev, k_videos or cfg.k_videos, cfg.nms_threshold, dataset=dataset,
+    return Searcher(ckpt, index, queries, dev, k_videos or settings.k_videos, settings.nms_threshold, dataset=dataset,
                     first_stage=first_stage or "exact", first_stage_params=first_stage_params,
                     first_stage_dir=index_folder(ckpt.path, split) / "first_stage", progress=progress)

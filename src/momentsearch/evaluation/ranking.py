@@ -12,7 +12,7 @@ from tqdm import tqdm
 from momentsearch.data.batching import pad_tokens
 from momentsearch.data.corpus import Corpus
 from momentsearch.data.features import FeatureStore
-from momentsearch.evaluation.predictions import RankedMoments
+from momentsearch.search.ranked import RankedMoments
 from momentsearch.models.family import ModelFamily
 from momentsearch.search.engine import SearchEngine
 from momentsearch.search.index import VideoIndex

@@ -1,0 +1,17 @@
+"""The serving core: what searching needs, and nothing of training or evaluation.
+
+* :mod:`~momentsearch.serving.checkpoint`: reading (and packing) checkpoints;
+* :mod:`~momentsearch.device`: device selection and torch settings;
+* :mod:`~momentsearch.serving.searcher`: :func:`load` -> :class:`Searcher` (``.search(text, k)`` -> :class:`Hit`);
+* :mod:`~momentsearch.serving.indexing`: index folders (``build_index``, ``IndexFolder``);
+* :mod:`~momentsearch.serving.packing`: :func:`pack`, a checkpoint of a family that needs no training.
+
+It imports nothing from ``training``, ``data.loaders`` or the evaluation metrics (``tests/test_layers.py``
+checks what ``load(INDEX_DIR)`` and the service import); training and evaluation build on it. Device
+selection is :mod:`momentsearch.device`, beside ``errors`` at the base, for every stage.
+"""
+
+from momentsearch.serving.packing import pack
+from momentsearch.serving.searcher import Hit, Searcher, load
+
+__all__ = ["Hit", "Searcher", "load", "pack"]

@@ -1,0 +1,105 @@
+"""One video's work: decode it clip by clip and encode the clips (and its subtitles), or say why not.
+
+:class:`VideoWorker` is what the serial ingest runs in-process and each Ray actor runs remotely
+(:mod:`momentsearch.video.ray_ingest`); :mod:`momentsearch.video.ingest` writes what it returns. Whatever
+goes wrong inside one file is that file's failure (:class:`Encoded` with an ``error``).
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from momentsearch.data.subtitles import clip_texts, read_subtitles
+from momentsearch.errors import MomentSearchError
+from momentsearch.video.decode import DecodeLimits, DecodeStats, clip_frames
+from momentsearch.video.encoders import VisualEncoder
+
+SUBTITLE_ENCODER = {"name": "all-MiniLM-L6-v2", "version": 1, "config": {"pooling": "mean", "max_tokens": 128},
+                    "dim": 384}
+
+
+class _SubtitleEncoder:
+    """Clip texts -> (n, 384) MiniLM sentence vectors (mean of token states, L2-normalised); "" -> zeros."""
+
+    def __init__(self) -> None:
+        from momentsearch.text.encoders import MiniLMTokenEncoder
+
+        self.enc = MiniLMTokenEncoder(max_tokens=SUBTITLE_ENCODER["config"]["max_tokens"], batch_size=64)
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), SUBTITLE_ENCODER["dim"]), np.float32)
+        idx = [i for i, t in enumerate(texts) if t.strip()]
+        if idx:
+            for i, tok in zip(idx, self.enc.encode([texts[i] for i in idx]), strict=True):
+                m = tok.mean(axis=0)
+                out[i] = m / max(float(np.linalg.norm(m)), 1e-12)
+        return out
+
+
+@dataclass
+class Encoded:
+    """What one video's decode and encode gives: features, or the reason it was skipped."""
+
+    feats: np.ndarray | None = None  # (n_clips, dim)
+    subtitle: np.ndarray | None = None  # (n_clips, 384) when the video has a subtitle file
+    stats: DecodeStats | None = None
+    error: str | None = None
+    unexpected: bool = False  # the error was not one of ours: a bug to report (the fuzz run counts these)
+
+
+def _unexpected(path: Path, e: Exception) -> str:
+    """A person's reason for an error no check of ours caught, with where it came from."""
+    tb = traceback.extract_tb(e.__traceback__)
+    where = f" at {Path(tb[-1].filename).name}:{tb[-1].lineno}" if tb else ""
+    return (f"{path}: could not be read as a video ({type(e).__name__}{where}: {str(e)[:200] or 'no message'}); "
+            "the file is probably damaged. If it plays elsewhere, please report this message")
+
+
+class VideoWorker:
+    """Decodes and encodes one video at a time with one visual encoder (and MiniLM for subtitles, made
+    when first needed): what the serial ingest runs in-process and each Ray actor runs remotely."""
+
+    def __init__(self, encoder: VisualEncoder, clip_seconds: float, fps: float, batch_clips: int,
+                 limits: DecodeLimits | None = None):
+        self.enc, self.clip_seconds, self.fps, self.batch_clips = encoder, clip_seconds, fps, batch_clips
+        self.limits = limits or DecodeLimits()
+        self.sub_encoder: _SubtitleEncoder | None = None
+
+    def run(self, path: Path, subtitles: Path | None) -> Encoded:
+        """One file's features, or why not: whatever goes wrong inside this file is this file's failure
+        (an interrupt, or memory running out, is not caught)."""
+        try:
+            feats, st = _encode_video(path, self.enc, self.clip_seconds, self.fps, self.batch_clips, self.limits)
+            subs = read_subtitles(subtitles) if subtitles is not None else None
+        except MomentSearchError as e:  # VideoDecodeError, SubtitleError: reported, the rest goes on
+            return Encoded(error=str(e))
+        except (MemoryError, RecursionError):
+            raise
+        except Exception as e:  # noqa: BLE001 - PyAV, the codecs and our own decoding, one file at a time
+            return Encoded(error=_unexpected(path, e), unexpected=True)
+        sub = None
+        if subs is not None:
+            self.sub_encoder = self.sub_encoder or _SubtitleEncoder()
+            sub = self.sub_encoder(clip_texts(subs, len(feats), self.clip_seconds))
+        return Encoded(feats, sub, st)
+
+
+def _encode_video(path: Path, enc: VisualEncoder, clip_seconds: float, fps: float, batch_clips: int,
+                  limits: DecodeLimits | None = None) -> tuple[np.ndarray, DecodeStats]:
+    stats = DecodeStats()
+    feats: list[np.ndarray] = []
+    pending: list[np.ndarray] = []
+    previous: np.ndarray | None = None
+    for _, frames in clip_frames(path, clip_seconds, fps, enc.frame_size, stats, limits):
+        pending.append(frames)
+        if len(pending) >= batch_clips:
+            feats.append(enc.encode(pending, previous))
+            previous = pending[-1][-1]
+            pending = []
+    if pending:
+        feats.append(enc.encode(pending, previous))
+    return np.concatenate(feats), stats
