@@ -32,7 +32,7 @@ demo: setup
 	$(BIN)/momentsearch demo --out runs/demo
 
 test: setup
-	$(BIN)/python -m pytest -q
+	MOMENTSEARCH_REQUIRE_EXTRAS=1 $(BIN)/python -m pytest -q
 
 bench: setup
 	$(BIN)/python benchmarks/eval_speed.py

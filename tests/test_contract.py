@@ -19,6 +19,7 @@ from momentsearch.data.synthetic import SyntheticBenchmark
 from momentsearch.errors import CheckpointError, ConfigError
 from momentsearch.evaluation.recall import evaluate_ranked
 from momentsearch.models import registry
+from momentsearch.models.family import InputDims
 from momentsearch.search.baselines import random_ranker
 from momentsearch.text.encoders import QueryFeatureCache
 from momentsearch.serving.checkpoint import load_checkpoint
@@ -160,9 +161,15 @@ def test_dataset_paths_follow_a_moved_run_folder(tmp_path: Path) -> None:
     assert cfg.relocated(rel, tmp_path / "nowhere").benchmark == cfg.benchmark  # nothing there: unchanged
 
 
-@pytest.mark.parametrize("family", ["xml", "minute", "mmn", "cet"])
+@pytest.mark.parametrize("family", registry.family_names())  # every registered family, a new one included
 def test_every_network_refuses_a_config_without_input_dims(family: str) -> None:
+    """A trained family's network refuses a config without the data's dims; a family that is packed, not
+    trained (no network class to build from data), says how to pack it."""
     fam = registry.create_family({"name": family})
+    if fam.network_class is None:
+        with pytest.raises(ConfigError, match=rf"model family '{family}' needs no training: pack it with `momentsearch pack"):
+            fam.build(InputDims(visual=8, subtitle=0, query=8))
+        return
     with pytest.raises(ValueError, match=rf"^{type(fam.cfg).__name__}\.visual_dim and query_dim must be set "
                                          r"\(> 0\); use cfg\.with_inputs"):
         fam.network_class(fam.cfg)

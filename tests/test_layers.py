@@ -147,3 +147,21 @@ def test_a_search_and_the_service_import_no_trainer_loader_or_metric(tmp_path: P
     assert got["hits"] == 3 and got["status"] == 200
     assert [m for m in got["modules"] if m.startswith(SERVING_FORBIDDEN)] == []
     assert "momentsearch.serving.searcher" in got["modules"] and "momentsearch.search.engine" in got["modules"]
+
+
+def test_under_make_test_a_missing_extra_fails_instead_of_skipping(tmp_path: Path) -> None:
+    """MOMENTSEARCH_REQUIRE_EXTRAS=1 (set by `make test`): a module that importorskips a missing package is a
+    collection error naming it; without the flag it is skipped."""
+    import os
+    import shutil
+
+    shutil.copy(Path(__file__).parent / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "test_needs_it.py").write_text("import pytest\nnot_here = pytest.importorskip('not_an_installed_pkg')\n"
+                                               "def test_it():\n    assert True\n")
+    run = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)]
+    strict = subprocess.run(run, capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                            env={**os.environ, "MOMENTSEARCH_REQUIRE_EXTRAS": "1"})
+    assert strict.returncode != 0 and "not_an_installed_pkg is missing, and make test requires every extra" in strict.stdout
+    lenient = subprocess.run(run, capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                             env={k: v for k, v in os.environ.items() if k != "MOMENTSEARCH_REQUIRE_EXTRAS"})
+    assert lenient.returncode in (0, 5) and "1 skipped" in lenient.stdout  # 5: no test ran, the module was skipped

@@ -92,7 +92,9 @@ def test_pos_iou_by_hand() -> None:
 
 def _need_wordnet() -> None:
     if not Path("/usr/share/wordnet/data.noun").is_file():
-        pytest.skip("WordNet 3.0 (Debian wordnet-base) is not installed; `make` installs it where apt-get works")
+        from conftest import missing_dependency
+
+        missing_dependency("WordNet 3.0 (Debian wordnet-base) is not installed; `make` installs it where apt-get works")
 
 
 def test_synset_iou_relates_synonyms_pos_iou_does_not() -> None:

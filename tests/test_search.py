@@ -13,6 +13,7 @@ from momentsearch.data.batching import load_video_batch
 from momentsearch.models.xml import XML, XMLConfig
 from momentsearch.models.xml.search import XMLLocalizer, XMLRetriever, encode_corpus
 from momentsearch.search.engine import SearchEngine
+from momentsearch.errors import QueryError
 from momentsearch.search.index import VideoIndex
 from momentsearch.search import engine as engine_module
 from momentsearch.search.nms import temporal_nms, temporal_nms_grid, temporal_nms_grid_loop, temporal_nms_loop
@@ -127,6 +128,22 @@ def test_engine_returns_sorted_moments_inside_their_videos(tiny_benchmark: Path)
         assert set(res.vcmr.video_idx[i, :n]) <= set(res.vr.video_idx[i, :5])  # moments only from the top 5
         lengths = (res.vcmr.end[i, :n] - res.vcmr.start[i, :n]) / bench.config.clip_length
         assert np.all(lengths <= model.cfg.n_max + 1e-9)
+
+
+def test_k_is_an_argument_not_engine_state(tiny_benchmark: Path) -> None:
+    """``n_moments`` per call: the engine keeps its own, a smaller k is the larger one's head (the same
+    NMS pass, stopped earlier), and the videos' ranking is built only when asked for."""
+    _, _, _, engine = _xml_engine(tiny_benchmark, k_videos=5, n_moments=20)
+    tokens, mask = torch.randn(2, 5, 384, generator=torch.Generator().manual_seed(0)), torch.ones(2, 5, dtype=torch.bool)
+    full = engine.search(["a", "b"], tokens, mask)
+    three = engine.search(["a", "b"], tokens, mask, n_moments=3)
+    assert engine.n_moments == 20 and three.vcmr.k == 3 and full.vcmr.k == 20
+    for name in ("video_idx", "start", "end", "score"):
+        np.testing.assert_array_equal(getattr(three.vcmr, name), getattr(full.vcmr, name)[:, :3])
+    assert three._vr_made is None  # not built until asked for
+    np.testing.assert_array_equal(three.vr.video_idx, full.vr.video_idx)
+    with pytest.raises(QueryError, match="n_moments must be >= 1, got 0"):
+        engine.search(["a"], tokens[:1], mask[:1], n_moments=0)
 
 
 def test_localizer_through_the_fp16_index_equals_the_models_padded_computation(tiny_benchmark: Path) -> None:

@@ -11,8 +11,7 @@ model: a family fills the roles of :mod:`momentsearch.search.stages`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -27,10 +26,18 @@ from momentsearch.search.stages import SearchStages
 Ranked = list[tuple[int, float, float, float]]
 
 
-@dataclass
 class SearchResult:
-    vcmr: RankedMoments
-    vr: RankedMoments
+    """A batch's ranked moments (``vcmr``) and, built when first asked for, its ranked videos (``vr``)."""
+
+    def __init__(self, vcmr: RankedMoments, vr: Callable[[], RankedMoments]):
+        self.vcmr = vcmr
+        self._vr, self._vr_made = vr, None
+
+    @property
+    def vr(self) -> RankedMoments:
+        if self._vr_made is None:
+            self._vr_made = self._vr()
+        return self._vr_made
 
 
 class SearchEngine:
@@ -49,38 +56,41 @@ class SearchEngine:
 
     @torch.no_grad()
     def search(self, query_ids: Sequence[str], tokens: torch.Tensor, token_mask: torch.Tensor,
-               pools: Sequence[Sequence[int]] | None = None) -> SearchResult:
+               pools: Sequence[Sequence[int]] | None = None, n_moments: int | None = None) -> SearchResult:
         """tokens (B, L, D_q) padded token features of B queries -> ranked moments and videos.
-        ``pools``: per query, the indices of the videos it may be answered from (default: all)."""
+        ``pools``: per query, the indices of the videos it may be answered from (default: all);
+        ``n_moments``: moments kept per query (default: the engine's)."""
+        n = self.n_moments if n_moments is None else n_moments
+        if n < 1:
+            raise QueryError(f"n_moments must be >= 1, got {n}")
         top_vr, videos = self.first_stage.retrieve(tokens, token_mask, self.k_videos, pools)  # (B, K) each
         if self.stages.reranker is not None:
             top_vr = self.stages.reranker.rerank(tokens, token_mask, videos, top_vr).cpu()
         valid = torch.isfinite(top_vr).numpy()  # False: padding beyond a small pool
-        st_clip, ed_clip, best = self._moments(tokens, token_mask, videos, top_vr)  # (B, K, c) each
+        st_clip, ed_clip, best = self._moments(tokens, token_mask, videos, top_vr, n)  # (B, K, c) each
         b = len(videos)
         vids = np.broadcast_to(videos[:, :, None], st_clip.shape)
         start, end = clips_to_seconds(self.index, vids, st_clip, ed_clip)
         ok = (best > 0) & valid[:, :, None]
-        keep, kept = temporal_nms_grid(start, end, best, ok, self.nms_threshold, self.n_moments)  # (B, n) each
+        keep, kept = temporal_nms_grid(start, end, best, ok, self.nms_threshold, n)  # (B, n) each
         lists = []
         for i in range(b):
             j = keep[i][kept[i]]
             lists.append(list(zip(vids[i].ravel()[j], start[i].ravel()[j], end[i].ravel()[j], best[i].ravel()[j],
                                   strict=True)))
         vcmr = RankedMoments.from_lists(list(query_ids), self.index.video_ids, lists)
-        vr = RankedMoments.from_lists(list(query_ids), self.index.video_ids,
-                                      self._video_lists(videos, top_vr.numpy(), valid, best))
-        return SearchResult(vcmr, vr)
+        return SearchResult(vcmr, lambda: RankedMoments.from_lists(  # a served search asks for moments only
+            list(query_ids), self.index.video_ids, self._video_lists(videos, top_vr.numpy(), valid, best)))
 
-    def _moments(self, tokens: torch.Tensor, token_mask: torch.Tensor, videos: np.ndarray, top_vr: torch.Tensor
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _moments(self, tokens: torch.Tensor, token_mask: torch.Tensor, videos: np.ndarray, top_vr: torch.Tensor,
+                 n_moments: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each candidate's best spans (st clip, ed clip, score), from the dense grid or, for a video longer
         than ``dense_limit`` clips (or a localizer with no grid), from the localizer's proposals."""
         loc = self.stages.localizer
         t_max = int(self.index.n_clips[videos].max())
         if hasattr(loc, "propose") and (t_max > self.dense_limit or not hasattr(loc, "localize")):
             # proposals of a long video: "all" is its top n_moments (no more can survive into the ranking unsuppressed)
-            return loc.propose(tokens, token_mask, videos, top_vr, self.candidates_per_video or self.n_moments)
+            return loc.propose(tokens, token_mask, videos, top_vr, self.candidates_per_video or n_moments)
         scores = loc.localize(tokens, token_mask, videos, top_vr).cpu()  # (B, K, T, T)
         b, k, t, _ = scores.shape
         c = t * t if self.candidates_per_video is None else min(self.candidates_per_video, t * t)

@@ -146,10 +146,9 @@ class Searcher:
             chunk = list(texts[s: s + batch_size])
             feats = self.queries.encode_many(chunk)  # one encoder batch per chunk
             tokens, mask = pad_tokens(feats, self.family.max_tokens)
-            with self._lock:
-                self.engine.n_moments = k
+            with self._lock:  # the stages' lazily built caches are filled once; k is this call's, not the engine's
                 res = self.engine.search([f"q{s + i}" for i in range(len(chunk))], tokens, mask,
-                                         None if pool is None else [pool] * len(chunk)).vcmr
+                                         None if pool is None else [pool] * len(chunk), n_moments=k).vcmr
             for i in range(len(chunk)):
                 hits = []
                 for j in range(res.k):
