@@ -35,7 +35,7 @@ def missing_dependency(message: str) -> None:
     """A dependency a test needs is not installed: a skip for a bare pytest, a failure under make test."""
     if REQUIRE_EXTRAS:
         pytest.fail(f"{message} (make test requires it: MOMENTSEARCH_REQUIRE_EXTRAS=1)")
-    pytest.skip(message)
+    pytest.skip(message, allow_module_level=True)
 
 
 def shared(rel: str) -> Path:

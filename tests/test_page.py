@@ -15,20 +15,26 @@ pytest.importorskip("fastapi")
 playwright = pytest.importorskip("playwright.sync_api")
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not shutil.which("chromium"), reason=(
-    "no chromium on PATH: `make test` installs Debian's package (apt-get install chromium) where apt is allowed"))]
+pytestmark = [pytest.mark.slow]
+if not shutil.which("chromium"):
+    from conftest import missing_dependency
+
+    missing_dependency("no chromium on PATH: `make test` installs Debian's package (apt-get install chromium) where "
+                       "apt is allowed")
+KEY = "page-test-key-123"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    import uvicorn
-
+def searcher(tmp_path_factory):
     import momentsearch
-    from momentsearch.service.app import create_app
     from served_index import build_served_index
 
-    index = build_served_index(tmp_path_factory.mktemp("page"))
-    app = create_app(momentsearch.load(index, device="cpu"))
+    return momentsearch.load(build_served_index(tmp_path_factory.mktemp("page")), device="cpu")
+
+
+def _run(app):
+    import uvicorn
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -38,7 +44,27 @@ def server(tmp_path_factory):
     deadline = time.time() + 30
     while not srv.started and time.time() < deadline:
         time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", app
+    return f"http://127.0.0.1:{port}", srv, thread
+
+
+@pytest.fixture(scope="module")
+def server(searcher):
+    from momentsearch.service.app import create_app
+
+    app = create_app(searcher)
+    url, srv, thread = _run(app)
+    yield url, app
+    srv.should_exit = True
+    thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def guarded(searcher):
+    from momentsearch.service.app import create_app
+
+    app = create_app(searcher, api_key=KEY)
+    url, srv, thread = _run(app)
+    yield url, app
     srv.should_exit = True
     thread.join(10)
 
@@ -98,5 +124,32 @@ def test_search_then_play_a_moment_from_the_keyboard_and_the_mouse(server, tmp_p
         assert page.evaluate(f"{PLAYER}.src").endswith(f"/videos/{first.video_id}")
         assert cards[0].get_attribute("aria-current") == "true"
         page.screenshot(path=str(tmp_path / "page.png"))
+        browser.close()
+    assert not errors, errors
+
+
+def test_with_an_api_key_the_browser_asks_once_and_the_page_plays(guarded) -> None:
+    """Without credentials the page is a 401 that asks for Basic auth; with the key as the password (what the
+    browser's prompt sends) the page searches, its thumbnails load and its video plays."""
+    url, app = guarded
+    errors: list[str] = []
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM)
+        anonymous = browser.new_context()  # (a headless browser cannot show the prompt: goto raises)
+        with pytest.raises(playwright.Error, match="ERR_INVALID_AUTH_CREDENTIALS"):
+            anonymous.new_page().goto(url + "/")
+        r = anonymous.request.get(url + "/")
+        assert r.status == 401 and r.headers["www-authenticate"].startswith("Basic")
+        page = browser.new_context(http_credentials={"username": "me", "password": KEY}).new_page()
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("requestfailed", lambda r: errors.append(f"failed: {r.url}"))
+        assert page.goto(url + "/").status == 200
+        page.wait_for_function("document.getElementById('about').textContent.includes('3 videos')")
+        page.fill("#q", "a white square")
+        page.press("#q", "Enter")
+        page.wait_for_selector(".card")
+        page.wait_for_function("[...document.querySelectorAll('.card img')].every(i => i.complete && i.naturalWidth > 0)")
+        page.query_selector_all(".card")[0].click()
+        page.wait_for_function(f"{PLAYER}.currentTime > 0.2", timeout=15000)  # the video request carried the key
         browser.close()
     assert not errors, errors

@@ -27,6 +27,15 @@ def serve_cmd(
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
     max_batch: Annotated[int, typer.Option("--max-batch", min=1, help="Concurrent queries searched as one batch.")] = 32,
     max_wait_ms: Annotated[float, typer.Option("--max-wait-ms", min=0.0, help="How long a batch waits to fill.")] = 5.0,
+    api_key: Annotated[Optional[str], typer.Option(
+        "--api-key", help="Required on every route but /livez (Bearer, X-API-Key, or Basic's password); default: "
+                          "$MOMENTSEARCH_API_KEY.")] = None,
+    allow_unauthenticated: Annotated[bool, typer.Option(
+        "--allow-unauthenticated", help="Serve a non-loopback --host without an API key.")] = False,
+    cors_origin: Annotated[Optional[list[str]], typer.Option(
+        "--cors-origin", help="An origin a page elsewhere may call from (repeatable; CORS is off without one).")] = None,
+    ssl_keyfile: Annotated[Optional[str], typer.Option("--ssl-keyfile", help="TLS key (uvicorn's).")] = None,
+    ssl_certfile: Annotated[Optional[str], typer.Option("--ssl-certfile", help="TLS certificate (uvicorn's).")] = None,
 ) -> None:
     """Serve search over HTTP: POST /search, GET /videos/{id} (range requests), /thumbnails, /health, and a
     page at / that plays the moments it finds."""
@@ -43,4 +52,6 @@ def serve_cmd(
     if not is_index_folder(index_dir):
         raise SearchIndexError(f"{index_dir}: not an index folder; build one with `momentsearch index CHECKPOINT "
                                f"--corpus CORPUS_DIR --out {index_dir}`")
-    serve(index_dir, host, port, first_stage, parse_params(param), device, max_batch, max_wait_ms)
+    serve(index_dir, host, port, first_stage, parse_params(param), device, max_batch, max_wait_ms, api_key=api_key,
+          allow_unauthenticated=allow_unauthenticated, cors_origins=cors_origin, ssl_keyfile=ssl_keyfile,
+          ssl_certfile=ssl_certfile)

@@ -14,20 +14,30 @@ from typing import Any
 
 def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, first_stage: str = "auto",
           first_stage_params: dict[str, str] | None = None, device: str = "auto", max_batch: int = 32,
-          max_wait_ms: float = 5.0, log_level: str = "info") -> None:
-    """Load the index (building its first stage when missing) and serve it until interrupted."""
+          max_wait_ms: float = 5.0, log_level: str = "info", api_key: str | None = None,
+          allow_unauthenticated: bool = False, cors_origins: list[str] | None = None,
+          ssl_keyfile: str | None = None, ssl_certfile: str | None = None) -> None:
+    """Load the index (building its first stage when missing) and serve it until interrupted. ``api_key``
+    (else ``MOMENTSEARCH_API_KEY``) guards every route but ``/livez``; a non-loopback ``host`` without a key
+    is refused unless ``allow_unauthenticated``. TLS: uvicorn's own ``ssl_keyfile`` and ``ssl_certfile``."""
     import uvicorn
 
     from momentsearch.serving.searcher import load
     from momentsearch.service.app import create_app
+    from momentsearch.service.security import api_key_from, check_bind
+
+    api_key = api_key_from(api_key)
+    check_bind(host, api_key, allow_unauthenticated)  # before minutes of loading, not after
 
     searcher = load(index_dir, device=device, progress=True, first_stage=first_stage,
                     first_stage_params=first_stage_params)
     searcher.search("warm up the text encoder", k=1)  # loads the text encoder before the first request
-    app = create_app(searcher, max_batch=max_batch, max_wait_ms=max_wait_ms)
+    app = create_app(searcher, max_batch=max_batch, max_wait_ms=max_wait_ms, api_key=api_key, cors_origins=cors_origins)
+    scheme = "https" if ssl_certfile else "http"
     print(f"serving {len(searcher.video_ids)} videos ({searcher.family.name}, first stage "
-          f"{searcher.first_stage.spec}) on http://{host}:{port}/  (API docs: /docs)", flush=True)
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+          f"{searcher.first_stage.spec}) on {scheme}://{host}:{port}/  (API docs: /docs"
+          f"{'; API key required' if api_key else ''})", flush=True)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, ssl_keyfile=ssl_keyfile, ssl_certfile=ssl_certfile)
 
 
 def create_app(*args: Any, **kwargs: Any) -> Any:

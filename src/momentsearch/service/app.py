@@ -4,11 +4,15 @@
   and video URLs (null where the video has no file) and the annotation text where the corpus has one;
 * ``GET /videos/{id}``: the video file, with HTTP range requests (a browser seeks in it);
 * ``GET /thumbnails/{id}?t=SECONDS``: a JPEG of the frame at ``t``;
-* ``GET /health``: the model, corpus, first stage and batching counters;
+* ``GET /health``: the model, corpus, first stage and batching counters (no server path);
+* ``GET /livez``: liveness, the one route open without the API key;
 * ``GET /``: the page (``static/``: no CDN asset, it works offline); ``GET /openapi.json``, ``/docs``.
 
 Bad input is a 4xx with ``{"error": message}``, never a 500: an empty or over-long query, ``k`` out
-of range, unknown video ids, fields of the wrong type, a path parameter that names no video.
+of range or not an integer (``"5"`` and ``true`` are refused, not coerced), unknown video ids, fields of
+the wrong type, a path parameter that names no video, a body over the limit (413). With an API key
+(:mod:`~momentsearch.service.security`) every route but ``/livez`` needs it; CORS is off unless origins
+are given.
 """
 
 from __future__ import annotations
@@ -21,13 +25,14 @@ from urllib.parse import quote
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator
 from starlette.exceptions import HTTPException
 
 from momentsearch.serving.searcher import Searcher
 from momentsearch.errors import MomentSearchError, QueryError, VideoDecodeError
 from momentsearch.service.batcher import QueryBatcher
 from momentsearch.service.media import Media
+from momentsearch.service.security import MAX_BODY_BYTES, Guard
 from momentsearch.text.query_file import MAX_QUERY_CHARS  # one limit for query files and the service
 
 MAX_K = 100
@@ -37,10 +42,11 @@ STATIC = {"app.js": "text/javascript", "style.css": "text/css"}
 
 class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    query: str = Field(description="What to look for, e.g. 'a person opens the fridge'", max_length=MAX_QUERY_CHARS)
-    k: int = Field(10, ge=1, le=MAX_K, description="How many moments to return")
-    videos: list[str] | None = Field(None, min_length=1, max_length=MAX_VIDEOS,
-                                     description="Search only these video ids")
+    query: StrictStr = Field(description="What to look for, e.g. 'a person opens the fridge'",
+                             max_length=MAX_QUERY_CHARS)
+    k: StrictInt = Field(10, ge=1, le=MAX_K, description="How many moments to return")
+    videos: list[StrictStr] | None = Field(None, min_length=1, max_length=MAX_VIDEOS,
+                                           description="Search only these video ids")
 
     @field_validator("query")
     @classmethod
@@ -80,10 +86,19 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "; ".join(parts)
 
 
-def create_app(searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 5.0) -> FastAPI:
+def create_app(searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 5.0, api_key: str | None = None,
+               cors_origins: list[str] | None = None, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
+    """``api_key``: required on every route but ``/livez`` (see :mod:`~momentsearch.service.security`);
+    ``cors_origins``: origins a browser page elsewhere may call from (none by default)."""
     media = Media(searcher.corpus, searcher.video_ids)
     batcher = QueryBatcher(searcher, max_batch, max_wait_ms)
     app = FastAPI(title="momentsearch", version="1", summary="Video corpus moment retrieval: text in, moments out.")
+    if cors_origins:
+        from fastapi.middleware.cors import CORSMiddleware
+
+        app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins), allow_methods=["GET", "POST"],
+                           allow_headers=["Authorization", "X-API-Key", "Content-Type", "Range"])
+    app.add_middleware(Guard, api_key=api_key, max_body_bytes=max_body_bytes)  # outermost: before CORS and routes
     app.state.searcher, app.state.batcher, app.state.media = searcher, batcher, media
     app.router.add_event_handler("shutdown", batcher.close)
 
@@ -163,8 +178,13 @@ def create_app(searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 5.0
         return {"status": "ok", "family": ckpt.family.name, "videos": len(searcher.video_ids),
                 "clips": int(searcher.index.offsets[-1]), "first_stage": searcher.first_stage.spec,
                 "video_files": media.n_files,
-                "corpus": None if searcher.corpus is None else str(searcher.corpus.root),
+                "corpus": None if searcher.corpus is None else searcher.corpus.root.name,  # its name, not its path
                 "batching": dict(batcher.stats, max_batch=batcher.max_batch)}
+
+    @app.get("/livez")
+    def livez() -> dict[str, str]:
+        """Liveness: the process answers (open without the API key)."""
+        return {"status": "alive"}
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def page() -> HTMLResponse:
