@@ -46,8 +46,25 @@ def shared(rel: str) -> Path:
     return p
 
 
+# The rule for `slow` (README): a test that takes SLOW_SECONDS or more on 2 cores is marked slow, so that
+# `pytest -m "not slow"` is a quick check. The summary names the tests that break the rule in this run.
+SLOW_SECONDS = 5.0
+_durations: dict[str, tuple[float, bool]] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.passed or report.failed:
+        spent, marked = _durations.get(report.nodeid, (0.0, "slow" in report.keywords))
+        _durations[report.nodeid] = (spent + report.duration, marked)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Say out loud when the real-data tests did not run, and why."""
+    """Say out loud when the real-data tests did not run, and why; and which tests break the `slow` rule."""
+    unmarked = sorted((t, n) for n, (t, marked) in _durations.items() if t >= SLOW_SECONDS and not marked)
+    if unmarked:
+        terminalreporter.write_sep("-", f"{len(unmarked)} test(s) took {SLOW_SECONDS:g} s or more without the slow mark")
+        for t, n in unmarked[::-1][:20]:
+            terminalreporter.write_line(f"{t:6.1f} s  {n}")
     if _missing_real_data:
         terminalreporter.write_sep("!", f"{len(_missing_real_data)} real-data test(s) SKIPPED: {SHARED_DATA} does not "
                                         f"hold {sorted(set(_missing_real_data))[:3]}...; set MOMENTSEARCH_SHARED_DATA to "

@@ -25,6 +25,7 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--np
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
+@pytest.mark.slow
 def test_every_familys_batch_loss_and_gradients_match_one_process(tiny_benchmark: Path, tmp_path: Path) -> None:
     """In-batch negatives (XML, MINUTE's InfoNCE, MMN), hard negatives drawn inside the batch (XML) or mined
     per epoch (MINUTE's Shared-Norm candidates, RMMN's CM-ANS) see the whole global batch on both ranks."""

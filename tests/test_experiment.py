@@ -11,6 +11,7 @@ from momentsearch.cli.experiment import run_experiment
 from momentsearch.errors import ConfigError
 
 
+@pytest.mark.slow
 def test_experiment_runs_conditions_over_seeds_and_resumes(tiny_benchmark: Path, tmp_path: Path) -> None:
     train = tmp_path / "train.yaml"
     train.write_text("epochs: 1\nbatch_size: 32\nlr: 0.001\nval_split: test\nval_max_queries: 40\n"
@@ -64,6 +65,7 @@ conditions:
         run_experiment(cfg, jobs=1, only=["+SL"])
 
 
+@pytest.mark.slow
 def test_a_longer_condition_continues_the_shorter_run(tiny_benchmark: Path, tmp_path: Path) -> None:
     """A run with more epochs starts from the finished shorter run of the same config and ends with the
     weights of a run trained from scratch (the trainer resumes exactly)."""

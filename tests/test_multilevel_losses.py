@@ -162,6 +162,7 @@ def test_training_pairs_threshold_confidence_and_errors(tmp_path: Path) -> None:
         RelevanceTrainConfig(method="threshold")
 
 
+@pytest.mark.slow
 def test_training_with_pairs_and_threshold_runs(tiny_benchmark: Path, tmp_path: Path) -> None:
     import dataclasses
 

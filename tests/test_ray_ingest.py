@@ -19,6 +19,7 @@ from momentsearch.video.ingest import ingest
 pytest.importorskip("ray")
 
 
+@pytest.mark.slow
 def test_ray_ingest_equals_the_serial_ingest(tmp_path):
     d = _folder(tmp_path)
     (d / "sub" / "b.srt").write_text("1\n00:00:00,500 --> 00:00:01,800\na dog runs\n")  # a subtitle stream too

@@ -88,6 +88,7 @@ SIDE = Path(__file__).resolve().parents[1] / ".venv" / "vision-extra"  # `make s
 
 @pytest.mark.skipif(_loads("torchvision") or not (SIDE / "open_clip").is_dir(),
                     reason="torchvision loads here (the tests above ran), or no side install of torchvision/open_clip")
+@pytest.mark.slow
 def test_the_backends_in_a_side_install_of_torchvision_and_open_clip() -> None:
     """On the CPU torch wheel: the two tests above, in a process that sees PyPI's torchvision and open_clip
     (installed without dependencies beside the venv) through the test-only shim in tests/vision_shim."""

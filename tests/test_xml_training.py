@@ -31,6 +31,7 @@ def tiny_cfg(bench: Path, out: Path, epochs: int) -> TrainConfig:
                        model=XMLConfig(hidden=64, dropout=0.1, hard_negative_start_epoch=4, lambda_tl=0.1))
 
 
+@pytest.mark.slow
 def test_resume_gives_identical_weights(tiny_benchmark: Path, tmp_path: Path) -> None:
     straight = Trainer(tiny_cfg(tiny_benchmark, tmp_path / "a", 2), progress=False)
     straight.fit()
