@@ -2,6 +2,8 @@
 
 * ``POST /search`` ``{query, k, videos?}`` -> ranked moments: video id, start, end, score, thumbnail
   and video URLs (null where the video has no file) and the annotation text where the corpus has one;
+* ``POST /v1/search`` adds paging, a score threshold and group-by-video, ``POST /v1/search/batch`` many
+  queries at once (:mod:`~momentsearch.service.v1`);
 * ``GET /videos/{id}``: the video file, with HTTP range requests (a browser seeks in it);
 * ``GET /thumbnails/{id}?t=SECONDS``: a JPEG of the frame at ``t``;
 * ``GET /health``: the model, corpus, first stage and batching counters (no server path);
@@ -18,6 +20,7 @@ are given.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from importlib import resources
 from typing import Any
 from urllib.parse import quote
@@ -28,11 +31,12 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator
 from starlette.exceptions import HTTPException
 
-from momentsearch.serving.searcher import Searcher
+from momentsearch.serving.searcher import Hit, Searcher
 from momentsearch.errors import MomentSearchError, QueryError, VideoDecodeError
 from momentsearch.service.batcher import QueryBatcher
 from momentsearch.service.media import Media
 from momentsearch.service.security import MAX_BODY_BYTES, Guard
+from momentsearch.service.v1 import add_v1
 from momentsearch.text.query_file import MAX_QUERY_CHARS  # one limit for query files and the service
 
 MAX_K = 100
@@ -129,14 +133,19 @@ def create_app(searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 5.0
         if req.videos is not None:
             searcher.pool_of(req.videos)  # unknown ids: a 400 for this request alone
         hits = await batcher.search(req.query, req.k, req.videos)
-        moments = []
-        for r, h in enumerate(hits, start=1):
-            thumb, video = urls(h.video_id, h.start, h.end)
-            moments.append(Moment(rank=r, video_id=h.video_id, start=round(h.start, 3), end=round(h.end, 3),
-                                  score=h.score, thumbnail_url=thumb, video_url=video,
-                                  annotation=media.annotation(h.video_id, h.start, h.end)))
         return SearchResponse(query=req.query, k=req.k, took_ms=round(1000 * (time.perf_counter() - t0), 2),
-                              moments=moments)
+                              moments=to_moments(hits))
+
+    def to_moments(hits: Sequence[Hit], offset: int = 0) -> list[Moment]:
+        out = []
+        for r, h in enumerate(hits, start=offset + 1):
+            thumb, video = urls(h.video_id, h.start, h.end)
+            out.append(Moment(rank=r, video_id=h.video_id, start=round(h.start, 3), end=round(h.end, 3),
+                              score=h.score, thumbnail_url=thumb, video_url=video,
+                              annotation=media.annotation(h.video_id, h.start, h.end)))
+        return out
+
+    add_v1(app, searcher, batcher, to_moments)
 
     def _known(video_id: str) -> None:
         if video_id not in media.ids:

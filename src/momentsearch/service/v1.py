@@ -1,0 +1,104 @@
+"""``/v1``: the versioned API. ``POST /v1/search`` takes paging (``offset``; the answer's ``next_offset``),
+a score threshold (``min_score``), group-by-video (each video's best moment only) and the video filter;
+``POST /v1/search/batch`` takes many queries in one request (searched as one batch). ``POST /search``
+stays as it was (the page uses it)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+
+from fastapi import FastAPI
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, field_validator
+
+from momentsearch.serving.searcher import Hit
+
+MAX_K = 100
+MAX_OFFSET = 900  # offset + k <= 1000 moments a query: what one search ranks at the most
+MAX_BATCH_QUERIES = 64
+FETCH_GROUPED = 1000  # moments fetched to fill a page of distinct videos
+
+
+class _Options(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    k: StrictInt = Field(10, ge=1, le=MAX_K, description="Moments on this page")
+    offset: StrictInt = Field(0, ge=0, le=MAX_OFFSET, description="Moments skipped: the previous page's next_offset")
+    videos: list[StrictStr] | None = Field(None, min_length=1, max_length=10_000, description="Search only these ids")
+    min_score: StrictFloat | StrictInt | None = Field(None, description="Drop moments scoring below this")
+    group_by_video: StrictBool = Field(False, description="Each video's best moment only")
+
+
+def _clean(v: str) -> str:
+    if not v.strip():
+        raise ValueError("the query is empty")
+    return v.strip()
+
+
+class SearchV1(_Options):
+    query: StrictStr = Field(max_length=1000, description="What to look for")
+
+    @field_validator("query")
+    @classmethod
+    def not_blank(cls, v: str) -> str:
+        return _clean(v)
+
+
+class BatchV1(_Options):
+    queries: list[StrictStr] = Field(min_length=1, max_length=MAX_BATCH_QUERIES, description="What to look for, each")
+
+    @field_validator("queries")
+    @classmethod
+    def none_blank(cls, v: list[str]) -> list[str]:
+        if any(len(q) > 1000 for q in v):
+            raise ValueError("a query is over 1000 characters")
+        return [_clean(q) for q in v]
+
+
+def page_of(hits: Sequence[Hit], k: int, offset: int, min_score: float | None, group: bool
+            ) -> tuple[list[Hit], int | None]:
+    """The page ``[offset, offset + k)`` of ``hits`` (best first) after the threshold and the grouping, and the
+    next page's offset (None: no more)."""
+    kept: list[Hit] = []
+    seen: set[str] = set()
+    for h in hits:
+        if min_score is not None and h.score < min_score:
+            break  # best first: nothing after scores higher
+        if group:
+            if h.video_id in seen:
+                continue
+            seen.add(h.video_id)
+        kept.append(h)
+    end = offset + k
+    return kept[offset:end], (end if len(kept) > end else None)
+
+
+def add_v1(app: FastAPI, searcher: object, batcher: object, moments: Callable[[Sequence[Hit]], list]) -> None:
+    """The /v1 routes on ``app``; ``moments`` turns hits into the response's moment objects (ranked from 1)."""
+
+    async def one(text: str, opts: _Options) -> tuple[list[Hit], int | None]:
+        fetch = FETCH_GROUPED if opts.group_by_video else opts.offset + opts.k + 1  # one more: is there a next page
+        hits = await batcher.search(text, min(fetch, FETCH_GROUPED), opts.videos)
+        return page_of(hits, opts.k, opts.offset, opts.min_score, opts.group_by_video)
+
+    @app.post("/v1/search")
+    async def search_v1(req: SearchV1) -> dict:
+        """Ranked moments for a query: a page of them, after the threshold and the grouping."""
+        t0 = time.perf_counter()
+        if req.videos is not None:
+            searcher.pool_of(req.videos)
+        hits, nxt = await one(req.query, req)
+        return {"query": req.query, "k": req.k, "offset": req.offset, "next_offset": nxt,
+                "took_ms": round(1000 * (time.perf_counter() - t0), 2), "moments": moments(hits, req.offset)}
+
+    @app.post("/v1/search/batch")
+    async def batch_v1(req: BatchV1) -> dict:
+        """Many queries in one request, searched together; one result per query, in order."""
+        t0 = time.perf_counter()
+        if req.videos is not None:
+            searcher.pool_of(req.videos)
+        pages = await asyncio.gather(*(one(q, req) for q in req.queries))
+        return {"took_ms": round(1000 * (time.perf_counter() - t0), 2),
+                "results": [{"query": q, "k": req.k, "offset": req.offset, "next_offset": nxt,
+                             "moments": moments(hits, req.offset)} for q, (hits, nxt) in zip(req.queries, pages,
+                                                                                              strict=True)]}

@@ -1,0 +1,97 @@
+"""/v1: paging, the score threshold, group-by-video, the video filter and the batch endpoint, each against
+the Python searcher's own ranking of the same query."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("fastapi")
+
+from fastapi.testclient import TestClient  # noqa: E402
+
+import momentsearch  # noqa: E402
+from momentsearch.service.app import create_app  # noqa: E402
+from momentsearch.service.v1 import page_of  # noqa: E402
+from momentsearch.serving.searcher import Hit  # noqa: E402
+from served_index import build_served_index  # noqa: E402
+
+Q = "a white square"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory):
+    searcher = momentsearch.load(build_served_index(tmp_path_factory.mktemp("v1")), device="cpu", first_stage="exact")
+    with TestClient(create_app(searcher, max_batch=8, max_wait_ms=2)) as client:
+        yield searcher, client
+
+
+def _spans(moments: list[dict]) -> list[tuple[str, float, float]]:
+    return [(m["video_id"], m["start"], m["end"]) for m in moments]
+
+
+def _want(hits: list[Hit]) -> list[tuple[str, float, float]]:
+    return [(h.video_id, round(h.start, 3), round(h.end, 3)) for h in hits]
+
+
+def test_pages_follow_one_ranking(served) -> None:
+    searcher, c = served
+    full = searcher.search(Q, k=12)
+    first = c.post("/v1/search", json={"query": Q, "k": 5}).json()
+    second = c.post("/v1/search", json={"query": Q, "k": 5, "offset": first["next_offset"]}).json()
+    assert first["next_offset"] == 5 and _spans(first["moments"]) == _want(full[:5])
+    assert _spans(second["moments"]) == _want(full[5:10]) and [m["rank"] for m in second["moments"]] == list(range(6, 11))
+    assert _spans(c.post("/search", json={"query": Q, "k": 5}).json()["moments"]) == _spans(first["moments"])
+    last = c.post("/v1/search", json={"query": Q, "k": 100, "offset": 0}).json()
+    assert last["next_offset"] is None and len(last["moments"]) == len(searcher.search(Q, k=1000))
+
+
+def test_threshold_grouping_and_filter(served) -> None:
+    searcher, c = served
+    full = searcher.search(Q, k=1000)
+    cut = full[len(full) // 3].score
+    r = c.post("/v1/search", json={"query": Q, "k": 100, "min_score": cut}).json()
+    assert r["moments"] and all(m["score"] >= cut for m in r["moments"])
+    assert len(r["moments"]) == sum(h.score >= cut for h in full)
+    g = c.post("/v1/search", json={"query": Q, "k": 3, "group_by_video": True}).json()
+    ids = [m["video_id"] for m in g["moments"]]
+    assert len(ids) == len(set(ids)) == 3  # the served index holds 3 videos
+    best = {}
+    for h in full:
+        best.setdefault(h.video_id, h)
+    assert _spans(g["moments"]) == _want([best[v] for v in ids]) and g["next_offset"] is None
+    only = c.post("/v1/search", json={"query": Q, "k": 10, "videos": ["clip1"]}).json()
+    assert {m["video_id"] for m in only["moments"]} == {"clip1"}
+    bad = c.post("/v1/search", json={"query": Q, "videos": ["nope"]})
+    assert bad.status_code == 400 and "not in this index" in bad.json()["error"]
+
+
+def test_batch_answers_each_query_as_alone(served) -> None:
+    _, c = served
+    queries = [Q, "someone waves", "the red door opens"]
+    batch = c.post("/v1/search/batch", json={"queries": queries, "k": 4, "offset": 2, "group_by_video": False}).json()
+    assert [r["query"] for r in batch["results"]] == queries
+    for q, r in zip(queries, batch["results"], strict=True):
+        alone = c.post("/v1/search", json={"query": q, "k": 4, "offset": 2}).json()
+        assert _spans(r["moments"]) == _spans(alone["moments"]) and r["next_offset"] == alone["next_offset"]
+
+
+@pytest.mark.parametrize("body,where", [
+    ({"query": Q, "offset": 901}, "offset"), ({"query": Q, "offset": "1"}, "offset"),
+    ({"query": Q, "group_by_video": "yes"}, "group_by_video"), ({"query": Q, "min_score": "0.5"}, "min_score"),
+    ({"queries": []}, "queries"), ({"queries": [" "]}, "queries"), ({"queries": ["a"] * 65}, "queries"),
+    ({"query": Q, "limit": 3}, "limit")])
+def test_bad_v1_requests_are_4xx(served, body: dict, where: str) -> None:
+    c = served[1]
+    url = "/v1/search/batch" if "queries" in body else "/v1/search"
+    r = c.post(url, json=body)
+    assert r.status_code == 422 and r.json()["error"].startswith(where), r.text
+
+
+def test_page_of_by_hand() -> None:
+    hits = [Hit("a", 0, 1, 0.9), Hit("a", 2, 3, 0.8), Hit("b", 0, 1, 0.7), Hit("c", 0, 1, 0.4), Hit("b", 4, 5, 0.3)]
+    assert page_of(hits, 2, 0, None, False) == (hits[:2], 2)
+    assert page_of(hits, 2, 2, None, False) == (hits[2:4], 4)
+    assert page_of(hits, 2, 4, None, False) == (hits[4:], None)
+    assert page_of(hits, 5, 0, 0.5, False) == (hits[:3], None)
+    assert page_of(hits, 2, 0, None, True) == ([hits[0], hits[2]], 2)
+    assert page_of(hits, 2, 2, None, True) == ([hits[3]], None)
