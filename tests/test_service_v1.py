@@ -95,3 +95,42 @@ def test_page_of_by_hand() -> None:
     assert page_of(hits, 5, 0, 0.5, False) == (hits[:3], None)
     assert page_of(hits, 2, 0, None, True) == ([hits[0], hits[2]], 2)
     assert page_of(hits, 2, 2, None, True) == ([hits[3]], None)
+
+
+def _samples(text: str) -> dict[str, float]:
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+def test_metrics_count_what_happened(tmp_path) -> None:
+    """/metrics in Prometheus text: requests by route template and status (the guard's 401 too), latency and
+    batch histograms whose counts match, cumulative buckets, the index's size."""
+    searcher = momentsearch.load(build_served_index(tmp_path), device="cpu", first_stage="exact")
+    key = {"X-API-Key": "metrics-key-1"}
+    with TestClient(create_app(searcher, api_key="metrics-key-1")) as c:
+        for _ in range(3):
+            assert c.post("/search", json={"query": Q, "k": 2}, headers=key).status_code == 200
+        c.post("/v1/search/batch", json={"queries": [Q, "someone waves"], "k": 2}, headers=key)
+        c.get("/videos/clip1", headers=key)
+        c.get("/health")  # no key: 401
+        c.get("/nothing", headers=key)
+        r = c.get("/metrics", headers=key)
+        batches = c.get("/health", headers=key).json()["batching"]["batches"]
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain; version=0.0.4")
+    s = _samples(r.text)
+    assert s['momentsearch_requests_total{method="POST",route="/search",status="200"}'] == 3
+    assert s['momentsearch_requests_total{method="POST",route="/v1/search/batch",status="200"}'] == 1
+    assert s['momentsearch_requests_total{method="GET",route="/videos/{video_id:path}",status="200"}'] == 1
+    assert s['momentsearch_requests_total{method="GET",route="unmatched",status="401"}'] == 1
+    assert s['momentsearch_requests_total{method="GET",route="unmatched",status="404"}'] == 1
+    assert s['momentsearch_request_seconds_count{route="/search"}'] == 3
+    assert s['momentsearch_request_seconds_bucket{route="/search",le="+Inf"}'] == 3
+    buckets = [v for k, v in s.items() if k.startswith('momentsearch_request_seconds_bucket{route="/search"')]
+    assert buckets == sorted(buckets)  # cumulative
+    assert s["momentsearch_batch_size_count"] == batches == s["momentsearch_search_seconds_count"]
+    assert s["momentsearch_batch_size_sum"] == 5  # 3 single queries + 2 of the batch endpoint
+    assert s["momentsearch_videos"] == 3 and s["momentsearch_clips"] == int(searcher.index.offsets[-1])

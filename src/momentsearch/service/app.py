@@ -8,6 +8,7 @@
 * ``GET /thumbnails/{id}?t=SECONDS``: a JPEG of the frame at ``t``;
 * ``GET /health``: the model, corpus, first stage and batching counters (no server path);
 * ``GET /livez``: liveness, the one route open without the API key;
+* ``GET /metrics``: Prometheus text (:mod:`~momentsearch.service.metrics`);
 * ``GET /``: the page (``static/``: no CDN asset, it works offline); ``GET /openapi.json``, ``/docs``.
 
 Bad input is a 4xx with ``{"error": message}``, never a 500: an empty or over-long query, ``k`` out
@@ -35,6 +36,7 @@ from momentsearch.serving.searcher import Hit, Searcher
 from momentsearch.errors import MomentSearchError, QueryError, VideoDecodeError
 from momentsearch.service.batcher import QueryBatcher
 from momentsearch.service.media import Media
+from momentsearch.service.metrics import Metrics, RequestMetrics
 from momentsearch.service.security import MAX_BODY_BYTES, Guard
 from momentsearch.service.v1 import add_v1
 from momentsearch.text.query_file import MAX_QUERY_CHARS  # one limit for query files and the service
@@ -95,14 +97,16 @@ def create_app(searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 5.0
     """``api_key``: required on every route but ``/livez`` (see :mod:`~momentsearch.service.security`);
     ``cors_origins``: origins a browser page elsewhere may call from (none by default)."""
     media = Media(searcher.corpus, searcher.video_ids)
-    batcher = QueryBatcher(searcher, max_batch, max_wait_ms)
+    metrics = Metrics()
+    batcher = QueryBatcher(searcher, max_batch, max_wait_ms, on_batch=metrics.batch)
     app = FastAPI(title="momentsearch", version="1", summary="Video corpus moment retrieval: text in, moments out.")
     if cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 
         app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins), allow_methods=["GET", "POST"],
                            allow_headers=["Authorization", "X-API-Key", "Content-Type", "Range"])
-    app.add_middleware(Guard, api_key=api_key, max_body_bytes=max_body_bytes)  # outermost: before CORS and routes
+    app.add_middleware(Guard, api_key=api_key, max_body_bytes=max_body_bytes)  # before CORS and routes
+    app.add_middleware(RequestMetrics, metrics=metrics)  # outermost: the guard's 401s and 413s count too
     app.state.searcher, app.state.batcher, app.state.media = searcher, batcher, media
     app.router.add_event_handler("shutdown", batcher.close)
 
@@ -189,6 +193,12 @@ def create_app(searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 5.0
                 "video_files": media.n_files,
                 "corpus": None if searcher.corpus is None else searcher.corpus.root.name,  # its name, not its path
                 "batching": dict(batcher.stats, max_batch=batcher.max_batch)}
+
+    @app.get("/metrics", response_class=Response)
+    def metrics_text() -> Response:
+        """Prometheus text format: requests by route and status, latency, batch sizes, search time."""
+        return Response(metrics.text(len(searcher.video_ids), int(searcher.index.offsets[-1])),
+                        media_type="text/plain; version=0.0.4; charset=utf-8")
 
     @app.get("/livez")
     def livez() -> dict[str, str]:

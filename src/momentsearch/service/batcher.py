@@ -9,7 +9,7 @@ import queue
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,11 +26,13 @@ class _Request:
 
 
 class QueryBatcher:
-    def __init__(self, searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 5.0):
+    def __init__(self, searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 5.0,
+                 on_batch: Callable[[int, float], None] | None = None):
         if max_batch < 1 or max_wait_ms < 0:
             raise ValueError(f"max_batch must be >= 1 and max_wait_ms >= 0, got {max_batch} and {max_wait_ms}")
         self.searcher, self.max_batch, self.max_wait = searcher, max_batch, max_wait_ms / 1000
         self.stats = {"requests": 0, "batches": 0, "largest_batch": 0}
+        self.on_batch = on_batch  # (queries searched together, seconds): the service's metrics
         self._queue: queue.Queue[_Request | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="momentsearch-batcher", daemon=True)
         self._thread.start()
@@ -73,8 +75,11 @@ class QueryBatcher:
                 groups[r.videos].append(r)
             for videos, group in groups.items():
                 try:
+                    t0 = time.perf_counter()
                     hits = self.searcher.search_many([r.text for r in group], max(r.k for r in group),
                                                      videos=list(videos) if videos else None)
+                    if self.on_batch is not None:
+                        self.on_batch(len(group), time.perf_counter() - t0)
                 except Exception as e:  # noqa: BLE001 - handed to each waiting request
                     for r in group:
                         r.loop.call_soon_threadsafe(_settle, r.future, None, e)
