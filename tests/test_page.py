@@ -153,3 +153,30 @@ def test_with_an_api_key_the_browser_asks_once_and_the_page_plays(guarded) -> No
         page.wait_for_function(f"{PLAYER}.currentTime > 0.2", timeout=15000)  # the video request carried the key
         browser.close()
     assert not errors, errors
+
+
+def test_the_api_docs_page_renders_offline(server) -> None:
+    """/docs in Chromium with every request off this server refused: Swagger UI comes from local files and
+    lists the routes (no CDN, as /docs from FastAPI's defaults would need)."""
+    url, _ = server
+    outside: list[str] = []
+    errors: list[str] = []
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM)
+        page = browser.new_page()
+
+        def local_only(route) -> None:  # noqa: ANN001
+            if route.request.url.startswith(url):
+                route.continue_()
+            else:
+                outside.append(route.request.url)
+                route.abort()
+
+        page.route("**/*", local_only)
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.goto(url + "/docs")
+        page.wait_for_selector(".opblock-summary-path", timeout=15000)
+        paths = page.eval_on_selector_all(".opblock-summary-path", "els => els.map(e => e.textContent.trim())")
+        browser.close()
+    assert {"/search", "/v1/search", "/v1/search/batch", "/metrics"} <= {x.replace("\u200b", "") for x in paths}
+    assert outside == [] and not errors, (outside, errors)

@@ -9,7 +9,8 @@
 * ``GET /health``: the model, corpus, first stage and batching counters (no server path);
 * ``GET /livez``: liveness, the one route open without the API key;
 * ``GET /metrics``: Prometheus text (:mod:`~momentsearch.service.metrics`);
-* ``GET /``: the page (``static/``: no CDN asset, it works offline); ``GET /openapi.json``, ``/docs``.
+* ``GET /``: the page (``static/``: no CDN asset, it works offline); ``GET /openapi.json``;
+* ``GET /docs``: Swagger UI from the files the ``fastapi-offline`` package ships, so it works offline.
 
 Bad input is a 4xx with ``{"error": message}``, never a 500: an empty or over-long query, ``k`` out
 of range or not an integer (``"5"`` and ``true`` are refused, not coerced), unknown video ids, fields of
@@ -99,7 +100,9 @@ def create_app(searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 5.0
     media = Media(searcher.corpus, searcher.video_ids)
     metrics = Metrics()
     batcher = QueryBatcher(searcher, max_batch, max_wait_ms, on_batch=metrics.batch)
-    app = FastAPI(title="momentsearch", version="1", summary="Video corpus moment retrieval: text in, moments out.")
+    app = FastAPI(title="momentsearch", version="1", summary="Video corpus moment retrieval: text in, moments out.",
+                  docs_url=None, redoc_url=None)  # /docs below: from local files, not a CDN
+    add_docs(app)
     if cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 
@@ -216,6 +219,36 @@ def create_app(searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 5.0
         return Response(_static(name), media_type=STATIC[name], headers={"Cache-Control": "no-cache"})
 
     return app
+
+
+def add_docs(app: FastAPI) -> None:
+    """``/docs``: Swagger UI (5.x: it reads OpenAPI 3.1) served from the files of the fastapi-offline package
+    (no CDN); a clear 404 without it."""
+    try:
+        from importlib.resources import files
+
+        swagger_ui_path = files("fastapi_offline") / "static"
+    except ModuleNotFoundError:
+        swagger_ui_path = None
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> Response:
+        if swagger_ui_path is None:
+            raise HTTPException(404, "the API docs page needs fastapi-offline: pip install 'momentsearch[service]' "
+                                     "(the schema is at /openapi.json)")
+        from fastapi.openapi.docs import get_swagger_ui_html
+
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="momentsearch API",
+                                   swagger_js_url="/docs-files/swagger-ui-bundle.js",
+                                   swagger_css_url="/docs-files/swagger-ui.css", swagger_favicon_url="/docs-files/favicon.png")
+
+    @app.get("/docs-files/{name}", include_in_schema=False)
+    def docs_files(name: str) -> Response:
+        kinds = {"swagger-ui-bundle.js": "text/javascript", "swagger-ui.css": "text/css", "favicon.png": "image/png"}
+        if swagger_ui_path is None or name not in kinds:
+            raise HTTPException(404, f"no docs file {name[:100]!r}")
+        return Response((swagger_ui_path / name).read_bytes(), media_type=kinds[name],
+                        headers={"Cache-Control": "max-age=86400"})
 
 
 def _static(name: str) -> str:
