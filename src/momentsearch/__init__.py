@@ -20,6 +20,10 @@ _API = (*_SERVING, "evaluate", "evaluate_mvmr", "train", "Evaluation", "MVMREval
 
 
 def __getattr__(name: str) -> Any:
+    if name == "Client":  # a running service's client: the standard library only
+        from momentsearch.client import Client
+
+        return Client
     if name in _SERVING:
         from momentsearch import serving
 
@@ -31,4 +35,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'momentsearch' has no attribute {name!r}")
 
 
-__all__ = ["__version__", *_API]
+__all__ = ["__version__", "Client", *_API]

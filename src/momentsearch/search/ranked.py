@@ -13,6 +13,17 @@ import numpy as np
 DEFAULT_MAX_PREDICTIONS = 100
 
 
+@dataclass(frozen=True)
+class Hit:
+    """One ranked moment: ``start`` and ``end`` in seconds; a higher ``score`` is better (its scale
+    is the model's own: compare scores within one query only)."""
+
+    video_id: str
+    start: float
+    end: float
+    score: float
+
+
 @dataclass
 class RankedMoments:
     """Q ranked lists of (video index, start s, end s, score), padded to K with video index -1."""

@@ -17,7 +17,6 @@ import hashlib
 import json
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,20 +30,10 @@ from momentsearch.errors import QueryError, SearchIndexError
 from momentsearch.search.engine import SearchEngine
 from momentsearch.search.first_stage import build_first_stage
 from momentsearch.search.index import VideoIndex
+from momentsearch.search.ranked import Hit
 from momentsearch.text.queries import PrecomputedQueryFeatures
 from momentsearch.serving.checkpoint import Checkpoint, load_checkpoint
 from momentsearch.device import resolve_device
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One ranked moment: ``start`` and ``end`` in seconds; a higher ``score`` is better (its scale
-    is the model's own: compare scores within one query only)."""
-
-    video_id: str
-    start: float
-    end: float
-    score: float
 
 
 def index_folder(checkpoint: Path, split: str) -> Path:

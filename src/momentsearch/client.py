@@ -1,0 +1,93 @@
+"""``momentsearch.Client``: search a running ``momentsearch serve`` from Python, with the signature and the
+result type of ``momentsearch.load(INDEX_DIR)``.
+
+    import momentsearch
+    client = momentsearch.Client("http://127.0.0.1:8000", api_key="...")   # or MOMENTSEARCH_API_KEY
+    for hit in client.search("a person opens the fridge", k=5):
+        print(hit.video_id, hit.start, hit.end, hit.score)
+
+Only the standard library (``urllib``): no torch, no model, no HTTP package. ``search`` pages through
+``POST /v1/search`` (100 moments a page), ``search_many`` sends ``POST /v1/search/batch`` (64 queries a
+request). Start and end come back rounded to the millisecond, as the service writes them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from typing import Any
+
+from momentsearch.errors import ConfigError, MomentSearchError, QueryError
+from momentsearch.search.ranked import Hit
+
+PAGE = 100
+BATCH = 64
+
+
+class Client:
+    def __init__(self, url: str, api_key: str | None = None, timeout: float = 60.0):
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(f"the service URL must start with http:// or https://, got {url[:80]!r}")
+        self.url = url.rstrip("/")
+        self.api_key = api_key if api_key is not None else os.environ.get("MOMENTSEARCH_API_KEY")
+        self.timeout = timeout
+
+    def _call(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method="GET" if body is None else "POST",
+                                     headers={"Content-Type": "application/json"})
+        if self.api_key:
+            req.add_header("Authorization", f"Bearer {self.api_key}")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            try:
+                message = json.loads(e.read()).get("error", e.reason)
+            except ValueError:
+                message = str(e.reason)
+            if e.code == 401:
+                raise ConfigError(f"{self.url}: {message} (pass api_key=, or set MOMENTSEARCH_API_KEY)") from None
+            raise QueryError(f"{self.url}{path}: {e.code}: {message}") from None
+        except (urllib.error.URLError, OSError) as e:
+            raise MomentSearchError(f"cannot reach {self.url} ({getattr(e, 'reason', e)}); is `momentsearch serve` "
+                                    "running there?") from None
+
+    def health(self) -> dict[str, Any]:
+        return self._call("/health")
+
+    def search(self, text: str, k: int = 10, videos: Sequence[str] | None = None) -> list[Hit]:
+        """Ranked moments for ``text``, best first (at most ``k``, up to 1000); ``videos``: only these ids."""
+        if not 1 <= k <= 1000:
+            raise QueryError(f"k must be between 1 and 1000, got {k}")
+        out: list[Hit] = []
+        offset: int | None = 0
+        while offset is not None and len(out) < k:
+            body: dict[str, Any] = {"query": text, "k": min(PAGE, k - len(out)), "offset": offset}
+            if videos is not None:
+                body["videos"] = list(videos)
+            page = self._call("/v1/search", body)
+            out += [_hit(m) for m in page["moments"]]
+            offset = page["next_offset"]
+        return out
+
+    def search_many(self, texts: Sequence[str], k: int = 10, videos: Sequence[str] | None = None) -> list[list[Hit]]:
+        """``search`` for each text, ``BATCH`` texts a request (searched together by the service)."""
+        if isinstance(texts, str):
+            raise QueryError("search_many takes a list of texts; use search() for one")
+        if not 1 <= k <= PAGE:
+            return [self.search(t, k, videos) for t in texts]
+        out: list[list[Hit]] = []
+        for s in range(0, len(texts), BATCH):
+            body: dict[str, Any] = {"queries": list(texts[s: s + BATCH]), "k": k}
+            if videos is not None:
+                body["videos"] = list(videos)
+            out += [[_hit(m) for m in r["moments"]] for r in self._call("/v1/search/batch", body)["results"]]
+        return out
+
+
+def _hit(m: dict[str, Any]) -> Hit:
+    return Hit(str(m["video_id"]), float(m["start"]), float(m["end"]), float(m["score"]))
