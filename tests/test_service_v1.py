@@ -134,3 +134,37 @@ def test_metrics_count_what_happened(tmp_path) -> None:
     assert s["momentsearch_batch_size_count"] == batches == s["momentsearch_search_seconds_count"]
     assert s["momentsearch_batch_size_sum"] == 5  # 3 single queries + 2 of the batch endpoint
     assert s["momentsearch_videos"] == 3 and s["momentsearch_clips"] == int(searcher.index.offsets[-1])
+
+
+def test_while_the_index_loads_every_route_says_not_ready(served) -> None:
+    """serve's app while loading: /livez 200, everything else 503 "not ready" (never a 500), then the real
+    app with /readyz 200; a load that fails says why on /readyz and hands the error on."""
+    import threading as th
+
+    from momentsearch.service.loading import LoadingApp
+
+    searcher, _ = served
+    gate = th.Event()
+
+    def slow_load():
+        gate.wait(20)
+        return create_app(searcher)
+
+    app = LoadingApp(slow_load)
+    with TestClient(app) as c:
+        assert c.get("/livez").json() == {"status": "alive"}
+        for method, url in (("get", "/readyz"), ("post", "/search"), ("get", "/health"), ("get", "/")):
+            r = c.request(method, url, json={"query": Q} if method == "post" else None)
+            assert r.status_code == 503 and r.json()["error"].startswith("not ready: loading the index (")
+            assert r.headers["retry-after"] == "5"
+        gate.set()
+        assert app.wait(20) and app.error is None
+        assert c.get("/readyz").json() == {"status": "ready"}
+        assert c.post("/search", json={"query": Q, "k": 2}).status_code == 200
+    stopped = []
+    failing = LoadingApp(lambda: (_ for _ in ()).throw(ValueError("no such index")), on_error=stopped.append)
+    with TestClient(failing) as c:
+        failing.wait(10)
+        r = c.get("/readyz")
+        assert r.status_code == 503 and "loading the index failed (no such index)" in r.json()["error"]
+    assert isinstance(stopped[0], ValueError)

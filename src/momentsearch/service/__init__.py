@@ -28,16 +28,33 @@ def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, firs
 
     api_key = api_key_from(api_key)
     check_bind(host, api_key, allow_unauthenticated)  # before minutes of loading, not after
-
-    searcher = load(index_dir, device=device, progress=True, first_stage=first_stage,
-                    first_stage_params=first_stage_params)
-    searcher.search("warm up the text encoder", k=1)  # loads the text encoder before the first request
-    app = create_app(searcher, max_batch=max_batch, max_wait_ms=max_wait_ms, api_key=api_key, cors_origins=cors_origins)
     scheme = "https" if ssl_certfile else "http"
-    print(f"serving {len(searcher.video_ids)} videos ({searcher.family.name}, first stage "
-          f"{searcher.first_stage.spec}) on {scheme}://{host}:{port}/  (API docs: /docs"
-          f"{'; API key required' if api_key else ''})", flush=True)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, ssl_keyfile=ssl_keyfile, ssl_certfile=ssl_certfile)
+
+    def loaded() -> Any:
+        searcher = load(index_dir, device=device, progress=True, first_stage=first_stage,
+                        first_stage_params=first_stage_params)
+        searcher.search("warm up the text encoder", k=1)  # loads the text encoder before the first request
+        app = create_app(searcher, max_batch=max_batch, max_wait_ms=max_wait_ms, api_key=api_key,
+                         cors_origins=cors_origins)
+        print(f"ready: {len(searcher.video_ids)} videos ({searcher.family.name}, first stage "
+              f"{searcher.first_stage.spec}) on {scheme}://{host}:{port}/  (API docs: /docs"
+              f"{'; API key required' if api_key else ''})", flush=True)
+        return app
+
+    from momentsearch.service.loading import LoadingApp
+
+    server: Any = None
+
+    def stop(_: BaseException) -> None:
+        server.should_exit = True
+
+    loading = LoadingApp(loaded, on_error=stop)
+    server = uvicorn.Server(uvicorn.Config(loading, host=host, port=port, log_level=log_level,
+                                           ssl_keyfile=ssl_keyfile, ssl_certfile=ssl_certfile))
+    print(f"loading {index_dir}; {scheme}://{host}:{port}/readyz says when it is ready", flush=True)
+    server.run()
+    if loading.error is not None:
+        raise loading.error
 
 
 def create_app(*args: Any, **kwargs: Any) -> Any:

@@ -7,7 +7,8 @@
 * ``GET /videos/{id}``: the video file, with HTTP range requests (a browser seeks in it);
 * ``GET /thumbnails/{id}?t=SECONDS``: a JPEG of the frame at ``t``;
 * ``GET /health``: the model, corpus, first stage and batching counters (no server path);
-* ``GET /livez``: liveness, the one route open without the API key;
+* ``GET /livez``: liveness, the one route open without the API key; ``GET /readyz``: readiness (while
+  ``serve`` loads the index every route but ``/livez`` answers 503 "not ready", :mod:`~momentsearch.service.loading`);
 * ``GET /metrics``: Prometheus text (:mod:`~momentsearch.service.metrics`);
 * ``GET /``: the page (``static/``: no CDN asset, it works offline); ``GET /openapi.json``;
 * ``GET /docs``: Swagger UI from the files the ``fastapi-offline`` package ships, so it works offline.
@@ -207,6 +208,11 @@ def create_app(searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 5.0
     def livez() -> dict[str, str]:
         """Liveness: the process answers (open without the API key)."""
         return {"status": "alive"}
+
+    @app.get("/readyz")
+    def readyz() -> dict[str, str]:
+        """Readiness: the index is loaded and its encoders warm (before that, ``serve`` answers 503)."""
+        return {"status": "ready"}
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def page() -> HTMLResponse:
