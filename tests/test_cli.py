@@ -109,9 +109,12 @@ def test_only_the_projects_errors_are_caught_a_bug_shows_its_traceback(monkeypat
 def test_the_library_never_imports_the_cli() -> None:
     import re
 
+    pattern = re.compile(r"^\s*(from|import) momentsearch\.cli\b", re.M)
+    assert pattern.search("    from momentsearch.cli.main import app") and pattern.search("import momentsearch.cli")
+    assert not pattern.search("from momentsearch.client import Client")  # another module, not the CLI
     src = Path(__file__).resolve().parents[1] / "src" / "momentsearch"
     offenders = [str(p.relative_to(src)) for p in src.rglob("*.py") if p.relative_to(src).parts[0] not in ("cli", "__main__.py")
-                 and re.search(r"^\s*(from|import) momentsearch\.cli", p.read_text(), re.M)]
+                 and pattern.search(p.read_text())]
     assert offenders == []
 
 
