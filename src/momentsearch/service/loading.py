@@ -5,11 +5,12 @@ error is what ``serve`` raises."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
+
+from momentsearch.service.security import json_reply
 
 
 class LoadingApp:
@@ -49,10 +50,10 @@ class LoadingApp:
         if scope["type"] != "http":
             return
         if scope["path"] == "/livez":
-            return await _json(send, 200, {"status": "alive"})
+            return await json_reply(send, 200, {"status": "alive"})
         why = (f"not ready: loading the index failed ({self.error})" if self.error is not None else
                f"not ready: loading the index ({time.monotonic() - self.started:.0f} s so far); retry shortly")
-        await _json(send, 503, {"error": why}, [(b"retry-after", b"5")])
+        await json_reply(send, 503, {"error": why}, [(b"retry-after", b"5")])
 
     async def _lifespan(self, receive: Any, send: Any) -> None:
         while True:
@@ -66,11 +67,3 @@ class LoadingApp:
                     batcher.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
-
-
-async def _json(send: Any, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]] = ()) -> None:
-    data = json.dumps(body).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
-                            *headers]})
-    await send({"type": "http.response.body", "body": data})

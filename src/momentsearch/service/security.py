@@ -74,12 +74,17 @@ def _presented(headers: list[tuple[bytes, bytes]]) -> list[bytes]:
     return out
 
 
-async def _reply(send: Any, status: int, message: str, headers: list[tuple[bytes, bytes]] = ()) -> None:
-    body = json.dumps({"error": message}).encode()
+async def json_reply(send: Any, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]] = ()) -> None:
+    """A whole JSON response from ASGI middleware (before the app, or instead of it)."""
+    data = json.dumps(body).encode()
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
                             *headers]})
-    await send({"type": "http.response.body", "body": body})
+    await send({"type": "http.response.body", "body": data})
+
+
+async def _reply(send: Any, status: int, message: str, headers: list[tuple[bytes, bytes]] = ()) -> None:
+    await json_reply(send, status, {"error": message}, headers)
 
 
 class Guard:
