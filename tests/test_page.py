@@ -87,6 +87,7 @@ def test_search_then_play_a_moment_from_the_keyboard_and_the_mouse(server, tmp_p
         page.keyboard.type("a white square")
         assert page.input_value("#q") == "a white square"
         page.fill("#k", "4")
+        page.check("#all")  # every moment, as the Python searcher ranks them (the default: one a video)
         page.press("#q", "Enter")
         page.wait_for_selector(".card")
         cards = page.query_selector_all(".card")
@@ -180,3 +181,32 @@ def test_the_api_docs_page_renders_offline(server) -> None:
         browser.close()
     assert {"/search", "/v1/search", "/v1/search/batch", "/metrics"} <= {x.replace("\u200b", "") for x in paths}
     assert outside == [] and not errors, (outside, errors)
+
+
+def test_one_moment_a_video_by_default_and_a_link_reproduces_a_search(server) -> None:
+    """The default view shows each video's best moment (no run of overlapping moments of one video); the
+    address then holds the search, and opening it runs the same search."""
+    url, app = server
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM)
+        page = browser.new_page()
+        page.goto(url + "/")
+        page.fill("#q", "a white square")
+        page.fill("#k", "5")
+        page.press("#q", "Enter")
+        page.wait_for_selector(".card")
+        videos = page.eval_on_selector_all(".card", "cs => cs.map(c => c.dataset.video)")
+        best: dict[str, float] = {}
+        for h in app.state.searcher.search("a white square", k=1000):
+            best.setdefault(h.video_id, h.start)
+        assert videos == list(best)[:5] and len(set(videos)) == len(videos) == 3  # 3 videos in the index
+        starts = page.eval_on_selector_all(".card", "cs => cs.map(c => Number(c.dataset.start))")
+        assert all(abs(s - best[v]) < 1e-3 for v, s in zip(videos, starts, strict=True))
+        link = page.url
+        assert "q=a+white+square" in link and "k=5" in link and "all=" not in link
+        other = browser.new_page()
+        other.goto(link)
+        other.wait_for_selector(".card")
+        assert other.eval_on_selector_all(".card", "cs => cs.map(c => c.dataset.video)") == videos
+        assert other.input_value("#q") == "a white square" and other.input_value("#k") == "5"
+        browser.close()

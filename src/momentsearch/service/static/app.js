@@ -96,28 +96,47 @@
     if (current && stopAt !== null && (player.currentTime < current.start - 0.5 || player.currentTime > current.end)) stopAt = null;
   });
 
-  form.addEventListener("submit", async (ev) => {
-    ev.preventDefault();
-    const query = q.value.trim();
-    if (!query) { status.textContent = "Type a query first."; return; }
-    const k = Math.min(100, Math.max(1, parseInt(kInput.value, 10) || 10));
+  const every = document.getElementById("all");
+
+  // one search: each video's best moment by default (every moment with the box ticked); the query, k and
+  // the box go in the address, so a link reproduces the search
+  async function run(query, k, all) {
     status.textContent = "Searching…";
     results.replaceChildren();
+    const params = new URLSearchParams({ q: query, k: String(k) });
+    if (all) params.set("all", "1");
+    history.replaceState(null, "", `?${params}`);
     try {
-      const r = await fetch("/search", {
+      const r = await fetch("/v1/search", {
         method: "POST", headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ query, k }),
+        body: JSON.stringify({ query, k, group_by_video: !all }),
       });
       const body = await r.json();
       if (!r.ok) { status.textContent = `Error: ${body.error || r.status}`; return; }
       body.moments.forEach(m => results.appendChild(card(m)));
       status.textContent = body.moments.length
-        ? `${body.moments.length} moments for “${body.query}” in ${Math.round(body.took_ms)} ms`
+        ? `${body.moments.length} ${all ? "moments" : "videos' best moments"} for “${body.query}” in ${Math.round(body.took_ms)} ms`
         : `No moments for “${body.query}”.`;
     } catch (e) {
       status.textContent = `The server could not be reached (${e}).`;
     }
+  }
+
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const query = q.value.trim();
+    if (!query) { status.textContent = "Type a query first."; return; }
+    const k = Math.min(100, Math.max(1, parseInt(kInput.value, 10) || 10));
+    run(query, k, every.checked);
   });
+
+  const asked = new URLSearchParams(location.search);  // a link to a search: run it
+  if (asked.get("q")) {
+    q.value = asked.get("q");
+    kInput.value = Math.min(100, Math.max(1, parseInt(asked.get("k"), 10) || 10));
+    every.checked = asked.get("all") === "1";
+    run(q.value.trim(), parseInt(kInput.value, 10), every.checked);
+  }
 
   document.addEventListener("keydown", (ev) => {
     if (ev.key === "/" && document.activeElement !== q) { ev.preventDefault(); q.focus(); q.select(); }
