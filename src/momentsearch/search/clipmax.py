@@ -90,7 +90,7 @@ class ClipMaxRetriever:
 
     def _lengths(self, device: torch.device) -> torch.Tensor:
         if self._clip_counts is None or self._clip_counts.device != device:
-            self._clip_counts = torch.from_numpy(np.diff(self.index.offsets).astype(np.int64)).to(device)
+            self._clip_counts = torch.from_numpy(self.index.n_clips.astype(np.int64)).to(device)
         return self._clip_counts
 
 

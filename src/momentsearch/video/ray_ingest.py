@@ -159,7 +159,7 @@ def ray_results(jobs: Sequence[tuple[str, Path, Path | None]], encoder: str | Vi
         gpu = str((options or {}).get("device", "cpu")).startswith("cuda")
         actor_cls = ray.remote(num_cpus=0 if gpu else threads, num_gpus=1 if gpu else 0)(_Actor)
         encoder_ref = ray.put(encoder)
-        limits = settings[3] if len(settings) > 3 and settings[3] is not None else DecodeLimits()
+        limits = settings[3] or DecodeLimits()  # (clip_seconds, fps, batch_clips, limits), as ingest passes them
         yield from _pooled(ray, lambda: actor_cls.remote(encoder_ref, options, settings, threads), jobs,
                            min(n, len(jobs)), limits.max_seconds + STUCK_GRACE_S)
     finally:
