@@ -57,6 +57,14 @@ def test_the_client_returns_the_searchers_moments(live) -> None:
     _same(client.search(QUERIES[1], k=4, videos=["clip2"]), searcher.search(QUERIES[1], k=4, videos=["clip2"]))
     for got, want in zip(client.search_many(QUERIES, k=4), searcher.search_many(QUERIES, k=4), strict=True):
         _same(got, want)
+    from momentsearch.serving.filters import VideoFilter
+
+    for where in (VideoFilter.of(min_duration=5, ingested_after="2020-01-01"), VideoFilter.of(path_prefix="clip2")):
+        _same(client.search(QUERIES[0], k=20, where=where), searcher.search(QUERIES[0], k=20, where=where))
+        for got, want in zip(client.search_many(QUERIES, k=3, where=where), searcher.search_many(QUERIES, k=3, where=where),
+                             strict=True):
+            _same(got, want)
+    assert client.search(QUERIES[0], videos=["clip0"], where=VideoFilter.of(videos=["clip1"])) == []
     assert client.health()["videos"] == 3
 
 

@@ -16,7 +16,7 @@ from served_index import build_served_index
 SRC = Path(__file__).resolve().parents[1] / "src" / "momentsearch"
 
 # left to right: a package imports only from packages at its rank or to its left (docs/architecture.md)
-LAYERS = [("errors", "config", "fileio", "readers", "plugins", "distributed", "device"), ("data",), ("text",),
+LAYERS = [("errors", "config", "fileio", "readers", "plugins", "distributed", "device", "timing"), ("data",), ("text",),
           ("video",), ("relevance",), ("losses",), ("search",), ("models",), ("serving",), ("evaluation",),
           ("training",), ("api", "client"), ("service",), ("cli", "__main__")]
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
@@ -130,6 +130,7 @@ def test_imports_run_one_way_through_the_layers() -> None:
     assert up == []
 
 
+@pytest.mark.slow
 def test_a_search_and_the_service_import_no_trainer_loader_or_metric(tmp_path: Path) -> None:
     """In a fresh process: load(INDEX_DIR), search, and the service's app answering /search."""
     index = build_served_index(tmp_path)

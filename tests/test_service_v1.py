@@ -136,6 +136,40 @@ def test_metrics_count_what_happened(tmp_path) -> None:
     assert s["momentsearch_videos"] == 3 and s["momentsearch_clips"] == int(searcher.index.offsets[-1])
 
 
+def test_a_search_past_its_timeout_is_a_504_and_the_parts_are_timed(tmp_path, monkeypatch, caplog) -> None:
+    """timeout_ms: a 504 that says what to do, counted in /metrics; /metrics times each part of a search; the
+    access log is one JSON object per request, without the query."""
+    import json
+    import logging
+    import time as tm
+
+    searcher = momentsearch.load(build_served_index(tmp_path), device="cpu", first_stage="exact")
+    real = searcher.search_many
+
+    def slow(texts, *a, **kw):
+        if "slowly" in texts[0]:
+            tm.sleep(0.6)
+        return real(texts, *a, **kw)
+
+    monkeypatch.setattr(searcher, "search_many", slow)
+    caplog.set_level(logging.INFO, logger="momentsearch.access")
+    with TestClient(create_app(searcher, max_batch=1, max_wait_ms=0, timeout_ms=5000)) as c:
+        r = c.post("/v1/search", json={"query": "search slowly", "timeout_ms": 100})
+        assert r.status_code == 504 and "longer than its timeout of 100 ms" in r.json()["error"]
+        assert c.post("/v1/search", json={"query": "search slowly"}).status_code == 200  # the server's 5 s
+        assert c.post("/v1/search", json={"query": Q, "timeout_ms": 0}).status_code == 422
+        s = _samples(c.get("/metrics").text)
+    assert s["momentsearch_timeouts_total"] == 1
+    n = s["momentsearch_search_seconds_count"]
+    for name in ("encode", "first_stage", "localize", "nms", "rank"):
+        assert s[f'momentsearch_search_part_seconds_count{{part="{name}"}}'] == n >= 2, name
+        assert 0 < s[f'momentsearch_search_part_seconds_sum{{part="{name}"}}'] < s["momentsearch_search_seconds_sum"]
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "momentsearch.access"]
+    assert [(x["method"], x["route"], x["status"]) for x in lines] == [
+        ("POST", "/v1/search", 504), ("POST", "/v1/search", 200), ("POST", "/v1/search", 422), ("GET", "/metrics", 200)]
+    assert lines[0]["ms"] >= 100 and "slowly" not in caplog.text
+
+
 def test_while_the_index_loads_every_route_says_not_ready(served) -> None:
     """serve's app while loading: /livez 200, everything else 503 "not ready" (never a 500), then the real
     app with /readyz 200; a load that fails says why on /readyz and hands the error on."""

@@ -8,7 +8,8 @@ result type of ``momentsearch.load(INDEX_DIR)``.
 
 Only the standard library (``urllib``): no torch, no model, no HTTP package. ``search`` pages through
 ``POST /v1/search`` (100 moments a page), ``search_many`` sends ``POST /v1/search/batch`` (64 queries a
-request). Start and end come back rounded to the millisecond, as the service writes them.
+request). Start and end come back rounded to the millisecond, as the service writes them. ``where`` takes the
+same :class:`~momentsearch.serving.filters.VideoFilter` as ``load(...).search``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 from momentsearch.errors import ConfigError, MomentSearchError, QueryError
 from momentsearch.search.ranked import Hit
+from momentsearch.serving.filters import VideoFilter
 
 PAGE = 100
 BATCH = 64
@@ -59,34 +61,59 @@ class Client:
     def health(self) -> dict[str, Any]:
         return self._call("/health")
 
-    def search(self, text: str, k: int = 10, videos: Sequence[str] | None = None) -> list[Hit]:
-        """Ranked moments for ``text``, best first (at most ``k``, up to 1000); ``videos``: only these ids."""
+    def search(self, text: str, k: int = 10, videos: Sequence[str] | None = None, where: VideoFilter | None = None
+               ) -> list[Hit]:
+        """Ranked moments for ``text``, best first (at most ``k``, up to 1000); ``videos``: only these ids;
+        ``where``: only the videos the filter passes."""
         if not 1 <= k <= 1000:
             raise QueryError(f"k must be between 1 and 1000, got {k}")
+        fields = _filter_body(videos, where)
         out: list[Hit] = []
-        offset: int | None = 0
+        offset: int | None = 0 if fields is not None else None
         while offset is not None and len(out) < k:
-            body: dict[str, Any] = {"query": text, "k": min(PAGE, k - len(out)), "offset": offset}
-            if videos is not None:
-                body["videos"] = list(videos)
+            body: dict[str, Any] = {"query": text, "k": min(PAGE, k - len(out)), "offset": offset, **(fields or {})}
             page = self._call("/v1/search", body)
             out += [_hit(m) for m in page["moments"]]
             offset = page["next_offset"]
         return out
 
-    def search_many(self, texts: Sequence[str], k: int = 10, videos: Sequence[str] | None = None) -> list[list[Hit]]:
+    def search_many(self, texts: Sequence[str], k: int = 10, videos: Sequence[str] | None = None,
+                    where: VideoFilter | None = None) -> list[list[Hit]]:
         """``search`` for each text, ``BATCH`` texts a request (searched together by the service)."""
         if isinstance(texts, str):
             raise QueryError("search_many takes a list of texts; use search() for one")
         if not 1 <= k <= PAGE:
-            return [self.search(t, k, videos) for t in texts]
+            return [self.search(t, k, videos, where) for t in texts]
+        fields = _filter_body(videos, where)
+        if fields is None:
+            return [[] for _ in texts]
         out: list[list[Hit]] = []
         for s in range(0, len(texts), BATCH):
-            body: dict[str, Any] = {"queries": list(texts[s: s + BATCH]), "k": k}
-            if videos is not None:
-                body["videos"] = list(videos)
+            body: dict[str, Any] = {"queries": list(texts[s: s + BATCH]), "k": k, **fields}
             out += [[_hit(m) for m in r["moments"]] for r in self._call("/v1/search/batch", body)["results"]]
         return out
+
+
+def _filter_body(videos: Sequence[str] | None, where: VideoFilter | None) -> dict[str, Any] | None:
+    """The request fields of ``videos`` and a filter (both apply, as in ``Searcher``); None: no video can pass."""
+    body: dict[str, Any] = {}
+    if isinstance(videos, str):
+        raise QueryError("videos must be a list of video ids")
+    ids = list(videos or ()) + list((where.videos if where is not None else None) or ())
+    if videos is not None and where is not None and where.videos is not None:
+        ids = [v for v in dict.fromkeys(videos) if v in set(where.videos)]  # both apply: the ids in both
+        if not ids:
+            return None
+    if ids:
+        body["videos"] = list(dict.fromkeys(ids))
+    if where is not None:
+        for name in ("path_prefix", "min_duration", "max_duration"):
+            if getattr(where, name) is not None:
+                body[name] = getattr(where, name)
+        for name in ("ingested_after", "ingested_before"):
+            if getattr(where, name) is not None:
+                body[name] = getattr(where, name).isoformat()
+    return body
 
 
 def _hit(m: dict[str, Any]) -> Hit:

@@ -281,39 +281,6 @@ def build_mvmr_cmd(
     run_build_mvmr(dataset, out, cfg, split, scorer, compare, format)
 
 
-@app.command("search")
-def search_cmd(
-    checkpoint: Annotated[Path, typer.Argument(help="An index folder (momentsearch index), or a checkpoint (.pt): "
-                                                    "then a split of the dataset it was trained on.")],
-    query: Annotated[Optional[str], typer.Argument(help="What to look for, e.g. \"a person opens the fridge\".")] = None,
-    queries_file: Annotated[Optional[Path], typer.Option(
-        "--queries-file", "-f", help="A text file with one query per line (all searched in one process).")] = None,
-    k: Annotated[int, typer.Option("-k", min=1, max=1000, help="How many moments to print per query.")] = 10,
-    split: Annotated[str, typer.Option(help="With a checkpoint: which split's videos to search.")] = "test",
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON: [{query, moments: [{video_id, start, end, score}]}].")] = False,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
-    first_stage: Annotated[Optional[str], typer.Option("--first-stage", help="exact, auto, faiss:FACTORY or "
-                                                        "milvus[:URI] (default: auto for an index folder, exact for a checkpoint).")] = None,
-    param: Annotated[Optional[list[str]], typer.Option("--param", help="A first-stage parameter KEY=VALUE (nprobe=32).")] = None,
-) -> None:
-    """Search the corpus for moments matching text queries (the index is built once and cached)."""
-    _require_models()
-    from momentsearch.cli.model_cmds import run_search
-    from momentsearch.errors import QueryError
-
-    texts = [query] if query is not None else []
-    if queries_file is not None:
-        from momentsearch.text.query_file import read_query_file
-
-        texts += read_query_file(queries_file)
-    if not texts:
-        raise QueryError("give a query, or --queries-file with one query per line")
-    from momentsearch.search.first_stage import parse_params
-
-    run_search(checkpoint, texts, k, split, as_json, device, progress=not as_json, first_stage=first_stage,
-               first_stage_params=parse_params(param))
-
-
 @app.command("experiment")
 def experiment_cmd(
     config: Annotated[Path, typer.Argument(help="An experiment YAML, e.g. configs/experiments/pr_tables_5_6.yaml.")],
@@ -384,5 +351,6 @@ def _optional_values(argv: list[str]) -> list[str]:
 
 import momentsearch.cli.corpus_cmds  # noqa: E402,F401 - registers ingest, index and corpus-from-dataset on app
 import momentsearch.cli.serve_cmd  # noqa: E402,F401 - registers serve on app
+import momentsearch.cli.search_cmd  # noqa: E402,F401 - registers search on app
 
 __all__ = ["app", "main", "_require_models"]

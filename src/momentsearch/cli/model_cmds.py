@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from momentsearch.api import EVAL_COLUMNS, Evaluation, Hit, evaluate, load, train
-from momentsearch.evaluation.report import flatten, mmss, print_table
+from momentsearch.api import EVAL_COLUMNS, Evaluation, evaluate, train
+from momentsearch.evaluation.report import flatten, print_table
 from momentsearch.training.trainer import Trainer
 
 
@@ -60,28 +59,3 @@ def run_evaluate(checkpoint: Path, split: str = "test", out: Path | None = None,
                     f"NMS {m['nms_threshold']:g} over every proposal")
     typer.echo(f"predictions and metrics written to {out}")
     return ev
-
-
-def run_search(checkpoint: Path, texts: list[str], k: int = 10, split: str = "test", as_json: bool = False,
-               device: str = "auto", progress: bool = True, first_stage: str | None = None,
-               first_stage_params: dict[str, str] | None = None) -> list[list[Hit]]:
-    searcher = load(checkpoint, split=split, device=device, progress=progress, first_stage=first_stage,
-                    first_stage_params=first_stage_params)
-    results = searcher.search_many(texts, k)
-    if as_json:
-        typer.echo(json.dumps([{"query": t, "moments": [vars(h) for h in hits]}
-                               for t, hits in zip(texts, results, strict=True)], indent=1))
-    else:
-        for t, hits in zip(texts, results, strict=True):
-            print_results(t, hits)
-    return results
-
-
-def print_results(text: str, hits: list[Hit]) -> None:
-    """Spans as mm:ss; the score as a share of the top hit's (the raw scale is the model's own)."""
-    typer.echo(f"query: {text}")
-    top = hits[0].score if hits and hits[0].score > 0 else None
-    for r, h in enumerate(hits, start=1):
-        rel = f"{100 * h.score / top:5.1f}% of top" if top else f"score {h.score:.4g}"
-        typer.echo(f"{r:>3}. {h.video_id}  {mmss(h.start)}-{mmss(h.end)}  ({h.end - h.start:.1f} s)  {rel}")
-

@@ -36,6 +36,9 @@ def serve_cmd(
         "--cors-origin", help="An origin a page elsewhere may call from (repeatable; CORS is off without one).")] = None,
     ssl_keyfile: Annotated[Optional[str], typer.Option("--ssl-keyfile", help="TLS key (uvicorn's).")] = None,
     ssl_certfile: Annotated[Optional[str], typer.Option("--ssl-certfile", help="TLS certificate (uvicorn's).")] = None,
+    timeout_ms: Annotated[float, typer.Option("--timeout-ms", min=1.0, max=600_000.0, help=(
+        "A search's default timeout; past it the answer is a 504 (a request's timeout_ms overrides it)."))] = 30_000.0,
+    access_log: Annotated[bool, typer.Option(help="One JSON line per request on stdout.")] = True,
 ) -> None:
     """Serve search over HTTP: POST /search, GET /videos/{id} (range requests), /thumbnails, /health, and a
     page at / that plays the moments it finds."""
@@ -54,4 +57,4 @@ def serve_cmd(
                                f"--corpus CORPUS_DIR --out {index_dir}`")
     serve(index_dir, host, port, first_stage, parse_params(param), device, max_batch, max_wait_ms, api_key=api_key,
           allow_unauthenticated=allow_unauthenticated, cors_origins=cors_origin, ssl_keyfile=ssl_keyfile,
-          ssl_certfile=ssl_certfile)
+          ssl_certfile=ssl_certfile, timeout_ms=timeout_ms, access_log=access_log)

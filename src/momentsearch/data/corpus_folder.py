@@ -12,7 +12,7 @@ split's feature files, so researchers and practitioners index and search through
 The manifest holds ``format``, ``version``, the visual ``encoder``'s identity (name, version, config,
 dim), ``clip_seconds`` and ``fps``, the named feature ``streams`` (each a path — relative to the
 folder or absolute —, a kind ``npy`` or ``hdf5``, a dim and the encoder that made it), and per
-video: id, source path, size and modification time, duration, its time grid (clip length, clip
+video: id, source path, size and modification time, when it was ingested (UTC), duration, its time grid (clip length, clip
 count), rotation, codec, its subtitle file, and a CRC-32 per stream of the stored features.
 ``failures`` lists the files that could not be ingested and why. The corpus's fingerprint is a
 hash of what search depends on (ids, time grids, feature checksums, encoder), so an index knows
@@ -101,8 +101,9 @@ class CorpusFolder:
             ok = (0 < v["duration"] < 1e12 and 0 < v["clip_length"] < 1e12  # (false for NaN and inf too)
                   and 1 <= v["n_clips"] < 2**40)
             _check(ok, f, f"videos[{i}] ({v['id']}): duration and clip_length must be > 0, n_clips >= 1")
-            _check(isinstance(v.get("path"), (str, type(None))) and isinstance(v.get("annotations", []), list), f,
-                   f"videos[{i}].path must be a string or null, annotations a list")
+            _check(isinstance(v.get("path"), (str, type(None))) and isinstance(v.get("annotations", []), list)
+                   and isinstance(v.get("ingested_at"), (str, type(None))), f,
+                   f"videos[{i}].path and ingested_at must be strings or null, annotations a list")
             sums = v.get("crc32", {})
             _check(isinstance(sums, dict) and all(type(c) is int and 0 <= c < 2**32 for c in sums.values()), f,
                    f"videos[{i}].crc32 must map stream names to CRC-32 values (integers)")

@@ -22,6 +22,7 @@ from momentsearch.search.first_stage.retrieve import ExactFirstStage, FirstStage
 from momentsearch.search.index import VideoIndex, clips_to_seconds
 from momentsearch.search.nms import temporal_nms_grid
 from momentsearch.search.stages import SearchStages
+from momentsearch.timing import PartClock, part
 
 Ranked = list[tuple[int, float, float, float]]
 
@@ -56,29 +57,36 @@ class SearchEngine:
 
     @torch.no_grad()
     def search(self, query_ids: Sequence[str], tokens: torch.Tensor, token_mask: torch.Tensor,
-               pools: Sequence[Sequence[int]] | None = None, n_moments: int | None = None) -> SearchResult:
+               pools: Sequence[Sequence[int]] | None = None, n_moments: int | None = None,
+               clock: PartClock | None = None) -> SearchResult:
         """tokens (B, L, D_q) padded token features of B queries -> ranked moments and videos.
         ``pools``: per query, the indices of the videos it may be answered from (default: all);
-        ``n_moments``: moments kept per query (default: the engine's)."""
+        ``n_moments``: moments kept per query (default: the engine's); ``clock``: times the parts
+        (first_stage, rerank, localize, nms, rank)."""
         n = self.n_moments if n_moments is None else n_moments
         if n < 1:
             raise QueryError(f"n_moments must be >= 1, got {n}")
-        top_vr, videos = self.first_stage.retrieve(tokens, token_mask, self.k_videos, pools)  # (B, K) each
+        with part(clock, "first_stage"):
+            top_vr, videos = self.first_stage.retrieve(tokens, token_mask, self.k_videos, pools)  # (B, K) each
         if self.stages.reranker is not None:
-            top_vr = self.stages.reranker.rerank(tokens, token_mask, videos, top_vr).cpu()
+            with part(clock, "rerank"):
+                top_vr = self.stages.reranker.rerank(tokens, token_mask, videos, top_vr).cpu()
         valid = torch.isfinite(top_vr).numpy()  # False: padding beyond a small pool
-        st_clip, ed_clip, best = self._moments(tokens, token_mask, videos, top_vr, n)  # (B, K, c) each
-        b = len(videos)
-        vids = np.broadcast_to(videos[:, :, None], st_clip.shape)
-        start, end = clips_to_seconds(self.index, vids, st_clip, ed_clip)
-        ok = (best > 0) & valid[:, :, None]
-        keep, kept = temporal_nms_grid(start, end, best, ok, self.nms_threshold, n)  # (B, n) each
-        lists = []
-        for i in range(b):
-            j = keep[i][kept[i]]
-            lists.append(list(zip(vids[i].ravel()[j], start[i].ravel()[j], end[i].ravel()[j], best[i].ravel()[j],
-                                  strict=True)))
-        vcmr = RankedMoments.from_lists(list(query_ids), self.index.video_ids, lists)
+        with part(clock, "localize"):
+            st_clip, ed_clip, best = self._moments(tokens, token_mask, videos, top_vr, n)  # (B, K, c) each
+        with part(clock, "nms"):
+            b = len(videos)
+            vids = np.broadcast_to(videos[:, :, None], st_clip.shape)
+            start, end = clips_to_seconds(self.index, vids, st_clip, ed_clip)
+            ok = (best > 0) & valid[:, :, None]
+            keep, kept = temporal_nms_grid(start, end, best, ok, self.nms_threshold, n)  # (B, n) each
+        with part(clock, "rank"):
+            lists = []
+            for i in range(b):
+                j = keep[i][kept[i]]
+                lists.append(list(zip(vids[i].ravel()[j], start[i].ravel()[j], end[i].ravel()[j],
+                                      best[i].ravel()[j], strict=True)))
+            vcmr = RankedMoments.from_lists(list(query_ids), self.index.video_ids, lists)
         return SearchResult(vcmr, lambda: RankedMoments.from_lists(  # a served search asks for moments only
             list(query_ids), self.index.video_ids, self._video_lists(videos, top_vr.numpy(), valid, best)))
 

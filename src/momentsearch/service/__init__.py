@@ -16,10 +16,13 @@ def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, firs
           first_stage_params: dict[str, str] | None = None, device: str = "auto", max_batch: int = 32,
           max_wait_ms: float = 5.0, log_level: str = "info", api_key: str | None = None,
           allow_unauthenticated: bool = False, cors_origins: list[str] | None = None,
-          ssl_keyfile: str | None = None, ssl_certfile: str | None = None) -> None:
+          ssl_keyfile: str | None = None, ssl_certfile: str | None = None, timeout_ms: float = 30_000.0,
+          access_log: bool = True) -> None:
     """Load the index (building its first stage when missing) and serve it until interrupted. ``api_key``
     (else ``MOMENTSEARCH_API_KEY``) guards every route but ``/livez``; a non-loopback ``host`` without a key
-    is refused unless ``allow_unauthenticated``. TLS: uvicorn's own ``ssl_keyfile`` and ``ssl_certfile``."""
+    is refused unless ``allow_unauthenticated``. TLS: uvicorn's own ``ssl_keyfile`` and ``ssl_certfile``.
+    ``timeout_ms``: a search's default timeout; ``access_log``: one JSON line per request on stdout (in place
+    of uvicorn's text access log)."""
     import uvicorn
 
     from momentsearch.serving.searcher import load
@@ -35,7 +38,7 @@ def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, firs
                         first_stage_params=first_stage_params)
         searcher.search("warm up the text encoder", k=1)  # loads the text encoder before the first request
         app = create_app(searcher, max_batch=max_batch, max_wait_ms=max_wait_ms, api_key=api_key,
-                         cors_origins=cors_origins)
+                         cors_origins=cors_origins, timeout_ms=timeout_ms, access_log=access_log)
         print(f"ready: {len(searcher.video_ids)} videos ({searcher.family.name}, first stage "
               f"{searcher.first_stage.spec}) on {scheme}://{host}:{port}/  (API docs: /docs"
               f"{'; API key required' if api_key else ''})", flush=True)
@@ -49,12 +52,28 @@ def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, firs
         server.should_exit = True
 
     loading = LoadingApp(loaded, on_error=stop)
-    server = uvicorn.Server(uvicorn.Config(loading, host=host, port=port, log_level=log_level,
+    if access_log:
+        _log_access_to_stdout()
+    server = uvicorn.Server(uvicorn.Config(loading, host=host, port=port, log_level=log_level, access_log=False,
                                            ssl_keyfile=ssl_keyfile, ssl_certfile=ssl_certfile))
     print(f"loading {index_dir}; {scheme}://{host}:{port}/readyz says when it is ready", flush=True)
     server.run()
     if loading.error is not None:
         raise loading.error
+
+
+def _log_access_to_stdout() -> None:
+    """The ``momentsearch.access`` logger's JSON lines, one per request, on stdout as they are."""
+    import logging
+    import sys
+
+    log = logging.getLogger("momentsearch.access")
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stdout)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
 
 
 def create_app(*args: Any, **kwargs: Any) -> Any:

@@ -2,8 +2,8 @@
 
 * ``POST /search`` ``{query, k, videos?}`` -> ranked moments: video id, start, end, score, thumbnail
   and video URLs (null where the video has no file) and the annotation text where the corpus has one;
-* ``POST /v1/search`` adds paging, a score threshold and group-by-video, ``POST /v1/search/batch`` many
-  queries at once (:mod:`~momentsearch.service.v1`);
+* ``POST /v1/search`` adds paging, a score threshold, group-by-video, filters (path prefix, duration, ingest
+  date) and a per-request timeout, ``POST /v1/search/batch`` many queries at once (:mod:`~momentsearch.service.v1`);
 * ``GET /videos/{id}``: the video file, with HTTP range requests (a browser seeks in it);
 * ``GET /thumbnails/{id}?t=SECONDS``: a JPEG of the frame at ``t``;
 * ``GET /health``: the model, corpus, first stage and batching counters (no server path);
@@ -40,11 +40,13 @@ from momentsearch.service.batcher import QueryBatcher
 from momentsearch.service.media import Media
 from momentsearch.service.metrics import Metrics, RequestMetrics
 from momentsearch.service.security import MAX_BODY_BYTES, Guard
-from momentsearch.service.v1 import add_v1
+from momentsearch.service.v1 import add_v1, with_timeout
+from momentsearch.serving.filters import VideoFilter
 from momentsearch.text.query_file import MAX_QUERY_CHARS  # one limit for query files and the service
 
 MAX_K = 100
 MAX_VIDEOS = 10_000
+DEFAULT_TIMEOUT_MS = 30_000.0
 STATIC = {"app.js": "text/javascript", "style.css": "text/css"}
 
 
@@ -95,9 +97,12 @@ def _validation_message(exc: RequestValidationError) -> str:
 
 
 def create_app(searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 5.0, api_key: str | None = None,
-               cors_origins: list[str] | None = None, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
+               cors_origins: list[str] | None = None, max_body_bytes: int = MAX_BODY_BYTES,
+               timeout_ms: float = DEFAULT_TIMEOUT_MS, access_log: bool = True) -> FastAPI:
     """``api_key``: required on every route but ``/livez`` (see :mod:`~momentsearch.service.security`);
-    ``cors_origins``: origins a browser page elsewhere may call from (none by default)."""
+    ``cors_origins``: origins a browser page elsewhere may call from (none by default); ``timeout_ms``: a
+    search's default timeout (a request's ``timeout_ms`` overrides it); ``access_log``: one JSON line per
+    request on the ``momentsearch.access`` logger."""
     media = Media(searcher.corpus, searcher.video_ids)
     metrics = Metrics()
     batcher = QueryBatcher(searcher, max_batch, max_wait_ms, on_batch=metrics.batch)
@@ -110,7 +115,7 @@ def create_app(searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 5.0
         app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins), allow_methods=["GET", "POST"],
                            allow_headers=["Authorization", "X-API-Key", "Content-Type", "Range"])
     app.add_middleware(Guard, api_key=api_key, max_body_bytes=max_body_bytes)  # before CORS and routes
-    app.add_middleware(RequestMetrics, metrics=metrics)  # outermost: the guard's 401s and 413s count too
+    app.add_middleware(RequestMetrics, metrics=metrics, access_log=access_log)  # outermost: the guard's 401s and 413s count too
     app.state.searcher, app.state.batcher, app.state.media = searcher, batcher, media
     app.router.add_event_handler("shutdown", batcher.close)
 
@@ -138,9 +143,9 @@ def create_app(searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 5.0
     async def search(req: SearchRequest) -> SearchResponse:
         """Ranked moments for a text query (concurrent requests are searched as one batch)."""
         t0 = time.perf_counter()
-        if req.videos is not None:
-            searcher.pool_of(req.videos)  # unknown ids: a 400 for this request alone
-        hits = await batcher.search(req.query, req.k, req.videos)
+        where = VideoFilter.of(req.videos)
+        searcher.rows_of(None, where)  # unknown ids: a 400 for this request alone
+        hits = await run(req.query, req.k, where, None)
         return SearchResponse(query=req.query, k=req.k, took_ms=round(1000 * (time.perf_counter() - t0), 2),
                               moments=to_moments(hits))
 
@@ -153,7 +158,10 @@ def create_app(searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 5.0
                               annotation=media.annotation(h.video_id, h.start, h.end)))
         return out
 
-    add_v1(app, searcher, batcher, to_moments)
+    async def run(text: str, k: int, where: VideoFilter, timeout: float | None) -> list[Hit]:
+        return await with_timeout(batcher.search(text, k, where), timeout or timeout_ms, metrics.timeout)
+
+    add_v1(app, searcher, run, to_moments)
 
     def _known(video_id: str) -> None:
         if video_id not in media.ids:

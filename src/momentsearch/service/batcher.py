@@ -1,6 +1,7 @@
 """Concurrent requests become one encoder and engine call: requests that arrive while a batch forms
 (up to ``max_batch``, or ``max_wait_ms`` after the first) are searched together, grouped by their
-video filter; each gets its own top ``k`` back."""
+video filter; each gets its own top ``k`` back. A request whose caller stopped waiting (its timeout,
+or the client went away) before its batch is searched is left out of it."""
 
 from __future__ import annotations
 
@@ -9,38 +10,40 @@ import queue
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from momentsearch.serving.filters import VideoFilter
 from momentsearch.serving.searcher import Hit, Searcher
+from momentsearch.timing import PartClock
 
 
 @dataclass
 class _Request:
     text: str
     k: int
-    videos: tuple[str, ...] | None
+    where: VideoFilter | None
     future: asyncio.Future
     loop: asyncio.AbstractEventLoop
 
 
 class QueryBatcher:
     def __init__(self, searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 5.0,
-                 on_batch: Callable[[int, float], None] | None = None):
+                 on_batch: Callable[[int, float, PartClock], None] | None = None):
         if max_batch < 1 or max_wait_ms < 0:
             raise ValueError(f"max_batch must be >= 1 and max_wait_ms >= 0, got {max_batch} and {max_wait_ms}")
         self.searcher, self.max_batch, self.max_wait = searcher, max_batch, max_wait_ms / 1000
         self.stats = {"requests": 0, "batches": 0, "largest_batch": 0}
-        self.on_batch = on_batch  # (queries searched together, seconds): the service's metrics
+        self.on_batch = on_batch  # (queries searched together, seconds, its parts): the service's metrics
         self._queue: queue.Queue[_Request | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="momentsearch-batcher", daemon=True)
         self._thread.start()
 
-    async def search(self, text: str, k: int, videos: Sequence[str] | None = None) -> list[Hit]:
+    async def search(self, text: str, k: int, where: VideoFilter | None = None) -> list[Hit]:
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
-        self._queue.put(_Request(text, k, tuple(videos) if videos else None, fut, loop))
+        self._queue.put(_Request(text, k, None if where is None or where.is_empty else where, fut, loop))
         return await fut
 
     def close(self) -> None:
@@ -66,20 +69,22 @@ class QueryBatcher:
             first = self._queue.get()
             if first is None:
                 return
-            items = self._collect(first)
+            items = [r for r in self._collect(first) if not r.future.done()]  # done: nobody waits for it
+            if not items:
+                continue
             self.stats["batches"] += 1
             self.stats["requests"] += len(items)
             self.stats["largest_batch"] = max(self.stats["largest_batch"], len(items))
             groups: dict[Any, list[_Request]] = defaultdict(list)
             for r in items:
-                groups[r.videos].append(r)
-            for videos, group in groups.items():
+                groups[None if r.where is None else r.where.key].append(r)
+            for group in groups.values():
                 try:
-                    t0 = time.perf_counter()
+                    t0, clock = time.perf_counter(), PartClock()
                     hits = self.searcher.search_many([r.text for r in group], max(r.k for r in group),
-                                                     videos=list(videos) if videos else None)
+                                                     where=group[0].where, clock=clock)
                     if self.on_batch is not None:
-                        self.on_batch(len(group), time.perf_counter() - t0)
+                        self.on_batch(len(group), time.perf_counter() - t0, clock)
                 except Exception as e:  # noqa: BLE001 - handed to each waiting request
                     for r in group:
                         r.loop.call_soon_threadsafe(_settle, r.future, None, e)

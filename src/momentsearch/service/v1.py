@@ -1,17 +1,22 @@
 """``/v1``: the versioned API. ``POST /v1/search`` takes paging (``offset``; the answer's ``next_offset``),
-a score threshold (``min_score``), group-by-video (each video's best moment only) and the video filter;
-``POST /v1/search/batch`` takes many queries in one request (searched as one batch). ``POST /search``
-stays as it was (the page uses it)."""
+a score threshold (``min_score``), group-by-video (each video's best moment only), the filters of
+:class:`~momentsearch.serving.filters.VideoFilter` (``videos``, ``path_prefix``, ``min_duration``,
+``max_duration``, ``ingested_after``, ``ingested_before``) and a timeout (``timeout_ms``: past it the answer
+is a 504 saying so); ``POST /v1/search/batch`` takes many queries in one request (searched as one batch).
+``POST /search`` stays as it was."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, field_validator
 
+from starlette.exceptions import HTTPException
+
+from momentsearch.serving.filters import VideoFilter
 from momentsearch.serving.searcher import Hit
 
 MAX_K = 100
@@ -27,6 +32,20 @@ class _Options(BaseModel):
     videos: list[StrictStr] | None = Field(None, min_length=1, max_length=10_000, description="Search only these ids")
     min_score: StrictFloat | StrictInt | None = Field(None, description="Drop moments scoring below this")
     group_by_video: StrictBool = Field(False, description="Each video's best moment only")
+    path_prefix: StrictStr | None = Field(None, max_length=1000, description="Videos whose path (relative to the "
+                                                                             "ingested folder) starts with this")
+    min_duration: StrictFloat | StrictInt | None = Field(None, ge=0, description="Videos at least this long (s)")
+    max_duration: StrictFloat | StrictInt | None = Field(None, ge=0, description="Videos at most this long (s)")
+    ingested_after: StrictStr | None = Field(None, max_length=64, description="Videos ingested at or after this "
+                                                                             "UTC time (ISO 8601)")
+    ingested_before: StrictStr | None = Field(None, max_length=64, description="Videos ingested before this UTC "
+                                                                              "time (ISO 8601)")
+    timeout_ms: StrictInt | None = Field(None, ge=1, le=600_000, description="Give up after this long (504); "
+                                                                            "default: the server's")
+
+    def where(self) -> VideoFilter:
+        return VideoFilter.of(self.videos, self.path_prefix, self.min_duration, self.max_duration,
+                              self.ingested_after, self.ingested_before)
 
 
 def _clean(v: str) -> str:
@@ -73,21 +92,25 @@ def page_of(hits: Sequence[Hit], k: int, offset: int, min_score: float | None, g
     return kept[offset:end], (end if len(kept) > end else None)
 
 
-def add_v1(app: FastAPI, searcher: object, batcher: object, moments: Callable[[Sequence[Hit]], list]) -> None:
-    """The /v1 routes on ``app``; ``moments`` turns hits into the response's moment objects (ranked from 1)."""
+def add_v1(app: FastAPI, searcher: object, run: Callable, moments: Callable[[Sequence[Hit]], list]) -> None:
+    """The /v1 routes on ``app``; ``run(text, k, where, timeout_ms)`` searches one query through the batcher
+    (a 504 past its timeout); ``moments`` turns hits into the response's moment objects (ranked from 1)."""
 
-    async def one(text: str, opts: _Options) -> tuple[list[Hit], int | None]:
+    async def one(text: str, opts: _Options, where: VideoFilter) -> tuple[list[Hit], int | None]:
         fetch = FETCH_GROUPED if opts.group_by_video else opts.offset + opts.k + 1  # one more: is there a next page
-        hits = await batcher.search(text, min(fetch, FETCH_GROUPED), opts.videos)
+        hits = await run(text, min(fetch, FETCH_GROUPED), where, opts.timeout_ms)
         return page_of(hits, opts.k, opts.offset, opts.min_score, opts.group_by_video)
+
+    def checked(opts: _Options) -> VideoFilter:
+        where = opts.where()  # a QueryError: a 400 naming the field
+        searcher.rows_of(None, where)  # unknown ids, a date filter over a corpus with no dates: a 400 now
+        return where
 
     @app.post("/v1/search")
     async def search_v1(req: SearchV1) -> dict:
-        """Ranked moments for a query: a page of them, after the threshold and the grouping."""
+        """Ranked moments for a query: a page of them, after the filters, the threshold and the grouping."""
         t0 = time.perf_counter()
-        if req.videos is not None:
-            searcher.pool_of(req.videos)
-        hits, nxt = await one(req.query, req)
+        hits, nxt = await one(req.query, req, checked(req))
         return {"query": req.query, "k": req.k, "offset": req.offset, "next_offset": nxt,
                 "took_ms": round(1000 * (time.perf_counter() - t0), 2), "moments": moments(hits, req.offset)}
 
@@ -95,10 +118,19 @@ def add_v1(app: FastAPI, searcher: object, batcher: object, moments: Callable[[S
     async def batch_v1(req: BatchV1) -> dict:
         """Many queries in one request, searched together; one result per query, in order."""
         t0 = time.perf_counter()
-        if req.videos is not None:
-            searcher.pool_of(req.videos)
-        pages = await asyncio.gather(*(one(q, req) for q in req.queries))
+        where = checked(req)
+        pages = await asyncio.gather(*(one(q, req, where) for q in req.queries))
         return {"took_ms": round(1000 * (time.perf_counter() - t0), 2),
                 "results": [{"query": q, "k": req.k, "offset": req.offset, "next_offset": nxt,
                              "moments": moments(hits, req.offset)} for q, (hits, nxt) in zip(req.queries, pages,
                                                                                               strict=True)]}
+
+
+async def with_timeout(search: Awaitable[list[Hit]], timeout_ms: float, on_timeout: Callable[[], None]) -> list[Hit]:
+    """``search``'s hits, or a 504 once ``timeout_ms`` has passed (the batcher then skips the query)."""
+    try:
+        return await asyncio.wait_for(search, timeout_ms / 1000)
+    except asyncio.TimeoutError:
+        on_timeout()
+        raise HTTPException(504, f"the search took longer than its timeout of {timeout_ms:g} ms (timeout_ms); "
+                                 "retry, or ask for a longer timeout or fewer videos") from None

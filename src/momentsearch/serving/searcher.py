@@ -33,7 +33,9 @@ from momentsearch.search.index import VideoIndex
 from momentsearch.search.ranked import Hit
 from momentsearch.text.queries import PrecomputedQueryFeatures
 from momentsearch.serving.checkpoint import Checkpoint, load_checkpoint
+from momentsearch.serving.filters import VideoFilter, VideoTable
 from momentsearch.device import resolve_device
+from momentsearch.timing import PartClock, part
 
 
 def index_folder(checkpoint: Path, split: str) -> Path:
@@ -95,6 +97,7 @@ class Searcher:
                                    first_stage=self.first_stage)
         self._row = {v: i for i, v in enumerate(index.video_ids)}
         self._lock = threading.Lock()  # the stages' lazily built caches are filled once
+        self._table: VideoTable | None = None
 
     @property
     def video_ids(self) -> list[str]:
@@ -109,8 +112,9 @@ class Searcher:
                 out.append(self.engine.stages.retriever.score_videos(tokens, mask).float().cpu().numpy())
         return np.concatenate(out) if out else np.zeros((0, len(self.video_ids)), np.float32)
 
-    def search(self, text: str, k: int = 10, videos: Sequence[str] | None = None) -> list[Hit]:
-        return self.search_many([text], k, videos=videos)[0]
+    def search(self, text: str, k: int = 10, videos: Sequence[str] | None = None, where: VideoFilter | None = None
+               ) -> list[Hit]:
+        return self.search_many([text], k, videos=videos, where=where)[0]
 
     def pool_of(self, videos: Sequence[str]) -> list[int]:
         """Video ids -> index rows; a :class:`QueryError` naming the ids this index does not hold."""
@@ -121,32 +125,58 @@ class Searcher:
             raise QueryError(f"{len(bad)} video id(s) not in this index: {', '.join(map(repr, bad[:5]))}")
         return sorted({self._row[v] for v in videos})
 
+    @property
+    def table(self) -> VideoTable:
+        """What filters read of each video (durations from the index; paths and ingest dates from the corpus)."""
+        if self._table is None:
+            entries = None if self.corpus is None else {v["id"]: v for v in self.corpus.manifest["videos"]}
+            self._table = VideoTable.of_entries(self.video_ids, self.index.durations, entries)
+        return self._table
+
+    def rows_of(self, videos: Sequence[str] | None = None, where: VideoFilter | None = None) -> list[int] | None:
+        """The index rows a search may answer from (None: every video); ``videos`` and ``where.videos`` both apply."""
+        pool = None if videos is None else np.asarray(self.pool_of(videos))
+        if where is None or where.is_empty:
+            return None if pool is None else pool.tolist()
+        if where.videos is not None:
+            ids = np.asarray(self.pool_of(where.videos))
+            pool = ids if pool is None else np.intersect1d(pool, ids)
+        if where == VideoFilter(videos=where.videos):
+            return pool.tolist()
+        return self.table.rows(where, pool).tolist()
+
     def search_many(self, texts: Sequence[str], k: int = 10, batch_size: int = 64,
-                    videos: Sequence[str] | None = None) -> list[list[Hit]]:
+                    videos: Sequence[str] | None = None, where: VideoFilter | None = None,
+                    clock: PartClock | None = None) -> list[list[Hit]]:
         """Ranked moments for each text, best first (at most ``k`` each, after temporal NMS); ``videos``:
-        search only these video ids."""
+        search only these video ids; ``where``: only the videos a :class:`VideoFilter` passes (no video passes:
+        no moments); ``clock``: times the parts (encode, first_stage, localize, nms, rank)."""
         if isinstance(texts, str):
             raise QueryError("search_many takes a list of texts; use search() for one")
         if not 1 <= k <= 1000:
             raise QueryError(f"k must be between 1 and 1000, got {k}")
-        pool = None if videos is None else self.pool_of(videos)
+        pool = self.rows_of(videos, where)
+        if pool is not None and not pool:
+            return [[] for _ in texts]
         out: list[list[Hit]] = []
         for s in range(0, len(texts), batch_size):
             chunk = list(texts[s: s + batch_size])
-            feats = self.queries.encode_many(chunk)  # one encoder batch per chunk
-            tokens, mask = pad_tokens(feats, self.family.max_tokens)
+            with part(clock, "encode"):
+                feats = self.queries.encode_many(chunk)  # one encoder batch per chunk
+                tokens, mask = pad_tokens(feats, self.family.max_tokens)
             with self._lock:  # the stages' lazily built caches are filled once; k is this call's, not the engine's
                 res = self.engine.search([f"q{s + i}" for i in range(len(chunk))], tokens, mask,
-                                         None if pool is None else [pool] * len(chunk), n_moments=k).vcmr
-            for i in range(len(chunk)):
-                hits = []
-                for j in range(res.k):
-                    v = int(res.video_idx[i, j])
-                    if v < 0:
-                        break
-                    hits.append(Hit(self.index.video_ids[v], float(res.start[i, j]), float(res.end[i, j]),
-                                    float(res.score[i, j])))
-                out.append(hits)
+                                         None if pool is None else [pool] * len(chunk), n_moments=k, clock=clock).vcmr
+            with part(clock, "rank"):
+                for i in range(len(chunk)):
+                    hits = []
+                    for j in range(res.k):
+                        v = int(res.video_idx[i, j])
+                        if v < 0:
+                            break
+                        hits.append(Hit(self.index.video_ids[v], float(res.start[i, j]), float(res.end[i, j]),
+                                        float(res.score[i, j])))
+                    out.append(hits)
         return out
 
 

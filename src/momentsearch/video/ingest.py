@@ -28,6 +28,7 @@ import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +117,11 @@ def _torch_threads(n: int) -> contextlib.AbstractContextManager[None]:
     from momentsearch.device import torch_settings
 
     return torch_settings(n)
+
+
+def _utc_now() -> str:
+    """When a video was encoded, as the corpus records it (``ingested_at``): ``2026-11-26T08:55:03Z``."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _changed(path: Path, sig: dict[str, Any]) -> str | None:
@@ -233,7 +239,8 @@ def ingest(videos_dir: str | Path, out: str | Path, encoder: str | VisualEncoder
             if done.subtitle is not None:
                 make_folder(sub_dir, sub_dir)
                 crc["subtitle"] = _write_array(sub_dir, vid, done.subtitle)
-            entry = {"id": vid, **sig, "duration": round(st.duration, 6), "clip_length": clip_seconds,
+            entry = {"id": vid, **sig, "ingested_at": _utc_now(), "duration": round(st.duration, 6),
+                     "clip_length": clip_seconds,
                      "n_clips": len(feats), "fps": st.fps, "width": st.width, "height": st.height,
                      "rotation": st.rotation, "codec": st.codec, "frames_decoded": st.n_frames, "crc32": crc}
             journal.write(json.dumps({"settings": settings, "video": entry}) + "\n")

@@ -1,0 +1,89 @@
+"""``momentsearch search INDEX_DIR|CHECKPOINT TEXT``: ranked moments on the command line, with the filters of
+:class:`~momentsearch.serving.filters.VideoFilter`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+import json
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+
+from momentsearch.cli.app import _require_models, app
+
+if TYPE_CHECKING:
+    from momentsearch.search.ranked import Hit
+    from momentsearch.serving.filters import VideoFilter
+
+
+@app.command("search")
+def search_cmd(
+    checkpoint: Annotated[Path, typer.Argument(help="An index folder (momentsearch index), or a checkpoint (.pt): "
+                                                    "then a split of the dataset it was trained on.")],
+    query: Annotated[Optional[str], typer.Argument(help="What to look for, e.g. \"a person opens the fridge\".")] = None,
+    queries_file: Annotated[Optional[Path], typer.Option(
+        "--queries-file", "-f", help="A text file with one query per line (all searched in one process).")] = None,
+    k: Annotated[int, typer.Option("-k", min=1, max=1000, help="How many moments to print per query.")] = 10,
+    split: Annotated[str, typer.Option(help="With a checkpoint: which split's videos to search.")] = "test",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON: [{query, moments: [{video_id, start, end, score}]}].")] = False,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    first_stage: Annotated[Optional[str], typer.Option("--first-stage", help="exact, auto, faiss:FACTORY or "
+                                                        "milvus[:URI] (default: auto for an index folder, exact for a checkpoint).")] = None,
+    param: Annotated[Optional[list[str]], typer.Option("--param", help="A first-stage parameter KEY=VALUE (nprobe=32).")] = None,
+    video: Annotated[Optional[list[str]], typer.Option("--video", help="Search only this video id (repeatable).")] = None,
+    path_prefix: Annotated[Optional[str], typer.Option("--path-prefix", help=(
+        "Only videos whose path (relative to the ingested folder) starts with this, e.g. holiday/2024/."))] = None,
+    min_duration: Annotated[Optional[float], typer.Option("--min-duration", min=0.0, help="Only videos at least this many seconds long.")] = None,
+    max_duration: Annotated[Optional[float], typer.Option("--max-duration", min=0.0, help="Only videos at most this many seconds long.")] = None,
+    ingested_after: Annotated[Optional[str], typer.Option("--ingested-after", help=(
+        "Only videos ingested at or after this UTC time (ISO 8601: 2026-11-01 or 2026-11-01T12:00:00Z)."))] = None,
+    ingested_before: Annotated[Optional[str], typer.Option("--ingested-before", help="Only videos ingested before this UTC time.")] = None,
+) -> None:
+    """Search the corpus for moments matching text queries (the index is built once and cached). The filters
+    combine with AND; one that no video passes prints no moments."""
+    _require_models()
+    from momentsearch.errors import QueryError
+    from momentsearch.serving.filters import VideoFilter
+
+    where = VideoFilter.of(video, path_prefix, min_duration, max_duration, ingested_after, ingested_before)
+
+    texts = [query] if query is not None else []
+    if queries_file is not None:
+        from momentsearch.text.query_file import read_query_file
+
+        texts += read_query_file(queries_file)
+    if not texts:
+        raise QueryError("give a query, or --queries-file with one query per line")
+    from momentsearch.search.first_stage import parse_params
+
+    run_search(checkpoint, texts, k, split, as_json, device, progress=not as_json, first_stage=first_stage,
+               first_stage_params=parse_params(param), where=where)
+
+
+def run_search(checkpoint: Path, texts: list[str], k: int = 10, split: str = "test", as_json: bool = False,
+               device: str = "auto", progress: bool = True, first_stage: str | None = None,
+               first_stage_params: dict[str, str] | None = None, where: VideoFilter | None = None
+               ) -> list[list[Hit]]:
+    from momentsearch.serving.searcher import load
+
+    searcher = load(checkpoint, split=split, device=device, progress=progress, first_stage=first_stage,
+                    first_stage_params=first_stage_params)
+    results = searcher.search_many(texts, k, where=where)
+    if as_json:
+        typer.echo(json.dumps([{"query": t, "moments": [vars(h) for h in hits]}
+                               for t, hits in zip(texts, results, strict=True)], indent=1))
+    else:
+        for t, hits in zip(texts, results, strict=True):
+            print_results(t, hits)
+    return results
+
+
+def print_results(text: str, hits: list[Hit]) -> None:
+    """Spans as mm:ss; the score as a share of the top hit's (the raw scale is the model's own)."""
+    from momentsearch.evaluation.report import mmss
+
+    typer.echo(f"query: {text}")
+    top = hits[0].score if hits and hits[0].score > 0 else None
+    for r, h in enumerate(hits, start=1):
+        rel = f"{100 * h.score / top:5.1f}% of top" if top else f"score {h.score:.4g}"
+        typer.echo(f"{r:>3}. {h.video_id}  {mmss(h.start)}-{mmss(h.end)}  ({h.end - h.start:.1f} s)  {rel}")

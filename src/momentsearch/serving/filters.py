@@ -1,0 +1,134 @@
+"""Which videos a search may answer from: ids, a path prefix, a duration range and an ingest-date range —
+what a corpus records of each video. One :class:`VideoFilter` for the Python API, the CLI and the service.
+
+* ``videos``: these ids only (an id the index does not hold is an error naming it);
+* ``path_prefix``: the video's path relative to the folder it was ingested from (``holiday/2024/``);
+  ``/`` separates folders on every system, and the match is on whole characters (``a/b`` matches ``a/bc.mp4``);
+* ``min_duration`` / ``max_duration``: seconds, inclusive;
+* ``ingested_after`` / ``ingested_before``: when ``ingest`` encoded the video (UTC; ISO 8601 text such as
+  ``2026-11-01`` or ``2026-11-01T12:00:00Z``, or a :class:`datetime`), after inclusive, before exclusive.
+  Corpora ingested before momentsearch recorded the date (and corpora made from a dataset) hold no dates:
+  filtering them by date is an error saying so, and a video without a date never matches a date filter.
+
+The conditions combine with AND. A filter that matches no video gives no moments, not an error.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+
+from momentsearch.errors import QueryError
+
+
+def parse_utc(value: str | datetime, what: str = "date") -> datetime:
+    """ISO 8601 text or a datetime -> an aware UTC datetime (a date or a time without zone is taken as UTC)."""
+    if isinstance(value, datetime):
+        dt = value
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            dt = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+        except ValueError:
+            raise QueryError(f"{what} must be an ISO 8601 date or time such as 2026-11-01 or "
+                             f"2026-11-01T12:00:00Z, got {value[:60]!r}") from None
+    else:
+        raise QueryError(f"{what} must be ISO 8601 text or a datetime, got {type(value).__name__}")
+    return dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt.astimezone(timezone.utc)
+
+
+@dataclass(frozen=True)
+class VideoFilter:
+    videos: tuple[str, ...] | None = None
+    path_prefix: str | None = None
+    min_duration: float | None = None
+    max_duration: float | None = None
+    ingested_after: datetime | None = None
+    ingested_before: datetime | None = None
+
+    @classmethod
+    def of(cls, videos: Any = None, path_prefix: str | None = None, min_duration: float | None = None,
+           max_duration: float | None = None, ingested_after: str | datetime | None = None,
+           ingested_before: str | datetime | None = None) -> VideoFilter:
+        """Checked and normalised: a :class:`QueryError` a user can act on for each bad field."""
+        if videos is not None:
+            if isinstance(videos, str) or not videos or not all(isinstance(v, str) for v in videos):
+                raise QueryError("videos must be a non-empty list of video ids")
+            videos = tuple(videos)
+        if path_prefix is not None and (not isinstance(path_prefix, str) or not path_prefix.strip("/")):
+            raise QueryError("path_prefix must be a non-empty folder or file name prefix, e.g. 'holiday/2024/'")
+        for name, d in (("min_duration", min_duration), ("max_duration", max_duration)):
+            if d is not None and (isinstance(d, bool) or not isinstance(d, (int, float)) or not math.isfinite(d)
+                                  or d < 0):
+                raise QueryError(f"{name} must be a number of seconds >= 0, got {d!r}")
+        if min_duration is not None and max_duration is not None and min_duration > max_duration:
+            raise QueryError(f"min_duration {min_duration} is over max_duration {max_duration}")
+        after = None if ingested_after is None else parse_utc(ingested_after, "ingested_after")
+        before = None if ingested_before is None else parse_utc(ingested_before, "ingested_before")
+        if after is not None and before is not None and after >= before:
+            raise QueryError(f"ingested_after ({after.isoformat()}) must be before ingested_before "
+                             f"({before.isoformat()})")
+        return cls(videos, None if path_prefix is None else path_prefix.lstrip("/"),
+                   None if min_duration is None else float(min_duration),
+                   None if max_duration is None else float(max_duration), after, before)
+
+    @property
+    def is_empty(self) -> bool:
+        return all(getattr(self, f) is None for f in self.__dataclass_fields__)
+
+    @property
+    def key(self) -> tuple:
+        """Hashable and equal for equal filters: requests are batched by it."""
+        return tuple(getattr(self, f) for f in self.__dataclass_fields__)
+
+
+@dataclass
+class VideoTable:
+    """What filters read, one row per index video: duration, path (None: not known), ingest time (NaN: none)."""
+    durations: np.ndarray
+    paths: list[str | None]
+    ingested: np.ndarray  # seconds since the epoch, UTC
+
+    @classmethod
+    def of_entries(cls, video_ids: list[str], durations: np.ndarray, entries: dict[str, dict[str, Any]] | None
+                   ) -> VideoTable:
+        """``entries``: a corpus manifest's video entries by id (None: a dataset split, no paths or dates)."""
+        paths: list[str | None] = []
+        ingested = np.full(len(video_ids), np.nan)
+        for i, v in enumerate(video_ids):
+            e = (entries or {}).get(v, {})
+            paths.append(e.get("path") if isinstance(e.get("path"), str) else None)
+            if isinstance(e.get("ingested_at"), str):
+                try:
+                    ingested[i] = parse_utc(e["ingested_at"]).timestamp()
+                except QueryError:
+                    pass  # an unreadable date: the video matches no date filter
+        return cls(np.asarray(durations, np.float64), paths, ingested)
+
+    def rows(self, f: VideoFilter, base: np.ndarray | None = None) -> np.ndarray:
+        """Index rows (sorted) passing ``f``; ``base``: rows already chosen by id (None: all)."""
+        keep = np.ones(len(self.durations), bool) if base is None else np.isin(np.arange(len(self.durations)), base)
+        if f.min_duration is not None:
+            keep &= self.durations >= f.min_duration
+        if f.max_duration is not None:
+            keep &= self.durations <= f.max_duration
+        if f.path_prefix is not None:
+            if all(p is None for p in self.paths):
+                raise QueryError("this index's videos have no paths (its corpus was made from a dataset, not "
+                                 "ingested from files): path_prefix cannot select among them")
+            keep &= np.array([p is not None and p.startswith(f.path_prefix) for p in self.paths], bool)
+        if f.ingested_after is not None or f.ingested_before is not None:
+            if np.isnan(self.ingested).all():
+                raise QueryError("this index's corpus records no ingest dates (it was ingested before momentsearch "
+                                 "recorded them, or made from a dataset): ingest it again into a new folder to "
+                                 "filter by date")
+            with np.errstate(invalid="ignore"):
+                if f.ingested_after is not None:
+                    keep &= self.ingested >= f.ingested_after.timestamp()
+                if f.ingested_before is not None:
+                    keep &= self.ingested < f.ingested_before.timestamp()
+        return np.flatnonzero(keep)
