@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+import pytest
 
 from served_index import build_served_index
 
