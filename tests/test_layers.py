@@ -10,8 +10,8 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-import pytest
 
+import pytest
 from served_index import build_served_index
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "momentsearch"
