@@ -27,8 +27,10 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def report(name: str, rows: list[dict[str, Any]], command: str, out: Path | None = None) -> None:
-    """Print the table; write the JSON to ``out`` (default ``results/<name>.json``)."""
+def report(name: str, rows: list[dict[str, Any]], command: str, out: Path | None = None,
+           extra: dict[str, Any] | None = None) -> None:
+    """Print the table; write the JSON to ``out`` (default ``results/<name>.json``), with ``extra``'s keys beside
+    the rows."""
     cols = list(rows[0])
     widths = [max(len(c), *(len(_fmt(r[c])) for r in rows)) for c in cols]
     print(" | ".join(c.ljust(w) for c, w in zip(cols, widths)))
@@ -39,7 +41,7 @@ def report(name: str, rows: list[dict[str, Any]], command: str, out: Path | None
     out = out or RESULTS / f"{name}.json"
     out.write_text(json.dumps({
         "command": command, "machine": f"{platform.machine()}, {platform.python_version()}",
-        "rows": rows,
+        "rows": rows, **(extra or {}),
     }, indent=2) + "\n")
     print(f"\nwrote {out}")
 

@@ -210,3 +210,81 @@ def test_one_moment_a_video_by_default_and_a_link_reproduces_a_search(server) ->
         assert other.eval_on_selector_all(".card", "cs => cs.map(c => c.dataset.video)") == videos
         assert other.input_value("#q") == "a white square" and other.input_value("#k") == "5"
         browser.close()
+
+
+def test_more_results_on_scroll_and_by_the_button_and_filters_in_the_link(server) -> None:
+    """Every moment, 3 a page: scrolling to the end loads the next page, the button (from the keyboard) the one
+    after, each in the Python searcher's order; a duration filter shows only the videos it passes, and its
+    link reproduces it."""
+    url, app = server
+    want = [(h.video_id, round(h.start, 3)) for h in app.state.searcher.search("a white square", k=9)]
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM)
+        page = browser.new_page(viewport={"width": 1000, "height": 700})
+        page.goto(url + "/?q=a+white+square&k=3&all=1")
+        page.wait_for_function("document.querySelectorAll('.card').length === 3")
+        assert page.is_visible("#more")
+        page.evaluate("document.getElementById('more').scrollIntoView()")  # in view: the next page loads
+        page.wait_for_function("document.querySelectorAll('.card').length === 6")
+        page.evaluate("window.scrollTo(0, 0)")
+        page.wait_for_timeout(300)
+        page.focus("#more")
+        page.keyboard.press("Enter")
+        page.wait_for_function("document.querySelectorAll('.card').length >= 9")
+        got = page.eval_on_selector_all(".card", "cs => cs.map(c => [c.dataset.video, Number(c.dataset.start)])")
+        assert [(v, round(s, 3)) for v, s in got[:9]] == want
+        labels = page.eval_on_selector_all(".card", "cs => cs.map(c => c.getAttribute('aria-label'))")
+        assert [x.split(".")[0] for x in labels[:9]] == [str(i) for i in range(1, 10)]  # ranks run on across pages
+
+        page.goto(url + "/")
+        page.fill("#q", "a white square")
+        page.click("#filters summary")
+        page.fill("#maxd", "6")  # clip0 is 6 s, clip1 9 s, clip2 4 s
+        page.press("#q", "Enter")
+        page.wait_for_selector(".card")
+        videos = page.eval_on_selector_all(".card", "cs => cs.map(c => c.dataset.video)")
+        assert sorted(videos) == ["clip0", "clip2"]
+        assert "maxd=6" in page.url
+        other = browser.new_page()
+        other.goto(page.url)
+        other.wait_for_selector(".card")
+        assert other.eval_on_selector_all(".card", "cs => cs.map(c => c.dataset.video)") == videos
+        assert other.input_value("#maxd") == "6" and other.evaluate("document.getElementById('filters').open")
+        browser.close()
+
+
+def test_the_page_has_no_serious_accessibility_violation(server, tmp_path) -> None:
+    """axe-core (4.x, bundled with axe-playwright-python) over the page before a search, with results and
+    the filters open, and with a moment playing: no violation of impact serious or critical."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    url, _ = server
+    axe = Axe()
+    found: list[str] = []
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM)
+        page = browser.new_page()
+        page.goto(url + "/")
+        page.wait_for_function("document.getElementById('about').textContent.includes('3 videos')")
+        states = ["empty"]
+        results = [axe.run(page)]
+        page.goto(url + "/?q=a+white+square&k=3&all=1&mind=1")
+        page.wait_for_selector(".card")
+        page.wait_for_function("[...document.querySelectorAll('.card img')].every(i => i.complete && i.naturalWidth > 0)")
+        states.append("results")
+        results.append(axe.run(page))
+        page.query_selector_all(".card")[0].click()
+        page.wait_for_function(f"{PLAYER}.currentTime > 0.1", timeout=15000)
+        states.append("playing")
+        results.append(axe.run(page))
+        # the control: the same check finds what a careless change would add (an unlabelled box, grey on grey)
+        page.evaluate("document.querySelector('main').insertAdjacentHTML('beforeend', '<input id=bad type=text>"
+                      "<p style=\"color:#bbb;background:#ccc\">faint text</p>')")
+        control = {v["id"] for v in axe.run(page).response["violations"] if v["impact"] in ("serious", "critical")}
+        browser.close()
+    assert {"label", "color-contrast"} <= control, control
+    for state, r in zip(states, results, strict=True):
+        assert r.response["testEngine"]["version"].startswith("4.")
+        found += [f"{state}: {v['id']} ({v['impact']}): {v['help']}" for v in r.response["violations"]
+                  if v["impact"] in ("serious", "critical")]
+    assert found == [], found

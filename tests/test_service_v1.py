@@ -156,7 +156,13 @@ def test_a_search_past_its_timeout_is_a_504_and_the_parts_are_timed(tmp_path, mo
     with TestClient(create_app(searcher, max_batch=1, max_wait_ms=0, timeout_ms=5000)) as c:
         r = c.post("/v1/search", json={"query": "search slowly", "timeout_ms": 100})
         assert r.status_code == 504 and "longer than its timeout of 100 ms" in r.json()["error"]
-        assert c.post("/v1/search", json={"query": "search slowly"}).status_code == 200  # the server's 5 s
+        ok = c.post("/v1/search", json={"query": "search slowly"})  # the server's 5 s
+        assert ok.status_code == 200
+        timing = dict(x.split(";", 1) for x in ok.headers["server-timing"].split(", "))
+        ms = {k: float(v.removeprefix("dur=")) for k, v in timing.items() if v.startswith("dur=")}
+        assert set(ms) == {"batch_wait", "encode", "first_stage", "localize", "nms", "rank", "app"}
+        assert ms["app"] >= 600 and ms["app"] >= sum(v for k, v in ms.items() if k != "app") and timing["batch"] == 'desc="1"'
+
         assert c.post("/v1/search", json={"query": Q, "timeout_ms": 0}).status_code == 422
         s = _samples(c.get("/metrics").text)
     assert s["momentsearch_timeouts_total"] == 1

@@ -40,7 +40,7 @@ from momentsearch.service.batcher import QueryBatcher
 from momentsearch.service.media import Media
 from momentsearch.service.metrics import Metrics, RequestMetrics
 from momentsearch.service.security import MAX_BODY_BYTES, Guard
-from momentsearch.service.v1 import add_v1, with_timeout
+from momentsearch.service.v1 import add_v1, server_timing, with_timeout
 from momentsearch.serving.filters import VideoFilter
 from momentsearch.text.query_file import MAX_QUERY_CHARS  # one limit for query files and the service
 
@@ -140,14 +140,16 @@ def create_app(searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 5.0
         return f"/thumbnails/{vid}?t={round(start + min(1.0, (end - start) / 2), 1)}", f"/videos/{vid}"
 
     @app.post("/search", response_model=SearchResponse)
-    async def search(req: SearchRequest) -> SearchResponse:
+    async def search(req: SearchRequest, response: Response) -> SearchResponse:
         """Ranked moments for a text query (concurrent requests are searched as one batch)."""
-        t0 = time.perf_counter()
+        t0, timing = time.perf_counter(), {}
         where = VideoFilter.of(req.videos)
         searcher.rows_of(None, where)  # unknown ids: a 400 for this request alone
-        hits = await run(req.query, req.k, where, None)
-        return SearchResponse(query=req.query, k=req.k, took_ms=round(1000 * (time.perf_counter() - t0), 2),
-                              moments=to_moments(hits))
+        hits = await run(req.query, req.k, where, None, timing)
+        out = SearchResponse(query=req.query, k=req.k, took_ms=round(1000 * (time.perf_counter() - t0), 2),
+                             moments=to_moments(hits))
+        response.headers["Server-Timing"] = server_timing(timing, time.perf_counter() - t0)
+        return out
 
     def to_moments(hits: Sequence[Hit], offset: int = 0) -> list[Moment]:
         out = []
@@ -158,8 +160,9 @@ def create_app(searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 5.0
                               annotation=media.annotation(h.video_id, h.start, h.end)))
         return out
 
-    async def run(text: str, k: int, where: VideoFilter, timeout: float | None) -> list[Hit]:
-        return await with_timeout(batcher.search(text, k, where), timeout or timeout_ms, metrics.timeout)
+    async def run(text: str, k: int, where: VideoFilter, timeout: float | None,
+                  timing: dict[str, float] | None = None) -> list[Hit]:
+        return await with_timeout(batcher.search(text, k, where, timing), timeout or timeout_ms, metrics.timeout)
 
     add_v1(app, searcher, run, to_moments)
 

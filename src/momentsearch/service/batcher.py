@@ -26,6 +26,8 @@ class _Request:
     where: VideoFilter | None
     future: asyncio.Future
     loop: asyncio.AbstractEventLoop
+    timing: dict[str, float] | None = None
+    queued: float = 0.0
 
 
 class QueryBatcher:
@@ -40,10 +42,14 @@ class QueryBatcher:
         self._thread = threading.Thread(target=self._run, name="momentsearch-batcher", daemon=True)
         self._thread.start()
 
-    async def search(self, text: str, k: int, where: VideoFilter | None = None) -> list[Hit]:
+    async def search(self, text: str, k: int, where: VideoFilter | None = None,
+                     timing: dict[str, float] | None = None) -> list[Hit]:
+        """``timing``: filled with seconds spent waiting for the batch (``batch_wait``), the batch's parts
+        (:mod:`momentsearch.timing`, shared by the queries searched together) and ``batch`` (its size)."""
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
-        self._queue.put(_Request(text, k, None if where is None or where.is_empty else where, fut, loop))
+        self._queue.put(_Request(text, k, None if where is None or where.is_empty else where, fut, loop, timing,
+                                 time.perf_counter()))
         return await fut
 
     def close(self) -> None:
@@ -85,6 +91,9 @@ class QueryBatcher:
                                                      where=group[0].where, clock=clock)
                     if self.on_batch is not None:
                         self.on_batch(len(group), time.perf_counter() - t0, clock)
+                    for r in group:
+                        if r.timing is not None:
+                            r.timing.update(clock.seconds, batch_wait=t0 - r.queued, batch=len(group))
                 except Exception as e:  # noqa: BLE001 - handed to each waiting request
                     for r in group:
                         r.loop.call_soon_threadsafe(_settle, r.future, None, e)

@@ -11,13 +11,14 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, field_validator
 
 from starlette.exceptions import HTTPException
 
 from momentsearch.serving.filters import VideoFilter
 from momentsearch.serving.searcher import Hit
+from momentsearch.timing import PARTS
 
 MAX_K = 100
 MAX_OFFSET = 900  # offset + k <= 1000 moments a query: what one search ranks at the most
@@ -96,9 +97,10 @@ def add_v1(app: FastAPI, searcher: object, run: Callable, moments: Callable[[Seq
     """The /v1 routes on ``app``; ``run(text, k, where, timeout_ms)`` searches one query through the batcher
     (a 504 past its timeout); ``moments`` turns hits into the response's moment objects (ranked from 1)."""
 
-    async def one(text: str, opts: _Options, where: VideoFilter) -> tuple[list[Hit], int | None]:
+    async def one(text: str, opts: _Options, where: VideoFilter, timing: dict[str, float] | None = None
+                  ) -> tuple[list[Hit], int | None]:
         fetch = FETCH_GROUPED if opts.group_by_video else opts.offset + opts.k + 1  # one more: is there a next page
-        hits = await run(text, min(fetch, FETCH_GROUPED), where, opts.timeout_ms)
+        hits = await run(text, min(fetch, FETCH_GROUPED), where, opts.timeout_ms, timing)
         return page_of(hits, opts.k, opts.offset, opts.min_score, opts.group_by_video)
 
     def checked(opts: _Options) -> VideoFilter:
@@ -107,12 +109,14 @@ def add_v1(app: FastAPI, searcher: object, run: Callable, moments: Callable[[Seq
         return where
 
     @app.post("/v1/search")
-    async def search_v1(req: SearchV1) -> dict:
+    async def search_v1(req: SearchV1, response: Response) -> dict:
         """Ranked moments for a query: a page of them, after the filters, the threshold and the grouping."""
-        t0 = time.perf_counter()
-        hits, nxt = await one(req.query, req, checked(req))
-        return {"query": req.query, "k": req.k, "offset": req.offset, "next_offset": nxt,
-                "took_ms": round(1000 * (time.perf_counter() - t0), 2), "moments": moments(hits, req.offset)}
+        t0, timing = time.perf_counter(), {}
+        hits, nxt = await one(req.query, req, checked(req), timing)
+        out = {"query": req.query, "k": req.k, "offset": req.offset, "next_offset": nxt,
+               "took_ms": round(1000 * (time.perf_counter() - t0), 2), "moments": moments(hits, req.offset)}
+        response.headers["Server-Timing"] = server_timing(timing, time.perf_counter() - t0)
+        return out
 
     @app.post("/v1/search/batch")
     async def batch_v1(req: BatchV1) -> dict:
@@ -124,6 +128,13 @@ def add_v1(app: FastAPI, searcher: object, run: Callable, moments: Callable[[Seq
                 "results": [{"query": q, "k": req.k, "offset": req.offset, "next_offset": nxt,
                              "moments": moments(hits, req.offset)} for q, (hits, nxt) in zip(req.queries, pages,
                                                                                               strict=True)]}
+
+
+def server_timing(timing: dict[str, float], app_seconds: float) -> str:
+    """The ``Server-Timing`` header (W3C; browsers' developer tools show it): the batch wait, each part of the
+    search (shared by the queries of one batch) and ``app``, the whole time in the handler, in ms."""
+    parts = [f"{name};dur={1000 * timing[name]:.3f}" for name in ("batch_wait", *PARTS) if name in timing]
+    return ", ".join([*parts, f"app;dur={1000 * app_seconds:.3f}", f"batch;desc=\"{int(timing.get('batch', 0))}\""])
 
 
 async def with_timeout(search: Awaitable[list[Hit]], timeout_ms: float, on_timeout: Callable[[], None]) -> list[Hit]:

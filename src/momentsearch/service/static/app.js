@@ -97,29 +97,83 @@
   });
 
   const every = document.getElementById("all");
+  const more = document.getElementById("more");
+  const fields = { prefix: "path_prefix", mind: "min_duration", maxd: "max_duration", after: "ingested_after" };
+  let last = null;  // the search on screen: its request body and the next page's offset
+  let loading = false;
 
-  // one search: each video's best moment by default (every moment with the box ticked); the query, k and
-  // the box go in the address, so a link reproduces the search
+  // the filters' request fields, from the form (empty boxes: no filter)
+  function filters() {
+    const out = {};
+    for (const [id, field] of Object.entries(fields)) {
+      const v = document.getElementById(id).value.trim();
+      if (!v) continue;
+      out[field] = id === "mind" || id === "maxd" ? Number(v) : v;
+    }
+    return out;
+  }
+
+  async function page(body) {
+    const r = await fetch("/v1/search", {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    const answer = await r.json();
+    if (!r.ok) throw new Error(answer.error || String(r.status));
+    return answer;
+  }
+
+  function shown(all, query, ms) {
+    const n = results.children.length;
+    status.textContent = n
+      ? `${n} ${all ? "moments" : "videos' best moments"} for “${query}” in ${Math.round(ms)} ms` +
+        (last && last.next !== null ? " (more below)" : "")
+      : `No moments for “${query}”.`;
+  }
+
+  // one search: each video's best moment by default (every moment with the box ticked); the query, k, the
+  // box and the filters go in the address, so a link reproduces the search
   async function run(query, k, all) {
     status.textContent = "Searching…";
     results.replaceChildren();
+    more.hidden = true;
     const params = new URLSearchParams({ q: query, k: String(k) });
     if (all) params.set("all", "1");
-    history.replaceState(null, "", `?${params}`);
-    try {
-      const r = await fetch("/v1/search", {
-        method: "POST", headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ query, k, group_by_video: !all }),
-      });
-      const body = await r.json();
-      if (!r.ok) { status.textContent = `Error: ${body.error || r.status}`; return; }
-      body.moments.forEach(m => results.appendChild(card(m)));
-      status.textContent = body.moments.length
-        ? `${body.moments.length} ${all ? "moments" : "videos' best moments"} for “${body.query}” in ${Math.round(body.took_ms)} ms`
-        : `No moments for “${body.query}”.`;
-    } catch (e) {
-      status.textContent = `The server could not be reached (${e}).`;
+    for (const id of Object.keys(fields)) {
+      const v = document.getElementById(id).value.trim();
+      if (v) params.set(id, v);
     }
+    history.replaceState(null, "", `?${params}`);
+    const body = { query, k, group_by_video: !all, ...filters() };
+    try {
+      const answer = await page(body);
+      last = { body, next: answer.next_offset, all };
+      answer.moments.forEach(m => results.appendChild(card(m)));
+      more.hidden = answer.next_offset === null;
+      shown(all, answer.query, answer.took_ms);
+    } catch (e) {
+      last = null;
+      status.textContent = e instanceof TypeError ? `The server could not be reached (${e}).` : `Error: ${e.message}`;
+    }
+  }
+
+  // the next page of the search on screen: by the button, or when the button scrolls into view
+  async function loadMore() {
+    if (!last || last.next === null || loading) return;
+    loading = true;
+    try {
+      const answer = await page({ ...last.body, offset: last.next });
+      last.next = answer.next_offset;
+      answer.moments.forEach(m => results.appendChild(card(m)));
+      more.hidden = answer.next_offset === null;
+      shown(last.all, answer.query, answer.took_ms);
+    } catch (e) {
+      status.textContent = `Error: ${e.message}`;
+    } finally {
+      loading = false;
+    }
+  }
+  more.addEventListener("click", loadMore);
+  if ("IntersectionObserver" in window) {
+    new IntersectionObserver(entries => { if (entries.some(e => e.isIntersecting)) loadMore(); }).observe(more);
   }
 
   form.addEventListener("submit", (ev) => {
@@ -135,6 +189,10 @@
     q.value = asked.get("q");
     kInput.value = Math.min(100, Math.max(1, parseInt(asked.get("k"), 10) || 10));
     every.checked = asked.get("all") === "1";
+    for (const id of Object.keys(fields)) {
+      if (asked.get(id)) document.getElementById(id).value = asked.get(id);
+    }
+    if (Object.keys(fields).some(id => asked.get(id))) document.getElementById("filters").open = true;
     run(q.value.trim(), parseInt(kInput.value, 10), every.checked);
   }
 
