@@ -144,3 +144,28 @@ def test_subtitle_models_xml_and_minute_index_and_search_an_ingested_corpus(corp
         assert 1 <= len(hits) <= 3 and all(h.video_id in ("talk0", "talk1") and h.start < h.end for h in hits)
         with pytest.raises(SearchIndexError, match="reads a 384-d subtitle stream and the corpus has none"):
             build_index(ckpt, corpus / "corpus", tmp_path / f"j_{name}", progress=False)
+
+
+def test_an_index_is_built_part_by_part_with_the_same_arrays(corpus, tmp_path, monkeypatch):
+    """``momentsearch index`` encodes and writes PART_VIDEOS videos at a time into memory-mapped files: with
+    parts of one video, and over a grown corpus (reused rows and new ones in one part), the arrays equal a
+    one-part build's; an encoding whose row count disagrees with the corpus is refused, naming the video."""
+    import momentsearch.serving.indexing as indexing
+    from momentsearch.search.index import IndexWriter, VideoIndex
+
+    ckpt = packed_xml(tmp_path / "xml.pt", create_encoder("builtin").identity())
+    build_index(ckpt, corpus / "corpus", tmp_path / "whole", progress=False)
+    monkeypatch.setattr(indexing, "PART_VIDEOS", 1)
+    build_index(ckpt, corpus / "corpus", tmp_path / "parts", progress=False)
+    whole, parts = (IndexFolder.open(tmp_path / n).index for n in ("whole", "parts"))
+    assert parts.video_ids == whole.video_ids and np.array_equal(parts.offsets, whole.offsets)
+    for name in whole.arrays:
+        assert isinstance(parts.arrays[name], np.memmap) and np.array_equal(parts.arrays[name], whole.arrays[name])
+    assert parts.meta == whole.meta
+    writer = IndexWriter(tmp_path / "w", ["a", "b"], [4.0, 2.0], [1.0, 1.0], [4, 2])
+    wrong = VideoIndex(["a"], np.array([4.0]), np.array([1.0]), np.array([0, 3]), {"h": np.zeros((3, 2), np.float16)})
+    with pytest.raises(SearchIndexError, match=r"video 'a': encoded into 3 clip rows, its corpus entry says 4 clips"):
+        writer.write(0, wrong)
+    writer.write(0, VideoIndex(["a"], np.array([4.0]), np.array([1.0]), np.array([0, 4]), {"h": np.ones((4, 2), np.float16)}))
+    with pytest.raises(SearchIndexError, match="1 video\\(s\\) were never written"):
+        writer.close({})

@@ -83,7 +83,7 @@ def index_cmd(
 @app.command("corpus-from-dataset")
 def corpus_from_dataset_cmd(
     config: Annotated[Path, typer.Argument(help="A training YAML whose dataset: section names the files.")],
-    split: Annotated[str, typer.Option(help="The split whose videos make the corpus.")] = "test",
+    split: Annotated[str, typer.Option(help="The split whose videos make the corpus (all: every split's).")] = "test",
     out: Annotated[Path, typer.Option("--out", "-o", help="The corpus folder to write.")] = Path("corpus"),
     videos: Annotated[Optional[Path], typer.Option(help="A folder of <video id>.mp4 files (e.g. generate --render's "
                                                         "videos/): the service plays them.")] = None,

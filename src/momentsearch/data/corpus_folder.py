@@ -183,13 +183,14 @@ class CorpusFolder:
 def write_dataset_corpus(dataset: Any, split: str, out: str | Path, video_dir: str | Path | None = None
                          ) -> CorpusFolder:
     """A dataset split (annotations + feature files, as a ``dataset:`` section names them) as a corpus
-    folder. The features stay where they are: the manifest points at them (absolute paths). Each video
+    folder (``split`` ``all``: every video of the dataset). The features stay where they are: the manifest
+    points at them (absolute paths). Each video
     keeps its annotated moments (start, end, text) for display; ``video_dir``: where ``<id>.mp4`` files of
     the videos are (e.g. the rendered synthetic videos), recorded as the videos' files."""
     from momentsearch.data.features import checksum
     from momentsearch.fileio import atomic_dir, write_json
 
-    corpus = dataset.split(split)
+    corpus = dataset.corpus if split == "all" else dataset.split(split)
     lengths = dataset.clip_lengths(corpus)
     ident = dataset.feature_identity()
     source = Path(video_dir).resolve() if video_dir is not None else None

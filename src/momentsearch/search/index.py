@@ -95,15 +95,8 @@ class VideoIndex:
             for kind, group in (("clip", self.arrays), ("video", self.video_arrays)):
                 for name, a in group.items():
                     np.save(tmp / f"{kind}.{name}.npy", np.ascontiguousarray(a))
-            for name in ("offsets", "durations", "clip_lengths"):
-                np.save(tmp / f"{name}.npy", getattr(self, name))
-            write_json(tmp / "manifest.json", {
-                "version": INDEX_VERSION, "video_ids": self.video_ids, "n_videos": len(self),
-                "n_clips": int(self.offsets[-1]), "arrays": {k: list(a.shape[1:]) for k, a in self.arrays.items()},
-                "video_arrays": {k: list(a.shape[1:]) for k, a in self.video_arrays.items()}, "meta": self.meta,
-                "dtypes": {**{f"clip.{k}": str(a.dtype) for k, a in self.arrays.items()},
-                           **{f"video.{k}": str(a.dtype) for k, a in self.video_arrays.items()}},
-            }, indent=None)
+            _write_grid_and_manifest(tmp, self.video_ids, self.durations, self.clip_lengths, self.offsets,
+                                     self.arrays, self.video_arrays, self.meta)
         return f
 
     @classmethod
@@ -154,6 +147,81 @@ class VideoIndex:
         video_arrays = {k: read(f"video.{k}", v, sh, "fiub", True) for k, sh in groups["video_arrays"].items()}
         return cls(ids, durations.astype(np.float64), clip_lengths.astype(np.float64), offsets.astype(np.int64),
                    arrays, video_arrays, meta)
+
+
+def _write_grid_and_manifest(folder: Path, video_ids: list[str], durations: np.ndarray, clip_lengths: np.ndarray,
+                             offsets: np.ndarray, arrays: dict[str, np.ndarray], video_arrays: dict[str, np.ndarray],
+                             meta: dict[str, Any]) -> None:
+    for name, a in (("offsets", offsets), ("durations", durations), ("clip_lengths", clip_lengths)):
+        np.save(folder / f"{name}.npy", a)
+    write_json(folder / "manifest.json", {
+        "version": INDEX_VERSION, "video_ids": video_ids, "n_videos": len(video_ids),
+        "n_clips": int(offsets[-1]), "arrays": {k: list(a.shape[1:]) for k, a in arrays.items()},
+        "video_arrays": {k: list(a.shape[1:]) for k, a in video_arrays.items()}, "meta": meta,
+        "dtypes": {**{f"clip.{k}": str(a.dtype) for k, a in arrays.items()},
+                   **{f"video.{k}": str(a.dtype) for k, a in video_arrays.items()}},
+    }, indent=None)
+
+
+class IndexWriter:
+    """An index's arrays written part by part into memory-mapped ``.npy`` files, so an index larger than memory
+    can be built: ``write`` each run of consecutive videos as it is encoded, then ``close``. ``folder`` is
+    written in place: the caller makes the set atomic (``momentsearch index`` writes inside ``atomic_dir``)."""
+
+    def __init__(self, folder: str | Path, video_ids: list[str], durations: np.ndarray, clip_lengths: np.ndarray,
+                 n_clips: np.ndarray):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.video_ids = list(video_ids)
+        self.durations = np.asarray(durations, np.float64)
+        self.clip_lengths = np.asarray(clip_lengths, np.float64)
+        self.n_clips = np.asarray(n_clips, np.int64)
+        self.offsets = np.zeros(len(self.video_ids) + 1, np.int64)
+        self.offsets[1:] = np.cumsum(self.n_clips)
+        self._files: dict[tuple[str, str], np.ndarray] = {}
+        self._done = np.zeros(len(self.video_ids), bool)
+
+    def write(self, first: int, part: VideoIndex) -> None:
+        """``part`` holds the videos ``video_ids[first: first + len(part)]``, in that order."""
+        v = len(part)
+        if part.video_ids != self.video_ids[first: first + v]:
+            raise SearchIndexError(f"index part at video {first}: other videos than the index lists there")
+        if not np.array_equal(part.n_clips, self.n_clips[first: first + v]):
+            bad = int(np.flatnonzero(part.n_clips != self.n_clips[first: first + v])[0])
+            raise SearchIndexError(f"video {part.video_ids[bad]!r}: encoded into {int(part.n_clips[bad])} clip rows, "
+                                   f"its corpus entry says {int(self.n_clips[first + bad])} clips")
+        a, b = int(self.offsets[first]), int(self.offsets[first + v])
+        for name, arr in part.arrays.items():
+            self._file("clip", name, arr, int(self.offsets[-1]))[a:b] = arr
+        for name, arr in part.video_arrays.items():
+            self._file("video", name, arr, len(self.video_ids))[first: first + v] = arr
+        self._done[first: first + v] = True
+
+    def _file(self, kind: str, name: str, arr: np.ndarray, rows: int) -> np.ndarray:
+        key = (kind, name)
+        if key not in self._files:
+            if self._files and kind == "clip" and self._done.any():
+                raise SearchIndexError(f"index part: array {name!r} appeared after the first part")
+            self._files[key] = np.lib.format.open_memmap(self.folder / f"{kind}.{name}.npy", mode="w+",
+                                                         dtype=arr.dtype, shape=(rows, *arr.shape[1:]))
+        f = self._files[key]
+        if f.dtype != arr.dtype or f.shape[1:] != arr.shape[1:]:
+            raise SearchIndexError(f"index part: array {name!r} of {arr.dtype} {arr.shape[1:]}, earlier parts "
+                                   f"{f.dtype} {f.shape[1:]}")
+        return f
+
+    def close(self, meta: dict[str, Any]) -> VideoIndex:
+        """Flush the arrays, write the time grids and the manifest; the index, memory-mapped."""
+        if not self._done.all():
+            raise SearchIndexError(f"index: {int((~self._done).sum())} video(s) were never written")
+        for f in self._files.values():
+            f.flush()
+        arrays = {n: a for (k, n), a in self._files.items() if k == "clip"}
+        video_arrays = {n: a for (k, n), a in self._files.items() if k == "video"}
+        _write_grid_and_manifest(self.folder, self.video_ids, self.durations, self.clip_lengths, self.offsets,
+                                 arrays, video_arrays, meta)
+        self._files.clear()
+        return VideoIndex.load(self.folder, mmap=True)
 
 
 def _error(message: str) -> SearchIndexError:

@@ -16,6 +16,7 @@ folder is written as a set (a temporary folder renamed over the old).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,18 +24,20 @@ from typing import Any
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from momentsearch.data.corpus_folder import CorpusFolder
 from momentsearch.errors import SearchIndexError
 from momentsearch.fileio import atomic_dir, write_json
 from momentsearch.readers import read_json
-from momentsearch.search.index import VideoIndex
+from momentsearch.search.index import IndexWriter, VideoIndex
 from momentsearch.serving.checkpoint import Checkpoint, load_checkpoint
 from momentsearch.device import resolve_device
 
 INDEX_FILE = "index.json"
 INDEX_FORMAT = "momentsearch-index"
 INDEX_FOLDER_VERSION = 1
+PART_VIDEOS = 2048  # videos encoded and written at a time: memory stays that of a part, not of the corpus
 
 
 @dataclass
@@ -139,32 +142,41 @@ def build_index(checkpoint: str | Path, corpus: str | Path, out: str | Path, dev
     report.kept, report.encoded = reuse, todo
     report.removed = sorted(set(old_sigs) - set(sigs))
     videos = {v.video_id: v for v in folder.videos()}
-    parts: dict[str, tuple[dict[str, np.ndarray], dict[str, np.ndarray]]] = {}
-    if old is not None and reuse:
-        parts.update(zip(reuse, _subset(old, [old_rows[v] for v in reuse]), strict=True))
-    model = ckpt.model.to(dev).eval()
-    if todo:
-        with folder.features() as store:
-            new = ckpt.family.encode_corpus(model, store, [videos[v] for v in todo], folder.clip_lengths(), dev,
-                                            progress)
-        parts.update(zip(new.video_ids, _subset(new, list(range(len(new)))), strict=True))
-        meta = dict(new.meta)
-    elif old is not None:
-        meta = dict(old.meta)
-    else:
-        raise SearchIndexError(f"{corpus}: the corpus holds no videos to index")
     ids = folder.video_ids
-    meta.update(fingerprint=ckpt.fingerprint, corpus_fingerprint=folder.fingerprint)
-    index = _merge(ids, [videos[v].duration for v in ids], [folder.clip_lengths()[v] for v in ids],
-                   [parts[v] for v in ids], meta)
-    info = {"format": INDEX_FORMAT, "version": INDEX_FOLDER_VERSION, "family": ckpt.family.name,
-            "model_fingerprint": ckpt.fingerprint, "model_source": str(Path(checkpoint).resolve()),
-            "text_encoder": ckpt.family.text_encoder, "model_features": ckpt.features,
-            "corpus": {"path": str(folder.root.resolve()), "relative": os.path.relpath(folder.root.resolve(), out.resolve().parent),
-                       "fingerprint": folder.fingerprint, "encoder": folder.encoder},
-            "videos": sigs, "n_videos": len(ids), "n_clips": int(index.offsets[-1])}
+    lengths = folder.clip_lengths()
+    model = ckpt.model.to(dev).eval()
+    if not ids:
+        raise SearchIndexError(f"{corpus}: the corpus holds no videos to index")
+    meta: dict[str, Any] = dict(old.meta) if old is not None else {}
     with atomic_dir(out) as tmp:
-        index.save(tmp / "arrays")
+        # part by part into memory-mapped files: the index may be larger than memory
+        writer = IndexWriter(tmp / "arrays", ids, [videos[v].duration for v in ids], [lengths[v] for v in ids],
+                             [folder.entry(v)["n_clips"] for v in ids])
+        with (folder.features() if todo else contextlib.nullcontext()) as store, \
+                tqdm(total=len(ids), unit="video", desc="indexing", disable=not progress) as bar:
+            for s in range(0, len(ids), PART_VIDEOS):
+                chunk = ids[s: s + PART_VIDEOS]
+                parts: dict[str, tuple[dict[str, np.ndarray], dict[str, np.ndarray]]] = {}
+                again = [v for v in chunk if v in kept]
+                if again:
+                    parts.update(zip(again, _subset(old, [old_rows[v] for v in again]), strict=True))  # type: ignore[arg-type]
+                fresh = [v for v in chunk if v not in kept]
+                if fresh:
+                    new = ckpt.family.encode_corpus(model, store, [videos[v] for v in fresh], lengths, dev, False)
+                    parts.update(zip(new.video_ids, _subset(new, list(range(len(new)))), strict=True))
+                    meta = dict(new.meta)
+                writer.write(s, _merge(chunk, [videos[v].duration for v in chunk], [lengths[v] for v in chunk],
+                                       [parts[v] for v in chunk], {}))
+                bar.update(len(chunk))
+        meta.update(fingerprint=ckpt.fingerprint, corpus_fingerprint=folder.fingerprint)
+        index = writer.close(meta)
+        info = {"format": INDEX_FORMAT, "version": INDEX_FOLDER_VERSION, "family": ckpt.family.name,
+                "model_fingerprint": ckpt.fingerprint, "model_source": str(Path(checkpoint).resolve()),
+                "text_encoder": ckpt.family.text_encoder, "model_features": ckpt.features,
+                "corpus": {"path": str(folder.root.resolve()),
+                           "relative": os.path.relpath(folder.root.resolve(), out.resolve().parent),
+                           "fingerprint": folder.fingerprint, "encoder": folder.encoder},
+                "videos": sigs, "n_videos": len(ids), "n_clips": int(index.offsets[-1])}
         state = dict(ckpt.state, optimizer=None)
         torch.save(state, tmp / "model.pt")
         write_json(tmp / INDEX_FILE, info, indent=1)
@@ -172,6 +184,7 @@ def build_index(checkpoint: str | Path, corpus: str | Path, out: str | Path, dev
             old_row = np.asarray([old_rows[v] if v in kept else -1 for v in ids], np.int64)
             report.first_stages_grown = _grow_first_stages(ckpt, model, old, index, old_row, out / "first_stage",
                                                            tmp / "first_stage", dev, progress)
+        del index  # its memory maps point into tmp, which is renamed next
     return report
 
 
