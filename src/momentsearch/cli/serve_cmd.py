@@ -26,7 +26,8 @@ def serve_cmd(
     param: Annotated[Optional[list[str]], typer.Option("--param", help=PARAM_HELP)] = None,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
     max_batch: Annotated[int, typer.Option("--max-batch", min=1, help="Concurrent queries searched as one batch.")] = 32,
-    max_wait_ms: Annotated[float, typer.Option("--max-wait-ms", min=0.0, help="How long a batch waits to fill.")] = 5.0,
+    max_wait_ms: Annotated[float, typer.Option("--max-wait-ms", min=0.0, help=(
+        "How long a batch waits for more queries (0: none; queries that arrive while a batch is searched form the next)."))] = 0.0,
     api_key: Annotated[Optional[str], typer.Option(
         "--api-key", help="Required on every route but /livez (Bearer, X-API-Key, or Basic's password); default: "
                           "$MOMENTSEARCH_API_KEY.")] = None,

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from momentsearch.errors import QueryError
+from momentsearch.search.bounded import as_bound, bounded_moments
 from momentsearch.search.ranked import RankedMoments
 from momentsearch.search.first_stage.retrieve import ExactFirstStage, FirstStage
 from momentsearch.search.index import VideoIndex, clips_to_seconds
@@ -41,6 +42,26 @@ class SearchResult:
         return self._vr_made
 
 
+def _non_increasing(bound: np.ndarray) -> bool:
+    return bool((bound == np.minimum.accumulate(bound, axis=1)).all())
+
+
+def _nms_taken(start: np.ndarray, end: np.ndarray, best: np.ndarray, ok: np.ndarray, threshold: float, n: int
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """``temporal_nms_grid`` over the candidate videos that hold a candidate taking part (a bounded search
+    leaves most out), its flat indices mapped back to the full (K x c) layout."""
+    k, c = best.shape[1], best.shape[2]
+    cols = np.flatnonzero(ok.any(axis=(0, 2)))
+    if len(cols) == k or len(cols) == 0:
+        return temporal_nms_grid(start, end, best, ok, threshold, n)
+    keep, kept = temporal_nms_grid(start[:, cols], end[:, cols], best[:, cols], ok[:, cols], threshold, n)
+    return cols[keep // c] * c + keep % c, kept
+
+
+def _no_video_ranking() -> RankedMoments:
+    raise QueryError("this search asked for moments only (moments_only=True): it has no video ranking")
+
+
 class SearchEngine:
     def __init__(self, stages: SearchStages, index: VideoIndex, k_videos: int = 100, n_moments: int = 100,
                  nms_threshold: float = 0.7, candidates_per_video: int | None = 20, dense_limit: int = 512,
@@ -54,15 +75,18 @@ class SearchEngine:
         self.candidates_per_video = candidates_per_video  # None: every span of the dense map goes to NMS
         self.dense_limit = dense_limit  # clips: longer candidates are localized by proposals, not a T x T grid
         self.first_stage = first_stage or ExactFirstStage(stages.retriever)
+        self.stats: dict[str, int] = {}  # bounded localization: candidate videos, and those localized
 
     @torch.no_grad()
     def search(self, query_ids: Sequence[str], tokens: torch.Tensor, token_mask: torch.Tensor,
                pools: Sequence[Sequence[int]] | None = None, n_moments: int | None = None,
-               clock: PartClock | None = None) -> SearchResult:
+               clock: PartClock | None = None, moments_only: bool = False) -> SearchResult:
         """tokens (B, L, D_q) padded token features of B queries -> ranked moments and videos.
         ``pools``: per query, the indices of the videos it may be answered from (default: all);
         ``n_moments``: moments kept per query (default: the engine's); ``clock``: times the parts
-        (first_stage, rerank, localize, nms, rank)."""
+        (first_stage, rerank, localize, nms, rank); ``moments_only``: only the moments are wanted, so a
+        localizer with a score bound localizes only the videos that can reach the top ``n_moments``
+        (:mod:`~momentsearch.search.bounded`; the same moments) and the result has no video ranking."""
         n = self.n_moments if n_moments is None else n_moments
         if n < 1:
             raise QueryError(f"n_moments must be >= 1, got {n}")
@@ -72,14 +96,22 @@ class SearchEngine:
             with part(clock, "rerank"):
                 top_vr = self.stages.reranker.rerank(tokens, token_mask, videos, top_vr).cpu()
         valid = torch.isfinite(top_vr).numpy()  # False: padding beyond a small pool
+        bound_of = getattr(self.stages.localizer, "score_bound", None) if moments_only else None
+        bound = None if bound_of is None else np.where(valid, as_bound(bound_of(top_vr)), -np.inf)
         with part(clock, "localize"):
-            st_clip, ed_clip, best = self._moments(tokens, token_mask, videos, top_vr, n)  # (B, K, c) each
+            if bound is not None and _non_increasing(bound):  # (a reranker may reorder: then every video)
+                st_clip, ed_clip, best = bounded_moments(
+                    lambda rows, cols: self._moments(tokens[rows], token_mask[rows], videos[rows][:, cols],
+                                                     top_vr[rows][:, cols], n),
+                    bound, valid, self.index, videos, n, self.nms_threshold, self.stats)
+            else:
+                st_clip, ed_clip, best = self._moments(tokens, token_mask, videos, top_vr, n)  # (B, K, c) each
         with part(clock, "nms"):
             b = len(videos)
             vids = np.broadcast_to(videos[:, :, None], st_clip.shape)
             start, end = clips_to_seconds(self.index, vids, st_clip, ed_clip)
             ok = (best > 0) & valid[:, :, None]
-            keep, kept = temporal_nms_grid(start, end, best, ok, self.nms_threshold, n)  # (B, n) each
+            keep, kept = _nms_taken(start, end, best, ok, self.nms_threshold, n)  # (B, n) each
         with part(clock, "rank"):
             lists = []
             for i in range(b):
@@ -87,6 +119,8 @@ class SearchEngine:
                 lists.append(list(zip(vids[i].ravel()[j], start[i].ravel()[j], end[i].ravel()[j],
                                       best[i].ravel()[j], strict=True)))
             vcmr = RankedMoments.from_lists(list(query_ids), self.index.video_ids, lists)
+        if moments_only:
+            return SearchResult(vcmr, _no_video_ranking)
         return SearchResult(vcmr, lambda: RankedMoments.from_lists(  # a served search asks for moments only
             list(query_ids), self.index.video_ids, self._video_lists(videos, top_vr.numpy(), valid, best)))
 

@@ -246,6 +246,38 @@ def clip_rows(offsets: np.ndarray, videos: np.ndarray) -> np.ndarray:
     return np.repeat(offsets[videos] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
 
 
+def paired_clip_dots(index: VideoIndex, name: str, q: torch.Tensor, videos: np.ndarray
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """For each query i and each of its videos ``videos[i, j]``: the dot product of ``q[i]`` (S, d) with every
+    clip's (S, d) row of array ``name``, summed over S and d -> (sim (B*K, T) float32, mask (B*K, T) bool),
+    T the longest video's clips, 0 past each video's end. What ``einsum("nsd,nstd->nt")`` over
+    :meth:`VideoIndex.padded` rows gives, without padding every (query, video) pair: each distinct video's rows
+    are converted to float32 once, then either one matrix product of every query with every distinct clip
+    (when the queries share most of their videos) or, query by query, a product with its own videos' clips."""
+    from momentsearch.search.kernels import half_to_float32
+
+    b, k = videos.shape
+    flat = videos.reshape(-1)
+    uniq, inv = np.unique(flat, return_inverse=True)
+    off = np.asarray(index.offsets, np.int64)
+    n_u = off[uniq + 1] - off[uniq]
+    start_u = np.concatenate([[0], np.cumsum(n_u)[:-1]])
+    r_u = int(n_u.sum())
+    h = torch.from_numpy(half_to_float32(np.take(index.array(name), clip_rows(off, uniq), axis=0)))  # (R_u, S, d)
+    h = torch.cat([h.reshape(r_u, -1), torch.zeros(1, h[0].numel())])  # row R_u: zeros, for the padding
+    n_pair = n_u[inv]
+    t = int(n_pair.max())
+    mask = np.arange(t)[None, :] < n_pair[:, None]
+    gather = torch.from_numpy(np.where(mask, start_u[inv][:, None] + np.arange(t)[None, :], r_u))  # (B*K, T)
+    qf = q.reshape(b, -1).float()
+    if b * r_u <= 2 * int(mask.sum()):  # shared videos: every query with every distinct clip, one GEMM
+        every = qf @ h.T  # (B, R_u + 1); the last column is 0
+        sim = every[torch.arange(b).repeat_interleave(k)[:, None], gather]
+    else:
+        sim = torch.stack([h[gather[i * k: (i + 1) * k]] @ qf[i] for i in range(b)]).reshape(b * k, t)
+    return sim, torch.from_numpy(mask)
+
+
 def concat_ragged(parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Per-video (n_i, ...) arrays -> (their concatenation, offsets (V+1,))."""
     offsets = np.zeros(len(parts) + 1, np.int64)

@@ -14,7 +14,7 @@ from typing import Any
 
 def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, first_stage: str = "auto",
           first_stage_params: dict[str, str] | None = None, device: str = "auto", max_batch: int = 32,
-          max_wait_ms: float = 5.0, log_level: str = "info", api_key: str | None = None,
+          max_wait_ms: float = 0.0, log_level: str = "info", api_key: str | None = None,
           allow_unauthenticated: bool = False, cors_origins: list[str] | None = None,
           ssl_keyfile: str | None = None, ssl_certfile: str | None = None, timeout_ms: float = 30_000.0,
           access_log: bool = True) -> None:

@@ -96,7 +96,7 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "; ".join(parts)
 
 
-def create_app(searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 5.0, api_key: str | None = None,
+def create_app(searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 0.0, api_key: str | None = None,
                cors_origins: list[str] | None = None, max_body_bytes: int = MAX_BODY_BYTES,
                timeout_ms: float = DEFAULT_TIMEOUT_MS, access_log: bool = True) -> FastAPI:
     """``api_key``: required on every route but ``/livez`` (see :mod:`~momentsearch.service.security`);

@@ -1,7 +1,9 @@
-"""Concurrent requests become one encoder and engine call: requests that arrive while a batch forms
-(up to ``max_batch``, or ``max_wait_ms`` after the first) are searched together, grouped by their
-video filter; each gets its own top ``k`` back. A request whose caller stopped waiting (its timeout,
-or the client went away) before its batch is searched is left out of it."""
+"""Concurrent requests become one encoder and engine call: the requests waiting when the batcher is
+free (up to ``max_batch``; with ``max_wait_ms`` > 0 it also waits that long after the first for more)
+are searched together, grouped by their video filter. So a lone query is searched at once, and under
+load the queries that arrive while one batch is searched form the next; each gets its own top ``k``
+back. A request whose caller stopped waiting (its timeout, or the client went away) before its batch
+is searched is left out of it."""
 
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ class _Request:
 
 
 class QueryBatcher:
-    def __init__(self, searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 5.0,
+    def __init__(self, searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 0.0,
                  on_batch: Callable[[int, float, PartClock], None] | None = None):
         if max_batch < 1 or max_wait_ms < 0:
             raise ValueError(f"max_batch must be >= 1 and max_wait_ms >= 0, got {max_batch} and {max_wait_ms}")

@@ -166,7 +166,8 @@ class Searcher:
                 tokens, mask = pad_tokens(feats, self.family.max_tokens)
             with self._lock:  # the stages' lazily built caches are filled once; k is this call's, not the engine's
                 res = self.engine.search([f"q{s + i}" for i in range(len(chunk))], tokens, mask,
-                                         None if pool is None else [pool] * len(chunk), n_moments=k, clock=clock).vcmr
+                                         None if pool is None else [pool] * len(chunk), n_moments=k, clock=clock,
+                                         moments_only=True).vcmr
             with part(clock, "rank"):
                 for i in range(len(chunk)):
                     hits = []

@@ -130,24 +130,29 @@ class XML(nn.Module):
         cos = cos.masked_fill(~clip_mask[None, :, None, :], NEG_INF)
         return cos.max(dim=-1).values.mean(dim=-1)
 
+    def localizing_queries(self, q: torch.Tensor) -> torch.Tensor:
+        """q (N, S, d) -> the per-stream linear maps of Eq. 2's query side, (N, S, d)."""
+        return torch.stack([lin(q[:, i]) for i, lin in enumerate(self.query_linear)], dim=1)
+
     def st_ed_logits(
         self, q: torch.Tensor, h2: torch.Tensor, clip_mask: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Paired: q (N, S, d), h2 (N, S, T, d), clip_mask (N, T) -> o_st, o_ed (N, T); padding -1e10."""
-        ql = torch.stack([lin(q[:, i]) for i, lin in enumerate(self.query_linear)], dim=1)  # (N, S, d)
-        return self._conv_logits(torch.einsum("nsd,nstd->nt", ql, h2) / q.shape[1], clip_mask)
+        ql = self.localizing_queries(q)
+        return self.conv_logits(torch.einsum("nsd,nstd->nt", ql, h2) / q.shape[1], clip_mask)
 
     def st_ed_logits_all(
         self, q: torch.Tensor, h2: torch.Tensor, clip_mask: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Every (query, video): q (B, S, d), h2 (U, S, T, d), clip_mask (U, T) -> o_st, o_ed (B, U, T)."""
-        ql = torch.stack([lin(q[:, i]) for i, lin in enumerate(self.query_linear)], dim=1)
+        ql = self.localizing_queries(q)
         b, u, t = q.shape[0], h2.shape[0], h2.shape[2]
         sim = torch.einsum("bsd,ustd->but", ql, h2).reshape(b * u, t) / q.shape[1]
-        o_st, o_ed = self._conv_logits(sim, clip_mask.repeat(b, 1))
+        o_st, o_ed = self.conv_logits(sim, clip_mask.repeat(b, 1))
         return o_st.reshape(b, u, t), o_ed.reshape(b, u, t)
 
-    def _conv_logits(self, sim: torch.Tensor, clip_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def conv_logits(self, sim: torch.Tensor, clip_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Eq. 2's convolutions over (N, T) query-clip similarities -> o_st, o_ed (N, T); padding -1e10."""
         sim = sim.masked_fill(~clip_mask, 0.0)  # padding must not reach real clips through the convolution
         o_st = self.conv_st(sim[:, None]).squeeze(1).masked_fill(~clip_mask, NEG_INF)
         o_ed = self.conv_ed(sim[:, None]).squeeze(1).masked_fill(~clip_mask, NEG_INF)

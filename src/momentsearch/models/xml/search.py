@@ -15,7 +15,7 @@ from momentsearch.models.layers import eval_mode
 from momentsearch.models.xml.network import XML
 from momentsearch.search.clipmax import ClipMaxRetriever
 from momentsearch.errors import FeatureError
-from momentsearch.search.index import VideoIndex, concat_ragged
+from momentsearch.search.index import VideoIndex, concat_ragged, paired_clip_dots
 from momentsearch.search.proposals import banded_top
 
 
@@ -88,24 +88,37 @@ class XMLRetriever(ClipMaxRetriever):
 class XMLLocalizer:
     """s_tl (Eqs. 2, 4) in each candidate video; with the retrieval scores, s_vcmr (Eq. 3)."""
 
-    def __init__(self, model: XML, index: VideoIndex, device: torch.device | None = None):
+    def __init__(self, model: XML, index: VideoIndex, device: torch.device | None = None, paired: bool | None = None):
         self.model = model.eval()
         self.index = index
         self.device = device or torch.device("cpu")
+        # paired: Eq. 2's similarities by paired_clip_dots (each distinct video's clips read once; the CPU's
+        # default), else over every (query, video) pair's padded clips (the GPU's, and the reference)
+        self.paired = self.device.type == "cpu" if paired is None else paired
 
     @torch.no_grad()
     def localize(self, tokens: torch.Tensor, token_mask: torch.Tensor, videos: np.ndarray,
                  video_scores: torch.Tensor | None = None) -> torch.Tensor:
         q = self.model.encode_queries(tokens.to(self.device), token_mask.to(self.device))  # (B, S, d)
         b, k = videos.shape
-        h2, mask = self.index.padded("h2", videos.reshape(-1))  # (B*K, T, S, d)
-        h2 = h2.permute(0, 2, 1, 3).to(self.device)  # (B*K, S, T, d)
-        qq = q[:, None].expand(b, k, *q.shape[1:]).reshape(b * k, *q.shape[1:])
-        o_st, o_ed = self.model.st_ed_logits(qq, h2, mask.to(self.device))
+        ql = self.model.localizing_queries(q)
+        if self.paired:  # each distinct video's clips read once, no (B*K, S, T, d) padding
+            sim, mask = paired_clip_dots(self.index, "h2", ql, videos)
+        else:
+            h2, mask = self.index.padded("h2", videos.reshape(-1))  # (B*K, T, S, d)
+            h2 = h2.permute(0, 2, 1, 3).to(self.device)  # (B*K, S, T, d)
+            qq = ql[:, None].expand(b, k, *ql.shape[1:]).reshape(b * k, *ql.shape[1:])
+            sim = torch.einsum("nsd,nstd->nt", qq, h2)
+        mask = mask.to(self.device)
+        o_st, o_ed = self.model.conv_logits(sim / q.shape[1], mask)
         s_tl = self.model.moment_scores(o_st, o_ed)  # (B*K, T, T)
         if video_scores is not None:
             s_tl = self.model.vcmr_scores(s_tl, video_scores.reshape(-1).to(self.device))
         return s_tl.reshape(b, k, *s_tl.shape[1:]).cpu()
+
+    def score_bound(self, video_scores: torch.Tensor) -> torch.Tensor:
+        """No moment of a video scores above exp(alpha s_vr) (Eq. 3 with s_tl = P_st P_ed <= 1)."""
+        return torch.exp(self.model.cfg.alpha * video_scores.float())
 
     @torch.no_grad()
     def propose(self, tokens: torch.Tensor, token_mask: torch.Tensor, videos: np.ndarray,

@@ -1,0 +1,87 @@
+"""Localize only the candidate videos that can reach a query's top moments (exact, by a score bound).
+
+A localizer may state ``score_bound(video_scores (B, K)) -> (B, K)``: no moment of a candidate video scores
+above it (XML: s_vcmr = s_tl exp(alpha s_vr) with s_tl = P_st P_ed <= 1, so exp(alpha s_vr)). The engine then
+localizes each query's candidates in blocks, best bound first (16 videos, then 32, 64, ...), and stops a
+query as soon as its ``n``-th moment after NMS scores above the bound of its next video: that video and
+every later one can only add moments scoring below the ``n``-th, which NMS in score order never lets
+displace a kept moment. The top ``n`` moments are those of localizing every candidate; the video ranking
+(VR by each video's best moment) is not, so the engine uses this only when asked for moments alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from momentsearch.search.index import VideoIndex, clips_to_seconds
+from momentsearch.search.nms import temporal_nms_grid
+
+FIRST_BLOCK = 16
+
+Moments = tuple[np.ndarray, np.ndarray, np.ndarray]  # (B, K, c) start clips, end clips, scores
+
+
+def bounded_moments(localize: Callable[[np.ndarray, np.ndarray], Moments], bound: np.ndarray, valid: np.ndarray,
+                    index: VideoIndex, videos: np.ndarray, n: int, nms_threshold: float,
+                    stats: dict[str, int] | None = None) -> Moments:
+    """``localize(query rows, column range) -> moments`` of those queries' candidates in those columns;
+    ``bound`` (B, K) non-increasing along each row (the first stage's order); ``valid`` (B, K) False for
+    padding. Returns (B, K, c) like localizing everything, with score 0 (not taken) for skipped videos."""
+    b, k = videos.shape
+    bound = np.where(valid, bound, -np.inf)
+    blocks: list[tuple[np.ndarray, int, int, Moments]] = []
+    open_ = np.arange(b)
+    done_cols = np.zeros(b, np.int64)  # columns localized so far, per query
+    a, width = 0, FIRST_BLOCK
+    while len(open_) and a < k:
+        z = min(k, a + width)
+        got = localize(open_, np.arange(a, z))
+        blocks.append((open_, a, z, got))
+        done_cols[open_] = z
+        if stats is not None:
+            stats["localized"] = stats.get("localized", 0) + len(open_) * (z - a)
+        if z >= k:
+            break
+        reached = _n_above(blocks, open_, z, index, videos, valid, n, nms_threshold, bound[open_, z])
+        open_ = open_[~reached]  # n moments already score above the next video's bound: closed
+        a, width = z, 2 * width
+    if stats is not None:
+        stats["candidates"] = stats.get("candidates", 0) + int(valid.sum())
+    return _assemble(blocks, b, k)
+
+
+def _assemble(blocks: list[tuple[np.ndarray, int, int, Moments]], b: int, k: int) -> Moments:
+    c = max(m[2].shape[-1] for *_, m in blocks)
+    st = np.zeros((b, k, c), np.int64)
+    ed = np.zeros((b, k, c), np.int64)
+    sc = np.zeros((b, k, c), np.float32)
+    for rows, a, z, (s, e, p) in blocks:
+        w = p.shape[-1]
+        st[rows[:, None], np.arange(a, z)[None, :], :w] = s
+        ed[rows[:, None], np.arange(a, z)[None, :], :w] = e
+        sc[rows[:, None], np.arange(a, z)[None, :], :w] = p
+    return st, ed, sc
+
+
+def _n_above(blocks: list[tuple[np.ndarray, int, int, Moments]], rows: np.ndarray, z: int, index: VideoIndex,
+             videos: np.ndarray, valid: np.ndarray, n: int, nms_threshold: float, above: np.ndarray) -> np.ndarray:
+    """Whether each of ``rows`` keeps at least ``n`` moments scoring above ``above`` after NMS over its first
+    ``z`` columns. Only candidates above the line take part (a kept moment is suppressed only by a better one
+    of its video), and only the columns holding one: the check costs what is near the top, not every video."""
+    st, ed, sc = _assemble(blocks, len(videos), z)
+    st, ed, sc = st[rows], ed[rows], sc[rows]
+    ok = (sc > np.maximum(above, 0)[:, None, None]) & valid[rows, :z, None]
+    cols = np.flatnonzero(ok.any(axis=(0, 2)))
+    if len(cols) == 0:
+        return np.zeros(len(rows), bool)
+    st, ed, sc, ok = st[:, cols], ed[:, cols], sc[:, cols], ok[:, cols]
+    start, end = clips_to_seconds(index, videos[rows][:, cols, None].repeat(sc.shape[-1], -1), st, ed)
+    keep, kept = temporal_nms_grid(start, end, sc, ok, nms_threshold, n)
+    return kept[:, n - 1] if keep.shape[1] >= n else np.zeros(len(rows), bool)
+
+
+def as_bound(t: torch.Tensor) -> np.ndarray:
+    return t.detach().float().cpu().numpy()
