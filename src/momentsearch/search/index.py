@@ -252,8 +252,8 @@ def paired_clip_dots(index: VideoIndex, name: str, q: torch.Tensor, videos: np.n
     clip's (S, d) row of array ``name``, summed over S and d -> (sim (B*K, T) float32, mask (B*K, T) bool),
     T the longest video's clips, 0 past each video's end. What ``einsum("nsd,nstd->nt")`` over
     :meth:`VideoIndex.padded` rows gives, without padding every (query, video) pair: each distinct video's rows
-    are converted to float32 once, then either one matrix product of every query with every distinct clip
-    (when the queries share most of their videos) or, query by query, a product with its own videos' clips."""
+    are converted to float32 once, and one matrix product scores every query against every distinct clip;
+    each pair's row of clips is then picked out of it."""
     from momentsearch.search.kernels import half_to_float32
 
     b, k = videos.shape
@@ -270,11 +270,15 @@ def paired_clip_dots(index: VideoIndex, name: str, q: torch.Tensor, videos: np.n
     mask = np.arange(t)[None, :] < n_pair[:, None]
     gather = torch.from_numpy(np.where(mask, start_u[inv][:, None] + np.arange(t)[None, :], r_u))  # (B*K, T)
     qf = q.reshape(b, -1).float()
-    if b * r_u <= 2 * int(mask.sum()):  # shared videos: every query with every distinct clip, one GEMM
-        every = qf @ h.T  # (B, R_u + 1); the last column is 0
-        sim = every[torch.arange(b).repeat_interleave(k)[:, None], gather]
-    else:
-        sim = torch.stack([h[gather[i * k: (i + 1) * k]] @ qf[i] for i in range(b)]).reshape(b * k, t)
+    rows = torch.arange(b).repeat_interleave(k)[:, None]
+    # every query with every distinct clip: one matrix product, cheaper than gathering each pair's clips
+    # (memory traffic) even when the queries share no video; in chunks of queries past 2^25 products
+    step = max(1, (1 << 25) // (r_u + 1))
+    sim = torch.empty(b * k, t)
+    for a in range(0, b, step):
+        every = qf[a: a + step] @ h.T  # (chunk, R_u + 1); the last column is 0
+        sel = slice(a * k, min(b, a + step) * k)
+        sim[sel] = every[rows[sel] - a, gather[sel]]
     return sim, torch.from_numpy(mask)
 
 

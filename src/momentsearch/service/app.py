@@ -40,7 +40,7 @@ from momentsearch.service.batcher import QueryBatcher
 from momentsearch.service.media import Media
 from momentsearch.service.metrics import Metrics, RequestMetrics
 from momentsearch.service.security import MAX_BODY_BYTES, Guard
-from momentsearch.service.v1 import add_v1, server_timing, with_timeout
+from momentsearch.service.v1 import Moment, add_v1, server_timing, with_timeout
 from momentsearch.serving.filters import VideoFilter
 from momentsearch.text.query_file import MAX_QUERY_CHARS  # one limit for query files and the service
 
@@ -64,17 +64,6 @@ class SearchRequest(BaseModel):
         if not v.strip():
             raise ValueError("the query is empty")
         return v.strip()
-
-
-class Moment(BaseModel):
-    rank: int
-    video_id: str
-    start: float
-    end: float
-    score: float
-    thumbnail_url: str | None
-    video_url: str | None
-    annotation: str | None
 
 
 class SearchResponse(BaseModel):
@@ -151,13 +140,14 @@ def create_app(searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 0.0
         response.headers["Server-Timing"] = server_timing(timing, time.perf_counter() - t0)
         return out
 
-    def to_moments(hits: Sequence[Hit], offset: int = 0) -> list[Moment]:
+    def to_moments(hits: Sequence[Hit], offset: int = 0) -> list[dict[str, Any]]:
+        """The response's moments as plain objects (the fields of :class:`Moment`), ranked from ``offset + 1``."""
         out = []
         for r, h in enumerate(hits, start=offset + 1):
             thumb, video = urls(h.video_id, h.start, h.end)
-            out.append(Moment(rank=r, video_id=h.video_id, start=round(h.start, 3), end=round(h.end, 3),
-                              score=h.score, thumbnail_url=thumb, video_url=video,
-                              annotation=media.annotation(h.video_id, h.start, h.end)))
+            out.append({"rank": r, "video_id": h.video_id, "start": round(h.start, 3), "end": round(h.end, 3),
+                        "score": h.score, "thumbnail_url": thumb, "video_url": video,
+                        "annotation": media.annotation(h.video_id, h.start, h.end)})
         return out
 
     async def run(text: str, k: int, where: VideoFilter, timeout: float | None,

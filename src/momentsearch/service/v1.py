@@ -11,6 +11,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
+import orjson
 from fastapi import FastAPI, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, field_validator
 
@@ -108,26 +109,59 @@ def add_v1(app: FastAPI, searcher: object, run: Callable, moments: Callable[[Seq
         searcher.rows_of(None, where)  # unknown ids, a date filter over a corpus with no dates: a 400 now
         return where
 
-    @app.post("/v1/search")
-    async def search_v1(req: SearchV1, response: Response) -> dict:
+    @app.post("/v1/search", response_model=None, responses={200: {"model": PageV1}})
+    async def search_v1(req: SearchV1) -> Response:
         """Ranked moments for a query: a page of them, after the filters, the threshold and the grouping."""
         t0, timing = time.perf_counter(), {}
         hits, nxt = await one(req.query, req, checked(req), timing)
         out = {"query": req.query, "k": req.k, "offset": req.offset, "next_offset": nxt,
                "took_ms": round(1000 * (time.perf_counter() - t0), 2), "moments": moments(hits, req.offset)}
-        response.headers["Server-Timing"] = server_timing(timing, time.perf_counter() - t0)
-        return out
+        return json_response(out, {"Server-Timing": server_timing(timing, time.perf_counter() - t0)})
 
-    @app.post("/v1/search/batch")
-    async def batch_v1(req: BatchV1) -> dict:
+    @app.post("/v1/search/batch", response_model=None, responses={200: {"model": BatchPageV1}})
+    async def batch_v1(req: BatchV1) -> Response:
         """Many queries in one request, searched together; one result per query, in order."""
         t0 = time.perf_counter()
         where = checked(req)
         pages = await asyncio.gather(*(one(q, req, where) for q in req.queries))
-        return {"took_ms": round(1000 * (time.perf_counter() - t0), 2),
-                "results": [{"query": q, "k": req.k, "offset": req.offset, "next_offset": nxt,
-                             "moments": moments(hits, req.offset)} for q, (hits, nxt) in zip(req.queries, pages,
-                                                                                              strict=True)]}
+        return json_response({"took_ms": round(1000 * (time.perf_counter() - t0), 2),
+                              "results": [{"query": q, "k": req.k, "offset": req.offset, "next_offset": nxt,
+                                           "moments": moments(hits, req.offset)}
+                                          for q, (hits, nxt) in zip(req.queries, pages, strict=True)]})
+
+
+def json_response(body: dict, headers: dict[str, str] | None = None) -> Response:
+    """JSON written by orjson straight to bytes (FastAPI's own encoder walks the objects in Python first)."""
+    return Response(orjson.dumps(body), media_type="application/json", headers=headers)
+
+
+class Moment(BaseModel):
+    rank: int
+    video_id: str
+    start: float
+    end: float
+    score: float
+    thumbnail_url: str | None
+    video_url: str | None
+    annotation: str | None
+
+
+class ResultV1(BaseModel):
+    """One query's page (for the API docs; the answers are written by :func:`json_response`)."""
+    query: str
+    k: int
+    offset: int
+    next_offset: int | None
+    moments: list[Moment]
+
+
+class PageV1(ResultV1):
+    took_ms: float
+
+
+class BatchPageV1(BaseModel):
+    took_ms: float
+    results: list[ResultV1]
 
 
 def server_timing(timing: dict[str, float], app_seconds: float) -> str:

@@ -172,8 +172,14 @@
     }
   }
   more.addEventListener("click", loadMore);
+  // on scroll: the button coming into view loads the next page, once the user has scrolled (a short list
+  // that shows the button at once waits for a scroll or a click)
+  let scrolled = false;
+  window.addEventListener("scroll", () => { scrolled = true; }, { passive: true });
   if ("IntersectionObserver" in window) {
-    new IntersectionObserver(entries => { if (entries.some(e => e.isIntersecting)) loadMore(); }).observe(more);
+    new IntersectionObserver(entries => {
+      if (scrolled && entries.some(e => e.isIntersecting)) { scrolled = false; loadMore(); }
+    }).observe(more);
   }
 
   form.addEventListener("submit", (ev) => {
