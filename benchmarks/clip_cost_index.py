@@ -58,7 +58,7 @@ def main() -> None:
     from momentsearch.serving.indexing import build_index
     from momentsearch.serving.packing import pack
 
-    like = VideoIndex.load(args.like / "index" if (args.like / "index").is_dir() else args.like)
+    like = VideoIndex.load(args.like / "arrays" if (args.like / "arrays").is_dir() else args.like)
     words = sorted({w for q in QUERIES + ["ready?", "warm up the text encoder"] for w in q.lower().split()})
     folder = hf_clip_b32(args.out / "hf_clip_b32", words)
     ckpt = pack("clip", args.out / "clip.pt", "hf_clip", folder)

@@ -117,3 +117,31 @@ def test_bounded_localization_by_hand() -> None:
             assert np.array_equal(sc[:, :done], full[2][:, :done]) and (sc[:, done:] == 0).all()
     finally:
         bounded.FIRST_BLOCK = old
+
+
+def test_clip_bound_keeps_the_moments(tmp_path: Path) -> None:
+    """The clip family's bound ((1 + s_vr) / 2): over 40 random videos, 24 queries, the bounded search returns the
+    moments and scores of localizing every candidate, at k 1, 5 and 50, and skips videos at k 1."""
+    from clip_models import WORDS, tiny_hf_clip
+    from test_clip_family import _planted_corpus
+
+    from momentsearch.serving.checkpoint import load_checkpoint
+    from momentsearch.serving.indexing import build_index
+    from momentsearch.serving.packing import pack
+
+    ckpt_path = pack("clip", tmp_path / "clip.pt", "hf_clip", tiny_hf_clip(tmp_path / "hf"), kappa=0.5)
+    rng = np.random.default_rng(1)
+    vectors = {f"v{i:02d}": rng.normal(size=(int(rng.integers(4, 30)), 16)) for i in range(40)}
+    corpus = _planted_corpus(tmp_path / "corpus", load_checkpoint(ckpt_path).family.cfg.image_encoder, vectors)
+    build_index(ckpt_path, corpus, tmp_path / "index", device="cpu", progress=False)
+    searcher = momentsearch.load(tmp_path / "index", device="cpu", first_stage="exact")
+    texts = [" ".join(rng.choice(WORDS, size=4)) for _ in range(24)]
+    tokens, mask = pad_tokens(searcher.queries.encode_many(texts), searcher.family.max_tokens)
+    for k in (1, 5, 50):
+        searcher.engine.stats.clear()
+        fast = searcher.engine.search(texts, tokens, mask, n_moments=k, moments_only=True).vcmr
+        ref = searcher.engine.search(texts, tokens, mask, n_moments=k).vcmr
+        assert np.array_equal(fast.video_idx, ref.video_idx) and np.array_equal(fast.start, ref.start)
+        np.testing.assert_allclose(fast.score, ref.score, rtol=1e-6)
+        if k == 1:
+            assert searcher.engine.stats["localized"] < searcher.engine.stats["candidates"], searcher.engine.stats

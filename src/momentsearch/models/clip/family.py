@@ -52,6 +52,11 @@ class CLIPLocalizer:
     def __init__(self, index: VideoIndex, cfg: CLIPSearchConfig):
         self.index, self.cfg = index, cfg
 
+    def score_bound(self, video_scores: torch.Tensor) -> torch.Tensor:
+        """A moment scores (1 + the mean cosine of its clips) / 2, at most (1 + the video's best clip's cosine) / 2:
+        (1 + s_vr) / 2 (+1e-5: the retriever and this localizer compute the cosines apart, in float32)."""
+        return (1.0 + video_scores.float()) / 2.0 + 1e-5
+
     def _cosines(self, q: np.ndarray, v: int) -> np.ndarray:
         a, b = int(self.index.offsets[v]), int(self.index.offsets[v + 1])
         clips = np.asarray(self.index.array("img")[a:b, 0], np.float32)
