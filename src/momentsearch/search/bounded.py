@@ -19,7 +19,7 @@ import torch
 from momentsearch.search.index import VideoIndex, clips_to_seconds
 from momentsearch.search.nms import temporal_nms_grid
 
-FIRST_BLOCK = 16
+FIRST_BLOCK = 32
 
 Moments = tuple[np.ndarray, np.ndarray, np.ndarray]  # (B, K, c) start clips, end clips, scores
 
