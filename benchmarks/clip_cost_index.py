@@ -22,29 +22,13 @@ from service_load import QUERIES  # noqa: E402
 
 
 def hf_clip_b32(folder: Path, words: list[str]) -> Path:
-    import torch
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
-    from transformers import CLIPConfig, CLIPModel, PreTrainedTokenizerFast
+    """A CLIP folder (Hugging Face layout) whose text tower has ViT-B/32's shape, random weights."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from clip_models import tiny_hf_clip
 
-    vocab = {"<|startoftext|>": 0, "<|endoftext|>": 1, "[UNK]": 2}
-    for w in words:
-        vocab.setdefault(w, len(vocab))
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    tok.normalizer = normalizers.Lowercase()
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.post_processor = processors.TemplateProcessing(single="<|startoftext|> $A <|endoftext|>",
-                                                       special_tokens=[("<|startoftext|>", 0), ("<|endoftext|>", 1)])
-    PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|startoftext|>", eos_token="<|endoftext|>",
-                            pad_token="<|endoftext|>", unk_token="[UNK]").save_pretrained(folder)
-    torch.manual_seed(0)
-    cfg = CLIPConfig(text_config=dict(vocab_size=49408, hidden_size=512, intermediate_size=2048, num_hidden_layers=12,
-                                      num_attention_heads=8, max_position_embeddings=77, bos_token_id=0,
-                                      eos_token_id=1, pad_token_id=1),
-                     vision_config=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=1,
-                                        num_attention_heads=2, image_size=32, patch_size=16),
-                     projection_dim=512)
-    CLIPModel(cfg).save_pretrained(folder)
-    return folder
+    return tiny_hf_clip(folder, words=words, projection_dim=512, text=dict(
+        vocab_size=49408, hidden_size=512, intermediate_size=2048, num_hidden_layers=12, num_attention_heads=8,
+        max_position_embeddings=77))
 
 
 def main() -> None:
