@@ -11,6 +11,11 @@
   <= 0 where a span is not allowed. With ``video_scores`` the scores are comparable across videos
   (the final VCMR score); with None they need only rank moments within one video (SVMR).
 
+A localizer may also offer ``propose(tokens, mask, videos, video_scores, n) -> (start, end, score)`` (each
+candidate's top ``n`` spans at its own length: the engine uses it for videos longer than its dense limit)
+and ``score_bound(video_scores (B, K)) -> (B, K)``, an upper bound of any moment's score in each candidate
+(:mod:`~momentsearch.search.bounded`: a served search then localizes only the videos that can reach its top k).
+
 ``video_ranking`` says where the video ranking (VR) comes from: ``retrieval`` — the last stage that
 scored videos (the reranker when there is one) — or ``moment`` — each video's best moment.
 """
