@@ -8,7 +8,9 @@ are equal. Every pair of queries of different videos is scored by each proxy:
 
 * BoW: IoU of content-word sets (``relevance.proxies.BowIndex``);
 * PoS: IoU of verb and noun lemma sets (spaCy ``en_core_web_sm``; ``PosIndex.lemmas``);
-* MiniLM: cosine of all-MiniLM-L6-v2 sentence embeddings, clipped at 0 (offline).
+* MiniLM: cosine of all-MiniLM-L6-v2 sentence embeddings, clipped at 0 (offline);
+* the pairs paper's detectors Phi_sent, Phi_vp and Phi_np-vp (``relevance.pairs``): the largest MiniLM cosine
+  over the two queries' phrase sets, at theta 0.5, 0.7 and 0.9 (the score 0 below 0.5).
 
 For each proxy: ROC AUC, and precision, recall and positives per query at thresholds 0.2, 0.5, 0.8 (and
 0.9, the MVMR paper's false-negative filter for MiniLM; its recall is the share of same-class pairs the
@@ -29,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-THRESHOLDS = (0.2, 0.5, 0.8, 0.9)
+THRESHOLDS = (0.2, 0.5, 0.7, 0.8, 0.9)
 
 
 def main() -> None:
@@ -43,7 +45,9 @@ def main() -> None:
     from momentsearch.data.loaders.charades_actions import load_charades_actions
     from momentsearch.data.loaders.charades_sta import load_charades_sta
     from momentsearch.relevance.action_classes import query_classes
+    from momentsearch.relevance.pairs import DETECTORS, detect_pairs
     from momentsearch.relevance.proxies import BowIndex, PosIndex
+    from momentsearch.text.phrases import extract_phrases
     from momentsearch.text.encoders import QueryFeatureCache, sentence_embeddings
 
     table = load_charades_actions(args.data / "Charades_v1_train.csv", args.data / "Charades_v1_test.csv")
@@ -60,12 +64,17 @@ def main() -> None:
     truth = cls[pairs[0]] == cls[pairs[1]]
     print(f"{args.split}: {n:,} queries with a class, {len(truth):,} pairs of different videos, "
           f"{int(truth.sum()):,} of one class ({100 * truth.mean():.2f} %)", flush=True)
+    phrases = extract_phrases(texts)
     with tempfile.TemporaryDirectory() as tmp:
-        emb = sentence_embeddings(QueryFeatureCache(Path(tmp) / "q.h5"), texts, progress=False)
+        cache = QueryFeatureCache(Path(tmp) / "q.h5")
+        emb = sentence_embeddings(cache, texts, progress=False)
+        detectors = {f"Phi_{d}": detect_pairs(phrases, d, cache, min_theta=0.5, progress=False).phi_score.toarray()
+                     for d in DETECTORS}
     proxies = {
         "BoW": BowIndex(texts).iou(slice(None)),
         "PoS (verb+noun lemmas)": PosIndex.lemmas(texts).iou(slice(None)),
         "MiniLM cosine": np.clip(emb @ emb.T, 0.0, 1.0),
+        **detectors,
     }
     rows, curves = [], {}
     for name, m in proxies.items():
