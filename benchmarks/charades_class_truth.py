@@ -8,12 +8,13 @@ are equal. Every pair of queries of different videos is scored by each proxy:
 
 * BoW: IoU of content-word sets (``relevance.proxies.BowIndex``);
 * PoS: IoU of verb and noun lemma sets (spaCy ``en_core_web_sm``; ``PosIndex.lemmas``);
+* synset: IoU of verb and noun WordNet synsets chosen by Lesk (Debian's wordnet-base; ``PosIndex.synsets``);
 * MiniLM: cosine of all-MiniLM-L6-v2 sentence embeddings, clipped at 0 (offline);
 * the pairs paper's detectors Phi_sent, Phi_vp and Phi_np-vp (``relevance.pairs``): the largest MiniLM cosine
   over the two queries' phrase sets, at theta 0.5, 0.7 and 0.9 (the score 0 below 0.5).
 
-For each proxy: ROC AUC, and precision, recall and positives per query at thresholds 0.2, 0.5, 0.8 (and
-0.9, the MVMR paper's false-negative filter for MiniLM; its recall is the share of same-class pairs the
+For each proxy: ROC AUC, and precision, recall, positives per query and per random batch of 128 at
+thresholds 0.2, 0.5, 0.7, 0.8 (and 0.9, the MVMR paper's false-negative filter for MiniLM; its recall is the share of same-class pairs the
 filter would remove from a batch's negatives). Writes ``results/charades_class_truth.json`` and a
 precision-recall plot.
 """
@@ -32,6 +33,7 @@ from _common import report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 THRESHOLDS = (0.2, 0.5, 0.7, 0.8, 0.9)
+BATCH = 128  # a training batch of random queries: its other 127 hold pos/query x 127 / (other-video queries)
 
 
 def main() -> None:
@@ -62,6 +64,7 @@ def main() -> None:
     other_video = vid[iu[0]] != vid[iu[1]]
     pairs = (iu[0][other_video], iu[1][other_video])
     truth = cls[pairs[0]] == cls[pairs[1]]
+    others = 2 * len(truth) / n  # queries of other videos, per query
     print(f"{args.split}: {n:,} queries with a class, {len(truth):,} pairs of different videos, "
           f"{int(truth.sum()):,} of one class ({100 * truth.mean():.2f} %)", flush=True)
     phrases = extract_phrases(texts)
@@ -74,6 +77,7 @@ def main() -> None:
         "BoW": BowIndex(texts).iou(slice(None)),
         "PoS (verb+noun lemmas)": PosIndex.lemmas(texts).iou(slice(None)),
         "MiniLM cosine": np.clip(emb @ emb.T, 0.0, 1.0),
+        "synset (verb+noun, Lesk)": PosIndex.synsets(texts).iou(slice(None)),
         **detectors,
     }
     rows, curves = [], {}
@@ -85,6 +89,7 @@ def main() -> None:
             row[f"P@{t:g}"] = float(truth[pos].mean()) if pos.any() else float("nan")
             row[f"R@{t:g}"] = float(pos[truth].mean())
             row[f"pos/query@{t:g}"] = float(2 * pos.sum() / n)
+            row[f"pos/batch@{t:g}"] = float(2 * pos.sum() / n * (BATCH - 1) / others)  # in a random batch
         rows.append(row)
         order = np.argsort(-s, kind="stable")
         hits = np.cumsum(truth[order])
@@ -92,7 +97,8 @@ def main() -> None:
                              len(order) - 1])  # every 1/400th of the ranking (past the first pair's tie order)
         curves[name] = (hits[at] / truth.sum(), hits[at] / (at + 1))
     report("charades_class_truth", rows, "python benchmarks/charades_class_truth.py " + " ".join(sys.argv[1:]),
-           extra={"split": args.split, "queries": n, "pairs": int(len(truth)), "same_class_pairs": int(truth.sum())})
+           extra={"split": args.split, "queries": n, "pairs": int(len(truth)), "same_class_pairs": int(truth.sum()),
+                  "same_class_per_batch": float(2 * truth.sum() / n * (BATCH - 1) / others)})
     import matplotlib
 
     matplotlib.use("Agg")
