@@ -39,6 +39,14 @@ MVMR_POOLS = json.dumps({
     "v_b": {"duration": 31.3, "timestamps": [[0.0, 31.3]], "sentences": ["people dance"], "pos_moments": [[]],
             "retrieval_pool": [["v_b", "v_a"]]}})
 BODIES = [{"query": "the red door opens", "k": 3}, {"query": "someone waves", "k": 5, "videos": ["clip1", "clip0"]}]
+V1_BODY = {"query": "someone waves", "k": 4, "offset": 2, "group_by_video": True, "min_score": 0.0,
+           "path_prefix": "clip", "min_duration": 1, "max_duration": 60, "ingested_after": "2020-01-01",
+           "ingested_before": "2100-01-01T00:00:00Z", "timeout_ms": 20000}
+CHARADES_CSV = ("id,subject,scene,quality,relevance,verified,script,objects,descriptions,actions,length\n"
+                '46GP8,HR43,Kitchen,6,7,Yes,A person cooks.,food;stove,A person cooks.,"c092 11.90 21.20;c147 0.00 12.60",24.83\n'
+                'N11GT,0KZ7,Stairs,6,7,Yes,One person opens a blanket.,blanket,Shakes a blanket.,"c098 8.60 14.20;c075 0.00 11.70",18.33\n'
+                "EMPTY,X,Hall,6,7,Yes,Nothing.,,Nothing.,,10.00\n")
+CHARADES_STA = "46GP8 11.9 21.2##person looking out of a window.\nN11GT 8.6 14.2##a person opens a blanket.\n"
 
 
 @dataclass
@@ -94,7 +102,8 @@ def fixtures(root: Path) -> Path:
     _scan_fixture(root / "scan")
     texts = {"subtitles.srt": SRT, "subtitles.vtt": VTT, "mvmr_annotations.json": MVMR_ANNOTATIONS,
              "mvmr_pools.json": MVMR_POOLS, "queries.txt": "the red door opens\n\n  someone waves  \n",
-             "search_body.json": json.dumps(BODIES[1])}
+             "search_body.json": json.dumps(BODIES[1]), "v1_body.json": json.dumps(V1_BODY),
+             "Charades_v1_test.csv": CHARADES_CSV, "charades_sta_test.txt": CHARADES_STA}
     for name, text in texts.items():
         (root / name).write_text(text, encoding="utf-8")
     for name in ("xml/default.yaml", "minute/small.yaml", "mmn/default.yaml", "span/cet.yaml", "span/bet.yaml"):
@@ -233,7 +242,17 @@ class BadResponse(Exception):
 _CLIENT: dict[str, Any] = {}
 
 
-def _search_body(folder: Path) -> None:
+def _charades_actions(folder: Path) -> None:
+    """The actions CSV, then the classes of the Charades-STA queries over it and the relevance table."""
+    from momentsearch.data.loaders.charades_actions import load_charades_actions
+    from momentsearch.data.loaders.charades_sta import load_charades_sta
+    from momentsearch.relevance.action_classes import action_relevance
+
+    table = load_charades_actions(folder / "Charades_v1_test.csv")
+    action_relevance(load_charades_sta(folder / "charades_sta_test.txt"), table)  # durations: the same CSV
+
+
+def _search_body(folder: Path, route: str = "/search", body: str = "search_body.json") -> None:
     if "client" not in _CLIENT:
         from fastapi.testclient import TestClient
 
@@ -241,7 +260,7 @@ def _search_body(folder: Path) -> None:
         from momentsearch.service.app import create_app
 
         _CLIENT["client"] = TestClient(create_app(load(folder / "served/index", device="cpu")))
-    r = _CLIENT["client"].post("/search", content=(folder / "search_body.json").read_bytes(),
+    r = _CLIENT["client"].post(route, content=(folder / body).read_bytes(),
                                headers={"content-type": "application/json"})
     body = r.json() if r.headers.get("content-type", "").startswith("application/json") else None
     if r.status_code >= 500 or not isinstance(body, dict) or (r.status_code >= 400 and "error" not in body):
@@ -415,4 +434,6 @@ TARGETS: dict[str, Target] = {t.name: t for t in [
     Target("query-file", "queries.txt", _queries),
     Target("synthetic-folder", "synthetic/benchmark.yaml", _synthetic),
     Target("search-body", "search_body.json", _search_body),
+    Target("v1-search-body", "v1_body.json", lambda d: _search_body(d, "/v1/search", "v1_body.json")),
+    Target("charades-actions", "Charades_v1_test.csv", _charades_actions),
 ]}

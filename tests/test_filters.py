@@ -44,6 +44,7 @@ def test_rows_within_chosen_ids() -> None:
     ({"videos": "a"}, "videos must be a non-empty list"), ({"videos": []}, "videos must be a non-empty list"),
     ({"path_prefix": "/"}, "path_prefix must be a non-empty"), ({"min_duration": -1}, "min_duration must be"),
     ({"max_duration": float("nan")}, "max_duration must be"), ({"min_duration": True}, "min_duration must be"),
+    ({"min_duration": 10 ** 400}, "min_duration must be a finite number"),
     ({"min_duration": 9, "max_duration": 3}, "min_duration 9 is over max_duration 3"),
     ({"ingested_after": "last week"}, "ingested_after must be an ISO 8601 date"),
     ({"ingested_after": "2026-02-01", "ingested_before": "2026-01-01"}, "must be before ingested_before"),

@@ -41,6 +41,14 @@ def parse_utc(value: str | datetime, what: str = "date") -> datetime:
     return dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt.astimezone(timezone.utc)
 
 
+def _finite(x: int | float) -> bool:
+    """A finite float, also for an integer too large to be one (a JSON body may hold 10**400)."""
+    try:
+        return math.isfinite(x)
+    except OverflowError:
+        return False
+
+
 @dataclass(frozen=True)
 class VideoFilter:
     videos: tuple[str, ...] | None = None
@@ -62,9 +70,8 @@ class VideoFilter:
         if path_prefix is not None and (not isinstance(path_prefix, str) or not path_prefix.strip("/")):
             raise QueryError("path_prefix must be a non-empty folder or file name prefix, e.g. 'holiday/2024/'")
         for name, d in (("min_duration", min_duration), ("max_duration", max_duration)):
-            if d is not None and (isinstance(d, bool) or not isinstance(d, (int, float)) or not math.isfinite(d)
-                                  or d < 0):
-                raise QueryError(f"{name} must be a number of seconds >= 0, got {d!r}")
+            if d is not None and (isinstance(d, bool) or not isinstance(d, (int, float)) or not _finite(d) or d < 0):
+                raise QueryError(f"{name} must be a finite number of seconds >= 0, got {str(d)[:40]}")
         if min_duration is not None and max_duration is not None and min_duration > max_duration:
             raise QueryError(f"min_duration {min_duration} is over max_duration {max_duration}")
         after = None if ingested_after is None else parse_utc(ingested_after, "ingested_after")
