@@ -133,7 +133,7 @@ def create_app(searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 0.0
         """Ranked moments for a text query (concurrent requests are searched as one batch)."""
         t0, timing = time.perf_counter(), {}
         where = VideoFilter.of(req.videos)
-        searcher.rows_of(None, where)  # unknown ids: a 400 for this request alone
+        searcher.check(None, where)  # unknown ids: a 400 for this request alone
         hits = await run(req.query, req.k, where, None, timing)
         out = SearchResponse(query=req.query, k=req.k, took_ms=round(1000 * (time.perf_counter() - t0), 2),
                              moments=to_moments(hits))

@@ -106,7 +106,7 @@ def add_v1(app: FastAPI, searcher: object, run: Callable, moments: Callable[[Seq
 
     def checked(opts: _Options) -> VideoFilter:
         where = opts.where()  # a QueryError: a 400 naming the field
-        searcher.rows_of(None, where)  # unknown ids, a date filter over a corpus with no dates: a 400 now
+        searcher.check(None, where)  # unknown ids, a date filter over a corpus with no dates: a 400 now
         return where
 
     @app.post("/v1/search", response_model=None, responses={200: {"model": PageV1}})

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from datetime import datetime, timezone
 from typing import Any
 
@@ -116,23 +117,35 @@ class VideoTable:
                     pass  # an unreadable date: the video matches no date filter
         return cls(np.asarray(durations, np.float64), paths, ingested)
 
+    @cached_property
+    def has_paths(self) -> bool:
+        return any(p is not None for p in self.paths)
+
+    @cached_property
+    def has_dates(self) -> bool:
+        return not bool(np.isnan(self.ingested).all())
+
+    def check(self, f: VideoFilter) -> None:
+        """A :class:`QueryError` when ``f`` asks for what this index's corpus does not record."""
+        if f.path_prefix is not None and not self.has_paths:
+            raise QueryError("this index's videos have no paths (its corpus was made from a dataset, not "
+                             "ingested from files): path_prefix cannot select among them")
+        if (f.ingested_after is not None or f.ingested_before is not None) and not self.has_dates:
+            raise QueryError("this index's corpus records no ingest dates (it was ingested before momentsearch "
+                             "recorded them, or made from a dataset): ingest it again into a new folder to "
+                             "filter by date")
+
     def rows(self, f: VideoFilter, base: np.ndarray | None = None) -> np.ndarray:
         """Index rows (sorted) passing ``f``; ``base``: rows already chosen by id (None: all)."""
+        self.check(f)
         keep = np.ones(len(self.durations), bool) if base is None else np.isin(np.arange(len(self.durations)), base)
         if f.min_duration is not None:
             keep &= self.durations >= f.min_duration
         if f.max_duration is not None:
             keep &= self.durations <= f.max_duration
         if f.path_prefix is not None:
-            if all(p is None for p in self.paths):
-                raise QueryError("this index's videos have no paths (its corpus was made from a dataset, not "
-                                 "ingested from files): path_prefix cannot select among them")
             keep &= np.array([p is not None and p.startswith(f.path_prefix) for p in self.paths], bool)
         if f.ingested_after is not None or f.ingested_before is not None:
-            if np.isnan(self.ingested).all():
-                raise QueryError("this index's corpus records no ingest dates (it was ingested before momentsearch "
-                                 "recorded them, or made from a dataset): ingest it again into a new folder to "
-                                 "filter by date")
             with np.errstate(invalid="ignore"):
                 if f.ingested_after is not None:
                     keep &= self.ingested >= f.ingested_after.timestamp()

@@ -133,6 +133,15 @@ class Searcher:
             self._table = VideoTable.of_entries(self.video_ids, self.index.durations, entries)
         return self._table
 
+    def check(self, videos: Sequence[str] | None = None, where: VideoFilter | None = None) -> None:
+        """The errors :meth:`rows_of` would raise (ids this index lacks, what the corpus does not record), without
+        selecting the rows: the service answers a bad request alone before it joins a batch."""
+        for ids in (videos, None if where is None else where.videos):
+            if ids is not None:
+                self.pool_of(ids)
+        if where is not None and not where.is_empty:
+            self.table.check(where)
+
     def rows_of(self, videos: Sequence[str] | None = None, where: VideoFilter | None = None) -> list[int] | None:
         """The index rows a search may answer from (None: every video); ``videos`` and ``where.videos`` both apply."""
         pool = None if videos is None else np.asarray(self.pool_of(videos))
