@@ -263,23 +263,23 @@ def paired_clip_dots(index: VideoIndex, name: str, q: torch.Tensor, videos: np.n
     n_u = off[uniq + 1] - off[uniq]
     start_u = np.concatenate([[0], np.cumsum(n_u)[:-1]])
     r_u = int(n_u.sum())
-    h = torch.from_numpy(half_to_float32(np.take(index.array(name), clip_rows(off, uniq), axis=0)))  # (R_u, S, d)
-    h = torch.cat([h.reshape(r_u, -1), torch.zeros(1, h[0].numel())])  # row R_u: zeros, for the padding
+    h = torch.from_numpy(half_to_float32(np.take(index.array(name), clip_rows(off, uniq), axis=0))).reshape(r_u, -1)
     n_pair = n_u[inv]
     t = int(n_pair.max())
     mask = np.arange(t)[None, :] < n_pair[:, None]
-    gather = torch.from_numpy(np.where(mask, start_u[inv][:, None] + np.arange(t)[None, :], r_u))  # (B*K, T)
+    gather = torch.from_numpy(np.where(mask, start_u[inv][:, None] + np.arange(t)[None, :], 0))  # (B*K, T)
     qf = q.reshape(b, -1).float()
     rows = torch.arange(b).repeat_interleave(k)[:, None]
     # every query with every distinct clip: one matrix product, cheaper than gathering each pair's clips
     # (memory traffic) even when the queries share no video; in chunks of queries past 2^25 products
-    step = max(1, (1 << 25) // (r_u + 1))
+    step = max(1, (1 << 25) // r_u)
     sim = torch.empty(b * k, t)
     for a in range(0, b, step):
-        every = qf[a: a + step] @ h.T  # (chunk, R_u + 1); the last column is 0
+        every = qf[a: a + step] @ h.T  # (chunk, R_u)
         sel = slice(a * k, min(b, a + step) * k)
         sim[sel] = every[rows[sel] - a, gather[sel]]
-    return sim, torch.from_numpy(mask)
+    mask_t = torch.from_numpy(mask)
+    return sim.masked_fill_(~mask_t, 0.0), mask_t  # past a video's end: 0, as the padded rows give
 
 
 def concat_ragged(parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
