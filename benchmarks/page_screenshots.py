@@ -16,9 +16,8 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from query_cost import start  # noqa: E402
 from service_load import free_port  # noqa: E402
-from service_soak import wait_ready  # noqa: E402
+from service_soak import start, wait_ready  # noqa: E402
 
 PLAYER = "document.getElementById('player')"
 
@@ -33,7 +32,7 @@ def main() -> None:
 
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    proc = start(args.index, port, "auto", Path(f"/tmp/page_screenshots_{port}.log"))
+    proc = start(args.index, port, Path(f"/tmp/page_screenshots_{port}.log"))
     try:
         wait_ready(base, proc)
         for _ in range(5):

@@ -32,7 +32,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import report  # noqa: E402
 from service_load import DOES, WHAT, WHO, free_port  # noqa: E402
-from service_soak import wait_ready  # noqa: E402
+from service_soak import start, wait_ready  # noqa: E402
 
 PARTS = ("batch_wait", "encode", "first_stage", "rerank", "localize", "nms", "rank")
 ADJ = ("red", "blue", "small", "old", "wooden", "white", "green", "large")
@@ -42,12 +42,6 @@ WHERE = ("in the kitchen", "in the park", "at the door", "on the stairs", "in th
 QUERIES = [f"{a} {b} the {c} {d} {e}" for a in WHO for b in DOES for c in ADJ for d in (w.split()[-1] for w in WHAT)
            for e in WHERE]
 np.random.default_rng(0).shuffle(QUERIES)
-
-
-def start(index: Path, port: int, first_stage: str, log: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-c", "from momentsearch.cli.main import main; main()", "serve", str(index), "--port",
-           str(port), "--device", "cpu", "--first-stage", first_stage, "--no-access-log"]
-    return subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT)
 
 
 def parse_timing(header: str) -> dict[str, float]:
@@ -126,7 +120,7 @@ def main() -> int:
         name, _, path = spec.partition("=")
         port = free_port()
         base = f"http://127.0.0.1:{port}"
-        proc = start(Path(path), port, args.first_stage, Path(f"/tmp/query_cost_{name}.log"))
+        proc = start(Path(path), port, Path(f"/tmp/query_cost_{name}.log"), args.first_stage)
         spy = None
         try:
             wait_ready(base, proc)

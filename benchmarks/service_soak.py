@@ -39,9 +39,10 @@ from service_load import QUERIES, free_port  # noqa: E402
 FIXED = QUERIES[::12][:20]
 
 
-def start(index: Path, port: int, log: Path) -> subprocess.Popen:
+def start(index: Path, port: int, log: Path, first_stage: str = "auto") -> subprocess.Popen:
+    """``momentsearch serve`` as its own process on loopback (its output appended to ``log``)."""
     cmd = [sys.executable, "-c", "from momentsearch.cli.main import main; main()", "serve", str(index), "--port",
-           str(port), "--device", "cpu", "--no-access-log"]
+           str(port), "--device", "cpu", "--first-stage", first_stage, "--no-access-log"]
     return subprocess.Popen(cmd, stdout=log.open("a"), stderr=subprocess.STDOUT,
                             env=dict(os.environ, PYTHONUNBUFFERED="1"))
 
