@@ -103,7 +103,8 @@ def fixtures(root: Path) -> Path:
     texts = {"subtitles.srt": SRT, "subtitles.vtt": VTT, "mvmr_annotations.json": MVMR_ANNOTATIONS,
              "mvmr_pools.json": MVMR_POOLS, "queries.txt": "the red door opens\n\n  someone waves  \n",
              "search_body.json": json.dumps(BODIES[1]), "v1_body.json": json.dumps(V1_BODY),
-             "Charades_v1_test.csv": CHARADES_CSV, "charades_sta_test.txt": CHARADES_STA}
+             "Charades_v1_test.csv": CHARADES_CSV, "charades_sta_test.txt": CHARADES_STA,
+             "whisper.json": WHISPER_JSON, "stored_transcript.json": STORED_TRANSCRIPT}
     for name, text in texts.items():
         (root / name).write_text(text, encoding="utf-8")
     for name in ("xml/default.yaml", "minute/small.yaml", "mmn/default.yaml", "span/cet.yaml", "span/bet.yaml"):
@@ -218,6 +219,28 @@ def _subtitles(name: str) -> Callable[[Path], Any]:
 
         clip_texts(read_subtitles(folder / name), 6, 1.0)
     return run
+
+
+WHISPER_JSON = json.dumps({"text": " hello there general", "language": "en", "segments": [
+    {"id": 0, "start": 0.0, "end": 1.5, "text": " hello there", "avg_logprob": -0.3},
+    {"id": 1, "start": 1.5, "end": 3.25, "text": " general", "words": [{"word": "general", "start": 1.5}]}]})
+STORED_TRANSCRIPT = json.dumps({"source": "a.srt", "kind": "srt", "cues": [[0.5, 2.0, "who left the milk out"],
+                                                                           [3.0, 5.5, "the kettle"]]})
+
+
+def _transcript(folder: Path) -> None:
+    from momentsearch.data.subtitles import clip_texts
+    from momentsearch.data.transcripts import cue_spans, read_transcript_json
+
+    cues = read_transcript_json(folder / "whisper.json")
+    clip_texts(cues, 6, 1.0)
+    cue_spans(cues, 6, 1.0)
+
+
+def _stored_transcript(folder: Path) -> None:
+    from momentsearch.data.transcripts import cue_spans, read_stored_transcript
+
+    cue_spans(read_stored_transcript(folder / "stored_transcript.json").cues, 6, 1.0)
 
 
 def _queries(folder: Path) -> None:
@@ -431,6 +454,8 @@ TARGETS: dict[str, Target] = {t.name: t for t in [
     Target("corpus-json", "served/corpus/corpus.json", _corpus_folder),
     Target("subtitles-srt", "subtitles.srt", _subtitles("subtitles.srt")),
     Target("subtitles-vtt", "subtitles.vtt", _subtitles("subtitles.vtt")),
+    Target("transcript-json", "whisper.json", _transcript),
+    Target("stored-transcript", "stored_transcript.json", _stored_transcript),
     Target("query-file", "queries.txt", _queries),
     Target("synthetic-folder", "synthetic/benchmark.yaml", _synthetic),
     Target("search-body", "search_body.json", _search_body),

@@ -46,10 +46,13 @@ def ingest_cmd(
         "--max-file-seconds", help="Wall-clock seconds one file may take to decode; past it the file is reported.")] = 7200.0,
     max_frames: Annotated[int, typer.Option(
         "--max-frames", help="Frames one file may decode; past it the file is reported.")] = 5_000_000,
+    stills: Annotated[bool, typer.Option(
+        "--stills", help="Take still images (JPEG, PNG, a one-frame GIF) as one-clip items; default: skipped.")] = False,
 ) -> None:
     """Decode and encode a folder of videos into a corpus folder. Run it again after adding or changing
     videos: only those are encoded. A file that cannot be decoded (broken, damaged, over its budget) is
-    reported with the reason and the rest is ingested."""
+    reported with the reason and the rest is ingested. What is said (VIDEO.srt, VIDEO.vtt, a whisper
+    VIDEO.json, or a subtitle stream in the file) is stored for search; a bad one is a warning."""
     from momentsearch.video.decode import DecodeLimits
     from momentsearch.video.ingest import ingest
 
@@ -62,7 +65,7 @@ def ingest_cmd(
                                  .replace("DecodeLimits.max_frames", "--max-frames")) from None
     report = ingest(videos_dir, out, encoder, clip_seconds, fps, _encoder_options(encoder_weights, encoder_device,
                                                                                     random_init),
-                    ray_address=ray, ray_workers=ray_workers, threads=threads, limits=limits)
+                    ray_address=ray, ray_workers=ray_workers, threads=threads, limits=limits, stills=stills)
     typer.echo(report.summary())
 
 

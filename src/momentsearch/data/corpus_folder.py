@@ -6,7 +6,8 @@ split's feature files, so researchers and practitioners index and search through
     CORPUS/
       corpus.json          the manifest (below), written atomically, last
       features/visual/     <video id>.npy per video, (clips, dim) float16 (ids escape '/' as %2F)
-      features/subtitle/   the same for the subtitle stream, when any video has subtitles
+      features/subtitle/   the same for the subtitle stream, when anything said in any video was read
+      transcripts/         <video id>.json per video with speech: its cues (momentsearch.data.transcripts)
       ingest.journal.jsonl what a running ingest has finished (removed when it completes)
 
 The manifest holds ``format``, ``version``, the visual ``encoder``'s identity (name, version, config,
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from momentsearch.data.corpus import Video
+from momentsearch.data.corpus import Subtitle, Video
 from momentsearch.data.features import FeatureSource, FeatureStore, HDF5Features, NpyDirFeatures
 from momentsearch.errors import CorpusFolderError
 from momentsearch.readers import exists, is_file
@@ -159,6 +160,23 @@ class CorpusFolder:
         p = Path(src) / rel
         return p if is_file(p) else None
 
+    def transcript(self, video_id: str) -> list[Subtitle]:
+        """What is said in the video (its stored cues, CRC-checked), [] where nothing was read."""
+        import zlib
+
+        from momentsearch.data.features import _h5_key
+        from momentsearch.data.transcripts import TRANSCRIPTS, read_stored_transcript
+        from momentsearch.readers import read_bytes
+
+        v = self.entry(video_id)
+        if not v.get("transcript"):
+            return []
+        path = self.root / TRANSCRIPTS / f"{_h5_key(video_id)}.json"
+        raw = read_bytes(path, CorpusFolderError, "transcript")
+        if "transcript" in v["crc32"] and zlib.crc32(raw) != v["crc32"]["transcript"]:
+            raise CorpusFolderError(f"{path}: its CRC-32 does not match {MANIFEST}; ingest the folder again")
+        return read_stored_transcript(path).cues
+
     def stream_path(self, name: str) -> Path:
         p = Path(self.streams[name]["path"])
         return p if p.is_absolute() else self.root / p
@@ -166,7 +184,8 @@ class CorpusFolder:
     def features(self, verify: bool = True) -> FeatureStore:
         """The visual stream and, where the corpus has one, the subtitle stream (checksums from the manifest)."""
         return FeatureStore(self._source("visual", verify),
-                            self._source("subtitle", verify) if "subtitle" in self.streams else None)
+                            self._source("subtitle", verify) if "subtitle" in self.streams else None,
+                            transcripts=self.transcript)
 
     def _source(self, name: str, verify: bool) -> FeatureSource:
         s = self.streams[name]

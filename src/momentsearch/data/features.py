@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import difflib
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 import h5py
 import numpy as np
 
+from momentsearch.data.corpus import Subtitle
 from momentsearch.errors import FeatureError, MissingFeatureError
 from momentsearch.readers import check_array, is_file, read_json, read_npy
 
@@ -288,11 +289,13 @@ def open_features(path: str | Path, dim: int | None = None) -> HDF5Features | Np
 class FeatureStore:
     """A visual stream and an optional subtitle stream, both keyed by video id."""
 
-    def __init__(self, visual: str | Path | FeatureSource, subtitle: str | Path | FeatureSource | None = None):
+    def __init__(self, visual: str | Path | FeatureSource, subtitle: str | Path | FeatureSource | None = None,
+                 transcripts: Callable[[str], list[Subtitle]] | None = None):
         self.visual: FeatureSource = open_features(visual) if isinstance(visual, (str, Path)) else visual
         self.subtitle: FeatureSource | None = (
             open_features(subtitle) if isinstance(subtitle, (str, Path)) else subtitle
         )
+        self.transcripts = transcripts  # video id -> its cues (a corpus folder's stored transcripts), if known
 
     @property
     def has_subtitle(self) -> bool:

@@ -63,7 +63,8 @@ def read_subtitles(path: str | Path) -> list[Subtitle]:
             continue
         timing = next((k for k, ln in enumerate(block[:2]) if "-->" in ln), None)
         if timing is None:  # the timing line is the first, or the second after a cue number or id
-            k = 1 if len(block) > 1 and (block[0].strip().isdigit() or vtt) else 0
+            timed = [j for j, ln in enumerate(block[:2]) if re.search(r"\d:\d\d", ln)]  # a time, without its arrow
+            k = timed[0] if timed else 1 if len(block) > 1 and (block[0].strip().isdigit() or vtt) else 0
             raise SubtitleError(p, f"malformed timing line {block[k][:80]!r} (expected 'HH:MM:SS"
                                    f"{',' if not vtt else '.'}mmm --> HH:MM:SS{',' if not vtt else '.'}mmm')",
                                 line=block_start + k + 1)

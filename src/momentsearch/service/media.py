@@ -109,15 +109,11 @@ class Media:
 
     def _subtitles(self, video_id: str) -> list[Any]:
         if video_id not in self._subs:
-            subs: list[Any] = []
-            sub, src = (self.entry(video_id) or {}).get("subtitles") or {}, self.corpus.manifest.get("source")  # type: ignore[union-attr]
-            if isinstance(sub, dict) and sub.get("path") and src:
-                from momentsearch.data.subtitles import read_subtitles
-                from momentsearch.errors import MomentSearchError
+            from momentsearch.errors import MomentSearchError
 
-                try:
-                    subs = read_subtitles(Path(src) / sub["path"])
-                except (MomentSearchError, OSError):
-                    subs = []  # changed or gone since ingest: no text, the moment still shows
+            try:
+                subs = self.corpus.transcript(video_id) if self.entry(video_id) else []  # type: ignore[union-attr]
+            except (MomentSearchError, OSError):
+                subs = []  # changed or gone since ingest: no text, the moment still shows
             self._subs[video_id] = subs
         return self._subs[video_id]

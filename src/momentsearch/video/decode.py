@@ -12,7 +12,9 @@ swscale to ``size`` (width, height; the aspect ratio is not kept: the encoders s
 Errors are :class:`~momentsearch.errors.VideoDecodeError` naming the file: not a media file, no
 video stream (audio only), a video stream with no decoder (an unknown or damaged codec id), nothing
 decodable (zero-length or truncated before its first frame), or a decode error part-way (the file is
-not indexed half).
+not indexed half). A still image (a file ffmpeg reads with an image demuxer: JPEG, PNG, WebP...; or a GIF
+of one frame) is not a video: :class:`StillImageError`, unless ``stills=True`` takes it as one clip.
+An animated GIF is a video.
 
 **Bounded** (:class:`DecodeLimits`, each configurable): a damaged file can neither hang nor exhaust
 memory. A frame larger than ``max_pixels`` is refused from the stream header before anything is
@@ -35,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from momentsearch.data.corpus import Subtitle
 from momentsearch.errors import VideoDecodeError
 
 
@@ -48,6 +51,22 @@ def _av() -> Any:
     # probe). Errors still come back as exceptions.
     av.logging.set_level(None)
     return av
+
+
+class StillImageError(VideoDecodeError):
+    """A still image where a video was expected (skipped by ingest unless it is asked to take stills)."""
+
+
+IMAGE_DEMUXERS = ("image2", "image2pipe")  # and every ``*_pipe`` demuxer (jpeg_pipe, png_pipe, webp_pipe...)
+
+
+def _is_image_format(name: str) -> bool:
+    return any(n in IMAGE_DEMUXERS or n.endswith("_pipe") for n in name.split(","))
+
+
+def _still(path: Path, what: str) -> StillImageError:
+    return StillImageError(f"{path}: a still image ({what}), not a video; skipped (ingest --stills takes each "
+                           "photo as a one-clip item)")
 
 
 @dataclass(frozen=True)
@@ -177,10 +196,12 @@ def _to_rgb(frame: Any, size: tuple[int, int], rotation: int) -> np.ndarray:
 
 
 def clip_frames(path: str | Path, clip_seconds: float, fps: float, size: tuple[int, int],
-                stats: DecodeStats | None = None, limits: DecodeLimits | None = None) -> Iterator[tuple[int, np.ndarray]]:
+                stats: DecodeStats | None = None, limits: DecodeLimits | None = None,
+                stills: bool = False) -> Iterator[tuple[int, np.ndarray]]:
     """Yield ``(clip index, frames (n, H, W, 3) uint8)`` for clips 0, 1, ... in order, every clip of
     the video once (the last one may be partial). ``size`` is (width, height); ``limits``: the file's
-    budget (:class:`DecodeLimits`; default: its defaults)."""
+    budget (:class:`DecodeLimits`; default: its defaults). A still image raises :class:`StillImageError`,
+    or with ``stills`` is one clip of ``clip_seconds`` holding its one frame."""
     if clip_seconds <= 0 or fps <= 0:
         raise ValueError(f"clip_seconds and fps must be > 0, got {clip_seconds} and {fps}")
     av = _av()
@@ -191,6 +212,9 @@ def clip_frames(path: str | Path, clip_seconds: float, fps: float, size: tuple[i
     c = _open(p)
     try:
         s = _video_stream(p, c)
+        image = _is_image_format(c.format.name)
+        if image and not stills:
+            raise _still(p, f"{s.codec_context.name}, read by ffmpeg's {c.format.name} demuxer")
         _check_size(p, int(s.codec_context.width or 0), int(s.codec_context.height or 0), lim, "the stream header")
         st.codec = s.codec_context.name
         st.fps = float(s.average_rate) if s.average_rate else None
@@ -240,6 +264,10 @@ def clip_frames(path: str | Path, clip_seconds: float, fps: float, size: tuple[i
                                    "corrupt or truncated") from None
         if st.n_frames == 0:
             raise VideoDecodeError(f"{p}: no frame could be decoded (empty or truncated video stream)")
+        if st.n_frames == 1 and (image or c.duration is None):  # a photo, or a GIF of one frame
+            if not stills:
+                raise _still(p, f"one {st.codec} frame")
+            st.duration = clip_seconds
         n_clips = max(1, math.ceil(st.duration / clip_seconds - 1e-9))
         while clip < n_clips:
             yield clip, np.stack(current) if current else last[None]  # type: ignore[index]
@@ -312,3 +340,36 @@ def _frame_at(p: Path, seconds: float, width: int) -> np.ndarray:
         return _to_rgb(chosen, size, rot)
     finally:
         c.close()
+
+
+def embedded_subtitles(path: str | Path) -> tuple[str, list[Any]] | None:
+    """The first text subtitle stream inside the container, as (its codec, cues), times from the video's
+    start; None when the file has none. Bitmap streams (DVD, PGS) hold no text and are passed over."""
+
+    p = Path(path)
+    c = _open(p)
+    try:
+        subs = [s for s in c.streams.subtitles if s.codec_context is not None
+                and s.codec_context.name in TEXT_SUBTITLE_CODECS]
+        if not subs:
+            return None
+        s = subs[0]
+        video = c.streams.video[0] if c.streams.video else None
+        t0 = float(video.start_time * video.time_base) if (video is not None and video.start_time is not None
+                                                          and video.time_base) else 0.0
+        out = []
+        for packet in c.demux(s):
+            if packet.pts is None or packet.time_base is None:
+                continue
+            start = float(packet.pts * packet.time_base) - t0
+            end = start + float((packet.duration or 0) * packet.time_base)
+            for sub in packet.decode():
+                text = " ".join(bytes(getattr(sub, "dialogue", b"") or b"").decode("utf-8", "replace").split())
+                if text and math.isfinite(start) and math.isfinite(end):
+                    out.append(Subtitle(max(0.0, start), max(0.0, start, end), text))
+        return s.codec_context.name, out
+    finally:
+        c.close()
+
+
+TEXT_SUBTITLE_CODECS = ("mov_text", "subrip", "srt", "webvtt", "ass", "ssa", "text")

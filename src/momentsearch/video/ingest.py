@@ -1,9 +1,13 @@
 """``ingest``: a folder of videos -> a corpus folder (:mod:`momentsearch.data.corpus_folder`).
 
-Every file under the folder (recursively; hidden files and subtitle files aside) is decoded with
-PyAV, streaming, clip by clip (:func:`~momentsearch.video.decode.clip_frames`), and encoded by the
-chosen visual encoder; an SRT or WebVTT file with the same stem is aligned to the clips and encoded
-with MiniLM into the subtitle stream. Files that cannot be decoded are reported and skipped.
+Every file under the folder (recursively; hidden files and sidecars — ``.srt``, ``.vtt``, ``.json`` — aside)
+is decoded with PyAV, streaming, clip by clip (:func:`~momentsearch.video.decode.clip_frames`), and encoded
+by the chosen visual encoder. What is said in it (:mod:`momentsearch.data.transcripts`: an SRT or WebVTT
+file with the same stem, else a whisper-style JSON transcript, else a text subtitle stream inside the file)
+is stored as ``transcripts/<id>.json`` and, aligned to the clips, encoded with MiniLM into the subtitle
+stream. Files that cannot be decoded are reported and skipped; still images too, unless ``stills``
+takes each as a one-clip item. A speech source that cannot be read is a warning (file and line) and the
+video is ingested without it.
 
 **Ids.** A video's id is its path relative to the folder, without its extension (``cats/a.mp4`` ->
 ``cats/a``). Where two files would share an id (``a.mp4`` and ``a.mkv``), each takes its full
@@ -26,6 +30,7 @@ import contextlib
 import json
 import os
 import time
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -37,7 +42,7 @@ from tqdm import tqdm
 
 from momentsearch.data.corpus_folder import FORMAT, MANIFEST, VERSION, CorpusFolder, fingerprint_of
 from momentsearch.data.features import _check_array, _h5_key, checksum
-from momentsearch.data.subtitles import SUBTITLE_SUFFIXES, find_subtitles
+from momentsearch.data.transcripts import SIDECAR_SUFFIXES, TRANSCRIPTS, Transcript, sidecars
 from momentsearch.errors import ConfigError, CorpusFolderError, MomentSearchError
 from momentsearch.fileio import atomic_path, make_folder, write_json
 from momentsearch.video.decode import DecodeLimits
@@ -54,6 +59,7 @@ class IngestReport:
     kept: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     failures: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[dict[str, Any]] = field(default_factory=list)  # kept videos whose speech source was bad
     video_seconds: float = 0.0  # of the videos encoded now
     wall_seconds: float = 0.0
 
@@ -61,8 +67,9 @@ class IngestReport:
         rate = self.video_seconds / self.wall_seconds if self.wall_seconds > 0 else 0.0
         lines = [f"corpus {self.corpus}: {len(self.encoded)} video(s) encoded ({self.video_seconds:.0f} s of video, "
                  f"{rate:.1f} video-s/s), {len(self.kept)} kept as they were, {len(self.removed)} removed, "
-                 f"{len(self.failures)} skipped"]
+                 f"{len(self.failures)} skipped" + (f", {len(self.warnings)} warning(s)" if self.warnings else "")]
         lines += [f"  skipped {f['path']}: {f['error']}" for f in self.failures]
+        lines += [f"  warning {w['path']}: {w['warning']}" for w in self.warnings]
         return "\n".join(lines)
 
 
@@ -74,7 +81,7 @@ def scan(videos_dir: Path, exclude: Path | None = None) -> dict[str, Path]:
         dirnames[:] = sorted(n for n in dirnames if not n.startswith(".") and (
             exclude is None or (d / n).resolve() != exclude))
         files += [d / n for n in sorted(filenames)
-                  if not n.startswith(".") and Path(n).suffix.lower() not in SUBTITLE_SUFFIXES]
+                  if not n.startswith(".") and Path(n).suffix.lower() not in SIDECAR_SUFFIXES]
     by_stem: dict[str, list[Path]] = {}
     for f in files:
         by_stem.setdefault(f.relative_to(videos_dir).with_suffix("").as_posix(), []).append(f)
@@ -87,18 +94,18 @@ def scan(videos_dir: Path, exclude: Path | None = None) -> dict[str, Path]:
 
 def _signature(path: Path, videos_dir: Path) -> dict[str, Any]:
     st = path.stat()
-    sub = find_subtitles(path)
     sig: dict[str, Any] = {"path": path.relative_to(videos_dir).as_posix(), "size": st.st_size,
-                           "mtime_ns": st.st_mtime_ns, "subtitles": None}
-    if sub is not None:
-        sst = sub.stat()
-        sig["subtitles"] = {"path": sub.relative_to(videos_dir).as_posix(), "size": sst.st_size,
-                            "mtime_ns": sst.st_mtime_ns}
+                           "mtime_ns": st.st_mtime_ns, "sidecars": []}
+    for f in sidecars(path):
+        fst = f.stat()
+        sig["sidecars"].append({"path": f.relative_to(videos_dir).as_posix(), "size": fst.st_size,
+                                "mtime_ns": fst.st_mtime_ns})
     return sig
 
 
 def _same_source(entry: dict[str, Any], sig: dict[str, Any]) -> bool:
-    return all(entry.get(k) == sig[k] for k in ("path", "size", "mtime_ns", "subtitles"))
+    old = entry.get("sidecars", [entry["subtitles"]] if entry.get("subtitles") else [])  # (before sidecars)
+    return old == sig["sidecars"] and all(entry.get(k) == sig[k] for k in ("path", "size", "mtime_ns"))
 
 
 def _write_array(folder: Path, video_id: str, arr: np.ndarray) -> int:
@@ -108,6 +115,13 @@ def _write_array(folder: Path, video_id: str, arr: np.ndarray) -> int:
     with atomic_path(folder / f"{_h5_key(video_id)}.npy") as tmp, open(tmp, "wb") as fh:
         np.save(fh, stored)
     return checksum(stored)
+
+
+def _write_transcript(folder: Path, video_id: str, said: Transcript) -> int:
+    data = json.dumps(said.to_json(), ensure_ascii=False).encode("utf-8")
+    with atomic_path(folder / f"{_h5_key(video_id)}.json") as tmp:
+        tmp.write_bytes(data)
+    return zlib.crc32(data)
 
 
 def _torch_threads(n: int) -> contextlib.AbstractContextManager[None]:
@@ -169,7 +183,8 @@ def _previous_state(out: Path, identity: dict[str, Any], clip_seconds: float, fp
 def ingest(videos_dir: str | Path, out: str | Path, encoder: str | VisualEncoder = "builtin",
            clip_seconds: float = 2.0, fps: float = 2.0, encoder_options: dict[str, Any] | None = None,
            batch_clips: int = 16, progress: bool = True, ray_address: str | None = None,
-           ray_workers: int | None = None, threads: int = 0, limits: DecodeLimits | None = None) -> IngestReport:
+           ray_workers: int | None = None, threads: int = 0, limits: DecodeLimits | None = None,
+           stills: bool = False) -> IngestReport:
     """Ingest (or update) ``out`` from ``videos_dir``; returns what was done, failures included.
     ``ray_address``: spread decoding and encoding over Ray (``"local"``: a Ray started here with
     ``ray_workers`` workers, default one per core; else a cluster's address, e.g. ``ray://head:10001``
@@ -177,7 +192,8 @@ def ingest(videos_dir: str | Path, out: str | Path, encoder: str | VisualEncoder
     threads per encoding process (0: torch's default here, 1 per Ray actor); torch encoders' float results
     depend on it, so a serial and a Ray ingest give bit-identical features at the same ``threads``.
     ``limits``: each file's decoding budget (:class:`~momentsearch.video.decode.DecodeLimits`). A file that
-    fails, or changes while it is read, is reported in ``failures`` and the rest is ingested."""
+    fails, or changes while it is read, is reported in ``failures`` and the rest is ingested. ``stills``: take
+    still images (JPEG, PNG, a one-frame GIF) as one-clip items instead of skipping them."""
     t0 = time.perf_counter()
     src, dst = Path(videos_dir), Path(out)
     if not src.is_dir():
@@ -195,7 +211,7 @@ def ingest(videos_dir: str | Path, out: str | Path, encoder: str | VisualEncoder
     entries, old = _previous_state(dst, identity, clip_seconds, fps)
     files = scan(src, exclude=dst.resolve())
     report = IngestReport(dst)
-    vis_dir, sub_dir = dst / "features" / "visual", dst / "features" / "subtitle"
+    vis_dir, sub_dir, said_dir = dst / "features" / "visual", dst / "features" / "subtitle", dst / TRANSCRIPTS
     make_folder(vis_dir, vis_dir)
     todo, videos = [], {}
     for vid, path in files.items():
@@ -213,16 +229,16 @@ def ingest(videos_dir: str | Path, out: str | Path, encoder: str | VisualEncoder
             todo.append((vid, path, sig))
     report.removed = sorted(set(entries) - set(files))
     settings = [identity, clip_seconds, fps]
-    jobs = [(vid, path, src / sig["subtitles"]["path"] if sig["subtitles"] else None) for vid, path, sig in todo]
+    jobs = [(vid, path, [src / f["path"] for f in sig["sidecars"]]) for vid, path, sig in todo]
     sigs = {vid: sig for vid, _, sig in todo}
     if ray_address is None:
-        worker = VideoWorker(enc, clip_seconds, fps, batch_clips, limits)
+        worker = VideoWorker(enc, clip_seconds, fps, batch_clips, limits, stills)
         results: Iterator[tuple[str, Encoded]] = ((vid, worker.run(path, sub)) for vid, path, sub in jobs)
     else:
         from momentsearch.video.ray_ingest import ray_results
 
         results = ray_results(jobs, encoder if isinstance(encoder, str) else enc, encoder_options,
-                              (clip_seconds, fps, batch_clips, limits), ray_address, ray_workers, threads or 1)
+                              (clip_seconds, fps, batch_clips, limits, stills), ray_address, ray_workers, threads or 1)
     with _torch_threads(threads if ray_address is None else 0), open(dst / JOURNAL, "a", encoding="utf-8") as journal, tqdm(
             total=len(todo), desc="ingesting", unit="video", disable=not progress or not todo) as bar:
         for vid, done in results:  # in order here, as finished on Ray
@@ -239,7 +255,17 @@ def ingest(videos_dir: str | Path, out: str | Path, encoder: str | VisualEncoder
             if done.subtitle is not None:
                 make_folder(sub_dir, sub_dir)
                 crc["subtitle"] = _write_array(sub_dir, vid, done.subtitle)
-            entry = {"id": vid, **sig, "ingested_at": _utc_now(), "duration": round(st.duration, 6),
+            said = None
+            if done.transcript is not None:
+                make_folder(said_dir, said_dir)
+                crc["transcript"] = _write_transcript(said_dir, vid, done.transcript)
+                said = {"source": done.transcript.source, "kind": done.transcript.kind,
+                        "cues": len(done.transcript.cues)}
+            else:
+                (said_dir / f"{_h5_key(vid)}.json").unlink(missing_ok=True)  # from an earlier ingest of the file
+            report.warnings += [{"path": sig["path"], "warning": w} for w in done.warnings or []]
+            entry = {"id": vid, **sig, "transcript": said, **({"warnings": done.warnings} if done.warnings else {}),
+                     "ingested_at": _utc_now(), "duration": round(st.duration, 6),
                      "clip_length": clip_seconds,
                      "n_clips": len(feats), "fps": st.fps, "width": st.width, "height": st.height,
                      "rotation": st.rotation, "codec": st.codec, "frames_decoded": st.n_frames, "crc32": crc}
@@ -253,6 +279,7 @@ def ingest(videos_dir: str | Path, out: str | Path, encoder: str | VisualEncoder
             el = time.perf_counter() - t0
             bar.set_postfix_str(f"{report.video_seconds / el:.1f} video-s/s")
     report.failures.sort(key=lambda f: f["path"])
+    report.warnings.sort(key=lambda w: w["path"])
     report.encoded.sort()
     _finish(dst, src, identity, clip_seconds, fps, videos, report, sub_dir)
     report.wall_seconds = time.perf_counter() - t0
@@ -275,10 +302,13 @@ def _finish(dst: Path, src: Path, identity: dict[str, Any], clip_seconds: float,
                                "encoder": SUBTITLE_ENCODER, "crc_of": "stored"}
     man = {"format": FORMAT, "version": VERSION, "name": src.resolve().name, "source": str(src.resolve()),
            "encoder": identity, "clip_seconds": clip_seconds, "fps": fps, "streams": streams,
-           "videos": [videos[k] for k in sorted(videos)], "failures": report.failures}
+           "videos": [videos[k] for k in sorted(videos)], "failures": report.failures,
+           "warnings": [{"path": v["path"], "warning": w} for k in sorted(videos) for v in [videos[k]]
+                        for w in v.get("warnings", [])]}
     man["fingerprint"] = fingerprint_of(man)
     write_json(dst / MANIFEST, man, indent=None)
     (dst / JOURNAL).unlink(missing_ok=True)
     for vid in report.removed:  # after the manifest stopped naming them
         for d in (dst / "features" / "visual", sub_dir):
             (d / f"{_h5_key(vid)}.npy").unlink(missing_ok=True)
+        (dst / TRANSCRIPTS / f"{_h5_key(vid)}.json").unlink(missing_ok=True)

@@ -48,8 +48,8 @@ class _Actor:
         enc = encoder if isinstance(encoder, VisualEncoder) else create_encoder(encoder, **(options or {}))
         self.worker = VideoWorker(enc, *settings)
 
-    def run(self, video_id: str, path: str, subtitles: str | None) -> tuple[str, Encoded]:
-        return video_id, self.worker.run(Path(path), Path(subtitles) if subtitles else None)
+    def run(self, video_id: str, path: str, sidecars: list[str]) -> tuple[str, Encoded]:
+        return video_id, self.worker.run(Path(path), [Path(s) for s in sidecars])
 
 
 def _ray() -> Any:
@@ -93,7 +93,7 @@ def start_local(ray: Any, workers: int | None, tries: int = 3) -> None:
 STUCK_GRACE_S = 300.0  # past DecodeLimits.max_seconds, a video still not done is stuck inside a native call
 
 
-def _pooled(ray: Any, new_actor: Callable[[], Any], jobs: Sequence[tuple[str, Path, Path | None]], n: int,
+def _pooled(ray: Any, new_actor: Callable[[], Any], jobs: Sequence[tuple[str, Path, Sequence[Path]]], n: int,
             timeout: float) -> Iterator[tuple[str, Encoded]]:
     """Each job on one of ``n`` actors, results as they finish. An actor that dies on a video (a crash inside
     a codec) or is still on it after ``timeout`` seconds (killed) costs that video alone: it is reported
@@ -107,7 +107,7 @@ def _pooled(ray: Any, new_actor: Callable[[], Any], jobs: Sequence[tuple[str, Pa
         while todo or running:
             while idle and todo:
                 actor, job = idle.pop(), todo.pop()
-                running[actor.run.remote(job[0], str(job[1]), job[2] and str(job[2]))] = (actor, job, time.monotonic())
+                running[actor.run.remote(job[0], str(job[1]), [str(x) for x in job[2]])] = (actor, job, time.monotonic())
             ready, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
             for ref in ready:
                 actor, job, _t = running.pop(ref)
@@ -137,10 +137,10 @@ def _pooled(ray: Any, new_actor: Callable[[], Any], jobs: Sequence[tuple[str, Pa
             ray.kill(actor)
 
 
-def ray_results(jobs: Sequence[tuple[str, Path, Path | None]], encoder: str | VisualEncoder,
+def ray_results(jobs: Sequence[tuple[str, Path, Sequence[Path]]], encoder: str | VisualEncoder,
                 options: dict[str, Any] | None, settings: tuple[Any, ...], address: str,
                 workers: int | None = None, threads: int = 1) -> Iterator[tuple[str, Encoded]]:
-    """(video id, what its worker gave) for each job ``(id, video file, subtitle file)``, as they finish."""
+    """(video id, what its worker gave) for each job ``(id, video file, sidecar files)``, as they finish."""
     if not jobs:
         return
     ray = _ray()
