@@ -12,17 +12,26 @@ an end before its start, a time that is not finite, or invalid UTF-8 raise a
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from momentsearch.data.corpus import Subtitle
-from momentsearch.data.loaders._common import read_text
-from momentsearch.errors import AnnotationError, SubtitleError
+from momentsearch.errors import SubtitleError
+from momentsearch.readers import decode_text, read_bytes
 
 SUBTITLE_SUFFIXES = (".srt", ".vtt")
 _TIME = r"(?:(\d{1,3}):)?([0-5]?\d):([0-5]\d)[,.](\d{1,3})"
 _CUE = re.compile(rf"^\s*{_TIME}\s*-->\s*{_TIME}(?:\s+.*)?$")
 _TAGS = re.compile(r"<[^>]*>|\{\\[^}]*\}")
 MAX_SUBTITLE_BYTES = 50_000_000
+
+
+def subtitle_error(p: Path) -> Callable[[str], SubtitleError]:
+    """The ``error`` for :mod:`momentsearch.readers`: its "PATH:LINE: what" as a :class:`SubtitleError`."""
+    def error(message: str) -> SubtitleError:
+        m = re.match(rf"{re.escape(str(p))}(?::(\d+))?: (.*)", message, re.S)
+        return SubtitleError(p, m.group(2), line=int(m.group(1)) if m.group(1) else None) if m else SubtitleError(p, message)
+    return error
 
 
 def _seconds(h: str | None, m: str, s: str, ms: str) -> float:
@@ -35,13 +44,10 @@ def read_subtitles(path: str | Path) -> list[Subtitle]:
     try:
         if p.stat().st_size > MAX_SUBTITLE_BYTES:
             raise SubtitleError(p, f"larger than {MAX_SUBTITLE_BYTES // 1_000_000} MB: not a subtitle file")
-        text = read_text(p)
     except OSError as e:
         raise SubtitleError(p, f"cannot read ({e.strerror or e})") from None
-    except SubtitleError:
-        raise
-    except AnnotationError as e:
-        raise SubtitleError(p, str(e).split(": ", 1)[-1], line=e.line) from None
+    error = subtitle_error(p)
+    text = decode_text(p, read_bytes(p, error, "subtitle file"), error)
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     vtt = p.suffix.lower() == ".vtt"
     i = 0

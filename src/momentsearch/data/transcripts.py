@@ -18,13 +18,12 @@ with its file and line, and the next is tried, so a bad sidecar never costs the 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from momentsearch.data.corpus import Subtitle
-from momentsearch.data.subtitles import MAX_SUBTITLE_BYTES, SUBTITLE_SUFFIXES, read_subtitles
+from momentsearch.data.subtitles import MAX_SUBTITLE_BYTES, SUBTITLE_SUFFIXES, read_subtitles, subtitle_error
 from momentsearch.errors import CorpusFolderError, SubtitleError
 from momentsearch.readers import decode_text, parse_json_text, read_bytes
 
@@ -77,9 +76,7 @@ def read_transcript_json(path: str | Path) -> list[Subtitle]:
     """The segments of a whisper-style JSON transcript, as cues (empty texts dropped)."""
     p = Path(path)
 
-    def error(message: str) -> SubtitleError:  # "PATH:LINE: what" from readers -> the same, as a SubtitleError
-        m = re.match(rf"{re.escape(str(p))}(?::(\d+))?: (.*)", message, re.S)
-        return SubtitleError(p, m.group(2), line=int(m.group(1)) if m.group(1) else None) if m else SubtitleError(p, message)
+    error = subtitle_error(p)
 
     try:
         if p.stat().st_size > MAX_SUBTITLE_BYTES:
