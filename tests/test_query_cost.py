@@ -86,8 +86,6 @@ def test_bounded_localization_by_hand() -> None:
     import momentsearch.search.bounded as bounded
     from momentsearch.search.bounded import bounded_moments
 
-    index = VideoIndex([f"v{i}" for i in range(10)], np.full(10, 10.0), np.ones(10), np.arange(0, 101, 10),
-                       {"h": np.zeros((100, 1), np.float16)})
     planted = {0: [(0, 1, 80.0), (5, 6, 30.0)], 1: [(2, 3, 60.0)], 2: [(0, 0, 40.0)], 3: [(1, 2, 15.0)],
                4: [(3, 4, 9.0)], 5: [(0, 9, 4.0)], 6: [(1, 1, 3.5)], 7: [(2, 2, 2.5)], 8: [(3, 3, 1.5)],
                9: [(4, 4, 0.5)]}
@@ -110,7 +108,7 @@ def test_bounded_localization_by_hand() -> None:
                              (8, [[0, 1], [2, 3, 4, 5], [6, 7, 8, 9]])):
             asked.clear()
             stats: dict[str, int] = {}
-            st, ed, sc = bounded_moments(localize, bound, valid, index, videos, n, 0.7, stats)
+            st, ed, sc = bounded_moments(localize, bound, valid, videos, n, 0.7, stats)
             assert asked == want_cols and stats["localized"] == sum(map(len, want_cols)), n
             full = localize(np.arange(1), np.arange(10))
             done = sum(map(len, want_cols))

@@ -109,18 +109,25 @@ def corpus_from_dataset_cmd(
 def pack_cmd(
     family: Annotated[str, typer.Argument(help="A model family that needs no training: clip.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="The checkpoint file to write.")],
-    encoder: Annotated[str, typer.Option(help="hf_clip (with --encoder-weights DIR) or open_clip:ARCH\\[@TAG].")],
+    encoder: Annotated[str, typer.Option(help="What is seen: hf_clip (with --encoder-weights DIR) or open_clip:ARCH\\[@TAG]; "
+                                              "none with --speech alone.")] = "",
+    speech: Annotated[bool, typer.Option(
+        "--speech", help="Search what is said too (subtitles, transcripts; MiniLM, offline). Without --encoder: "
+                         "what is said only, no weights needed.")] = False,
     encoder_weights: Annotated[Optional[Path], typer.Option(
         "--encoder-weights", help="hf_clip: the CLIP model folder (Hugging Face layout); open_clip: a weights file.")] = None,
     set_: Annotated[Optional[list[str]], typer.Option(
         "--set", help="KEY=VALUE for the family's config, e.g. --set kappa=1.0 --set max_clips=8.")] = None,
 ) -> None:
     """Write a checkpoint for a family that needs no training, from the encoder whose embeddings it reads.
-    Then: ingest videos with the same encoder, `momentsearch index CKPT --corpus C --out I`, `search I TEXT`."""
+    Then: ingest videos with the same encoder, `momentsearch index CKPT --corpus C --out I`, `search I TEXT`.
+    `pack clip --speech --out said.pt` searches what is said in any corpus, offline."""
     _require_models()
     from momentsearch.serving.packing import pack
     from momentsearch.config import parse_set
 
     options = parse_set(set_ or [])
-    path = pack(family, out, encoder, encoder_weights or "", **options)
-    typer.echo(f"wrote {path}: family {family}, reads corpora made by {encoder}")
+    path = pack(family, out, encoder, encoder_weights or "", speech=speech, **options)
+    seen = f"what is seen in corpora made by {encoder}" if encoder not in ("", "none") else ""
+    typer.echo(f"wrote {path}: family {family}, searches " + " and ".join(
+        x for x in (seen, "what is said" if speech else "") if x))

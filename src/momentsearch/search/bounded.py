@@ -16,16 +16,15 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from momentsearch.search.index import VideoIndex, clips_to_seconds
 from momentsearch.search.nms import temporal_nms_grid
 
 FIRST_BLOCK = 32
 
-Moments = tuple[np.ndarray, np.ndarray, np.ndarray]  # (B, K, c) start clips, end clips, scores
+Moments = tuple[np.ndarray, np.ndarray, np.ndarray]  # (B, K, c) start seconds, end seconds, scores
 
 
 def bounded_moments(localize: Callable[[np.ndarray, np.ndarray], Moments], bound: np.ndarray, valid: np.ndarray,
-                    index: VideoIndex, videos: np.ndarray, n: int, nms_threshold: float,
+                    videos: np.ndarray, n: int, nms_threshold: float,
                     stats: dict[str, int] | None = None) -> Moments:
     """``localize(query rows, column range) -> moments`` of those queries' candidates in those columns;
     ``bound`` (B, K) non-increasing along each row (the first stage's order); ``valid`` (B, K) False for
@@ -45,7 +44,7 @@ def bounded_moments(localize: Callable[[np.ndarray, np.ndarray], Moments], bound
             stats["localized"] = stats.get("localized", 0) + len(open_) * (z - a)
         if z >= k:
             break
-        reached = _n_above(blocks, open_, z, index, videos, valid, n, nms_threshold, bound[open_, z])
+        reached = _n_above(blocks, open_, z, videos, valid, n, nms_threshold, bound[open_, z])
         open_ = open_[~reached]  # n moments already score above the next video's bound: closed
         a, width = z, 2 * width
     if stats is not None:
@@ -55,8 +54,8 @@ def bounded_moments(localize: Callable[[np.ndarray, np.ndarray], Moments], bound
 
 def _assemble(blocks: list[tuple[np.ndarray, int, int, Moments]], b: int, k: int) -> Moments:
     c = max(m[2].shape[-1] for *_, m in blocks)
-    st = np.zeros((b, k, c), np.int64)
-    ed = np.zeros((b, k, c), np.int64)
+    st = np.zeros((b, k, c), np.float64)
+    ed = np.zeros((b, k, c), np.float64)
     sc = np.zeros((b, k, c), np.float32)
     for rows, a, z, (s, e, p) in blocks:
         w = p.shape[-1]
@@ -66,8 +65,7 @@ def _assemble(blocks: list[tuple[np.ndarray, int, int, Moments]], b: int, k: int
     return st, ed, sc
 
 
-def _n_above(blocks: list[tuple[np.ndarray, int, int, Moments]], rows: np.ndarray, z: int, index: VideoIndex,
-             videos: np.ndarray, valid: np.ndarray, n: int, nms_threshold: float, above: np.ndarray) -> np.ndarray:
+def _n_above(blocks: list[tuple[np.ndarray, int, int, Moments]], rows: np.ndarray, z: int, videos: np.ndarray, valid: np.ndarray, n: int, nms_threshold: float, above: np.ndarray) -> np.ndarray:
     """Whether each of ``rows`` keeps at least ``n`` moments scoring above ``above`` after NMS over its first
     ``z`` columns. Only candidates above the line take part (a kept moment is suppressed only by a better one
     of its video), and only the columns holding one: the check costs what is near the top, not every video."""
@@ -78,8 +76,7 @@ def _n_above(blocks: list[tuple[np.ndarray, int, int, Moments]], rows: np.ndarra
     if len(cols) == 0:
         return np.zeros(len(rows), bool)
     st, ed, sc, ok = st[:, cols], ed[:, cols], sc[:, cols], ok[:, cols]
-    start, end = clips_to_seconds(index, videos[rows][:, cols, None].repeat(sc.shape[-1], -1), st, ed)
-    keep, kept = temporal_nms_grid(start, end, sc, ok, nms_threshold, n)
+    keep, kept = temporal_nms_grid(st, ed, sc, ok, nms_threshold, n)
     return kept[:, n - 1] if keep.shape[1] >= n else np.zeros(len(rows), bool)
 
 

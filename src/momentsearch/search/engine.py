@@ -3,8 +3,8 @@
 Per batch of queries: the first stage finds each query's top ``k_videos`` videos (exact: the
 retriever scores every video, or only each query's candidate pool, the MVMR protocol; or through a
 vector index, :mod:`momentsearch.search.first_stage`), they go to the optional reranker and then to the localizer, whose
-moment scores become spans in seconds on each video's own grid (:func:`clips_to_seconds`), lose
-their near-duplicates to temporal NMS, and come back as :class:`RankedMoments` (VCMR) beside the
+moments become spans in seconds (on each video's own grid, :func:`clips_to_seconds`, or as the localizer's
+:class:`~momentsearch.search.stages.Spans` give them), lose their near-duplicates to temporal NMS, and come back as :class:`RankedMoments` (VCMR) beside the
 video ranking (VR). ``localize_in`` ranks moments inside given videos (SVMR). The engine knows no
 model: a family fills the roles of :mod:`momentsearch.search.stages`.
 """
@@ -22,7 +22,7 @@ from momentsearch.search.ranked import RankedMoments
 from momentsearch.search.first_stage.retrieve import ExactFirstStage, FirstStage
 from momentsearch.search.index import VideoIndex, clips_to_seconds
 from momentsearch.search.nms import temporal_nms_grid
-from momentsearch.search.stages import SearchStages
+from momentsearch.search.stages import SearchStages, Spans
 from momentsearch.timing import PartClock, part
 
 Ranked = list[tuple[int, float, float, float]]
@@ -100,16 +100,15 @@ class SearchEngine:
         bound = None if bound_of is None else np.where(valid, as_bound(bound_of(top_vr)), -np.inf)
         with part(clock, "localize"):
             if bound is not None and _non_increasing(bound):  # (a reranker may reorder: then every video)
-                st_clip, ed_clip, best = bounded_moments(
+                start, end, best = bounded_moments(
                     lambda rows, cols: self._moments(tokens[rows], token_mask[rows], videos[rows][:, cols],
                                                      top_vr[rows][:, cols], n),
-                    bound, valid, self.index, videos, n, self.nms_threshold, self.stats)
+                    bound, valid, videos, n, self.nms_threshold, self.stats)
             else:
-                st_clip, ed_clip, best = self._moments(tokens, token_mask, videos, top_vr, n)  # (B, K, c) each
+                start, end, best = self._moments(tokens, token_mask, videos, top_vr, n)  # (B, K, c) each, seconds
         with part(clock, "nms"):
             b = len(videos)
-            vids = np.broadcast_to(videos[:, :, None], st_clip.shape)
-            start, end = clips_to_seconds(self.index, vids, st_clip, ed_clip)
+            vids = np.broadcast_to(videos[:, :, None], start.shape)
             ok = (best > 0) & valid[:, :, None]
             keep, kept = _nms_taken(start, end, best, ok, self.nms_threshold, n)  # (B, n) each
         with part(clock, "rank"):
@@ -126,18 +125,24 @@ class SearchEngine:
 
     def _moments(self, tokens: torch.Tensor, token_mask: torch.Tensor, videos: np.ndarray, top_vr: torch.Tensor,
                  n_moments: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Each candidate's best spans (st clip, ed clip, score), from the dense grid or, for a video longer
-        than ``dense_limit`` clips (or a localizer with no grid), from the localizer's proposals."""
+        """Each candidate's best moments (start s, end s, score): the localizer's spans, or from the dense grid,
+        or, for a video longer than ``dense_limit`` clips (or a localizer with no grid), its proposals."""
         loc = self.stages.localizer
+        if hasattr(loc, "spans"):
+            got: Spans = loc.spans(tokens, token_mask, videos, top_vr, self.candidates_per_video or n_moments)
+            return got.start, got.end, got.score
         t_max = int(self.index.n_clips[videos].max())
         if hasattr(loc, "propose") and (t_max > self.dense_limit or not hasattr(loc, "localize")):
             # proposals of a long video: "all" is its top n_moments (no more can survive into the ranking unsuppressed)
-            return loc.propose(tokens, token_mask, videos, top_vr, self.candidates_per_video or n_moments)
-        scores = loc.localize(tokens, token_mask, videos, top_vr).cpu()  # (B, K, T, T)
-        b, k, t, _ = scores.shape
-        c = t * t if self.candidates_per_video is None else min(self.candidates_per_video, t * t)
-        best_t, flat = scores.reshape(b, k, t * t).topk(c, dim=-1)  # (B, K, c)
-        return (flat // t).numpy(), (flat % t).numpy(), best_t.numpy()
+            st, ed, sc = loc.propose(tokens, token_mask, videos, top_vr, self.candidates_per_video or n_moments)
+        else:
+            scores = loc.localize(tokens, token_mask, videos, top_vr).cpu()  # (B, K, T, T)
+            b, k, t, _ = scores.shape
+            c = t * t if self.candidates_per_video is None else min(self.candidates_per_video, t * t)
+            best_t, flat = scores.reshape(b, k, t * t).topk(c, dim=-1)  # (B, K, c)
+            st, ed, sc = (flat // t).numpy(), (flat % t).numpy(), best_t.numpy()
+        start, end = clips_to_seconds(self.index, np.broadcast_to(videos[:, :, None], st.shape), st, ed)
+        return start, end, sc
 
     def _video_lists(self, videos: np.ndarray, video_scores: np.ndarray, valid: np.ndarray,
                      best: np.ndarray) -> list[Ranked]:
@@ -156,6 +161,14 @@ class SearchEngine:
     def localize_in(self, query_ids: Sequence[str], tokens: torch.Tensor, token_mask: torch.Tensor,
                     videos: np.ndarray, n: int = 100) -> RankedMoments:
         """SVMR: the moments of one given video per query (``videos`` (B,) indices), best first."""
+        if hasattr(self.stages.localizer, "spans"):
+            got = self.stages.localizer.spans(tokens, token_mask, videos.reshape(-1, 1), None, 4 * n)
+            keep, kept = temporal_nms_grid(got.start, got.end, got.score, got.score > 0, self.nms_threshold, n)
+            lists = []
+            for i in range(len(videos)):
+                j = keep[i][kept[i]]
+                lists.append([(int(videos[i]), got.start[i, 0, x], got.end[i, 0, x], got.score[i, 0, x]) for x in j])
+            return RankedMoments.from_lists(list(query_ids), self.index.video_ids, lists)
         s_tl = self.stages.localizer.localize(tokens, token_mask, videos.reshape(-1, 1), None)[:, 0].cpu()
         b, t = s_tl.shape[0], s_tl.shape[-1]
         flat = s_tl.reshape(b, t * t).numpy()

@@ -12,7 +12,10 @@
   (the final VCMR score); with None they need only rank moments within one video (SVMR).
 
 A localizer may also offer ``propose(tokens, mask, videos, video_scores, n) -> (start, end, score)`` (each
-candidate's top ``n`` spans at its own length: the engine uses it for videos longer than its dense limit)
+candidate's top ``n`` spans at its own length, in clips: the engine uses it for videos longer than its dense
+limit), or ``spans(tokens, mask, videos, video_scores, n) -> Spans``: each candidate's top ``n`` moments in
+seconds, on no grid (a spoken moment follows its cues' boundaries); a localizer with ``spans`` is asked for
+nothing else,
 and ``score_bound(video_scores (B, K)) -> (B, K)``, an upper bound of any moment's score in each candidate
 (:mod:`~momentsearch.search.bounded`: a served search then localizes only the videos that can reach its top k).
 
@@ -41,6 +44,20 @@ class Reranker(Protocol):
 class Localizer(Protocol):
     def localize(self, tokens: torch.Tensor, token_mask: torch.Tensor, videos: np.ndarray,
                  video_scores: torch.Tensor | None) -> torch.Tensor: ...
+
+
+@dataclass
+class Spans:
+    """Moments of each (query, candidate video) in seconds, best first: (B, K, n) each; score <= 0: no moment."""
+
+    start: np.ndarray  # float64 seconds
+    end: np.ndarray  # float64 seconds
+    score: np.ndarray  # float32
+
+    def __post_init__(self) -> None:
+        if not (self.start.shape == self.end.shape == self.score.shape and self.score.ndim == 3):
+            raise ValueError(f"Spans: start, end and score must share one (B, K, n) shape, got {self.start.shape}, "
+                             f"{self.end.shape}, {self.score.shape}")
 
 
 @dataclass

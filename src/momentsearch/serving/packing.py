@@ -12,14 +12,15 @@ from momentsearch.models.registry import get_family
 from momentsearch.serving.checkpoint import pack_checkpoint
 
 
-def pack(family: str, out: str | Path, encoder: str, encoder_weights: str | Path = "", **options: Any) -> Path:
+def pack(family: str, out: str | Path, encoder: str = "", encoder_weights: str | Path = "", speech: bool = False,
+         **options: Any) -> Path:
     """Write ``out``: family ``family`` over the encoder ``encoder`` (``hf_clip`` with ``encoder_weights`` =
-    a model folder, or ``open_clip:ARCH[@TAG]``). ``options`` set the family's config (clip: kappa,
-    max_clips, smooth)."""
+    a model folder, or ``open_clip:ARCH[@TAG]``); ``speech``: search what is said too (clip; alone, with no
+    encoder: what is said only). ``options`` set the family's config (clip: kappa, max_clips, smooth)."""
     cls = get_family(family)
     packer = getattr(cls, "pack", None)
     if packer is None:
         raise ConfigError(f"model family {family!r} is trained, not packed: `momentsearch train CONFIG` writes its "
                           "checkpoint (families packed without training: clip)")
-    fam, model, features = packer(encoder, str(encoder_weights) if encoder_weights else "", **options)
+    fam, model, features = packer(encoder, str(encoder_weights) if encoder_weights else "", speech=speech, **options)
     return pack_checkpoint(out, fam, model, features)

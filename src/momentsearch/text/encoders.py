@@ -80,6 +80,29 @@ class MiniLMTokenEncoder:
         return out
 
 
+SENTENCE_ENCODER = {"name": "all-MiniLM-L6-v2", "version": 1, "config": {"pooling": "mean", "max_tokens": 128},
+                    "dim": MINILM_DIM}  # the identity of MiniLMSentenceEncoder's vectors (the subtitle stream's)
+
+
+class MiniLMSentenceEncoder:
+    """texts -> (N, 384) float32 sentence embeddings of all-MiniLM-L6-v2 (the mean of the token states,
+    L2-normalised, as sentence-transformers pools it); an empty text -> zeros. Offline, loaded when first used."""
+
+    dim = MINILM_DIM
+
+    def __init__(self, batch_size: int = 64):
+        self.tokens = MiniLMTokenEncoder(max_tokens=SENTENCE_ENCODER["config"]["max_tokens"], batch_size=batch_size)
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), MINILM_DIM), np.float32)
+        idx = [i for i, t in enumerate(texts) if t.strip()]
+        if idx:
+            for i, tok in zip(idx, self.tokens.encode([texts[i] for i in idx]), strict=True):
+                m = tok.mean(axis=0)
+                out[i] = m / max(float(np.linalg.norm(m)), 1e-12)
+        return out
+
+
 class QueryFeatureCache:
     """Token features of texts, cached on disk (HDF5 keyed by text hash), computed when missing."""
 

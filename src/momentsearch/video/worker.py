@@ -20,29 +20,11 @@ import numpy as np
 from momentsearch.data.subtitles import clip_texts
 from momentsearch.data.transcripts import Transcript, read_sidecar
 from momentsearch.errors import MomentSearchError
+from momentsearch.text.encoders import SENTENCE_ENCODER, MiniLMSentenceEncoder
 from momentsearch.video.decode import DecodeLimits, DecodeStats, clip_frames, embedded_subtitles
 from momentsearch.video.encoders import VisualEncoder
 
-SUBTITLE_ENCODER = {"name": "all-MiniLM-L6-v2", "version": 1, "config": {"pooling": "mean", "max_tokens": 128},
-                    "dim": 384}
-
-
-class _SubtitleEncoder:
-    """Clip texts -> (n, 384) MiniLM sentence vectors (mean of token states, L2-normalised); "" -> zeros."""
-
-    def __init__(self) -> None:
-        from momentsearch.text.encoders import MiniLMTokenEncoder
-
-        self.enc = MiniLMTokenEncoder(max_tokens=SUBTITLE_ENCODER["config"]["max_tokens"], batch_size=64)
-
-    def __call__(self, texts: list[str]) -> np.ndarray:
-        out = np.zeros((len(texts), SUBTITLE_ENCODER["dim"]), np.float32)
-        idx = [i for i, t in enumerate(texts) if t.strip()]
-        if idx:
-            for i, tok in zip(idx, self.enc.encode([texts[i] for i in idx]), strict=True):
-                m = tok.mean(axis=0)
-                out[i] = m / max(float(np.linalg.norm(m)), 1e-12)
-        return out
+SUBTITLE_ENCODER = SENTENCE_ENCODER  # the subtitle stream: MiniLM sentence vectors of each clip's cue texts
 
 
 @dataclass
@@ -75,7 +57,7 @@ class VideoWorker:
         self.enc, self.clip_seconds, self.fps, self.batch_clips = encoder, clip_seconds, fps, batch_clips
         self.limits = limits or DecodeLimits()
         self.stills = stills
-        self.sub_encoder: _SubtitleEncoder | None = None
+        self.sub_encoder: MiniLMSentenceEncoder | None = None
 
     def run(self, path: Path, sidecars: Sequence[Path] = ()) -> Encoded:
         """One file's features, or why not: whatever goes wrong inside this file is this file's failure
@@ -93,8 +75,8 @@ class VideoWorker:
         said, warnings = _speech(path, sidecars)
         sub = None
         if said is not None:
-            self.sub_encoder = self.sub_encoder or _SubtitleEncoder()
-            sub = self.sub_encoder(clip_texts(said.cues, len(feats), self.clip_seconds))
+            self.sub_encoder = self.sub_encoder or MiniLMSentenceEncoder()
+            sub = self.sub_encoder.encode(clip_texts(said.cues, len(feats), self.clip_seconds))
         return Encoded(feats, sub, st, transcript=said, warnings=warnings or None)
 
 

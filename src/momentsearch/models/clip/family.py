@@ -1,8 +1,15 @@
-"""``clip``: a training-free searcher. The query goes through CLIP's text tower; each clip of the corpus
-already holds the image embedding of the same CLIP (the corpus was ingested with its image tower);
-a video scores by its best clip's cosine, and its moments are spans of high similarity
-(:mod:`momentsearch.models.clip.moments`). It is packed, not trained: ``momentsearch pack clip
---encoder hf_clip --encoder-weights DIR --out clip.pt``, then ``index`` and ``search`` as any model.
+"""``clip``: a training-free searcher of what is seen and what is said.
+
+* **Seen**: the query goes through CLIP's text tower; each clip of the corpus already holds the image
+  embedding of the same CLIP (the corpus was ingested with its image tower).
+* **Said**: the query's MiniLM sentence embedding (offline) against each clip's subtitle stream (MiniLM of the
+  cues overlapping it: subtitles, a transcript or a subtitle stream, as ingest read them).
+
+A video scores by the mean over the searched streams of its best clip's cosine; its moments and their scores
+follow :mod:`momentsearch.models.clip.spans` (seen: spans of high similarity on the clip grid; said: the cues'
+own boundaries). It is packed, not trained: ``momentsearch pack clip --encoder hf_clip --encoder-weights DIR
+--out clip.pt`` (seen), ``pack clip --speech --out said.pt`` (said, no weights needed), or both flags (fused);
+then ``index`` and ``search`` as any model.
 """
 
 from __future__ import annotations
@@ -17,74 +24,92 @@ from torch import nn
 
 from momentsearch.data.corpus import Video
 from momentsearch.data.features import FeatureStore
+from momentsearch.data.transcripts import cue_spans
 from momentsearch.errors import ConfigError, EncoderError
-from momentsearch.models.clip.config import RULE_OPTIONS, CLIPSearchConfig
-from momentsearch.models.clip.moments import similarity_moments
+from momentsearch.models.clip.config import RULE_OPTIONS, SPEECH_DIM, CLIPSearchConfig
 from momentsearch.models.clip.network import HFCLIPText, OpenCLIPText, text_tower
+from momentsearch.models.clip.spans import video_spans
 from momentsearch.models.family import BatchSource, InputDims, ModelFamily, Step, TrainingData
 from momentsearch.models.registry import register
 from momentsearch.search.clipmax import ClipMaxRetriever
 from momentsearch.search.index import VideoIndex, concat_ragged
-from momentsearch.search.stages import SearchStages
+from momentsearch.search.stages import SearchStages, Spans
+from momentsearch.text.encoders import SENTENCE_ENCODER, MiniLMSentenceEncoder
 from momentsearch.text.queries import InMemoryTextFeatures
 
 NOT_TRAINED = ("model family 'clip' needs no training: pack it with `momentsearch pack clip --encoder hf_clip "
-               "--encoder-weights DIR --out clip.pt` (or open_clip:ARCH[@TAG]) and index a corpus made by that encoder")
+               "--encoder-weights DIR --out clip.pt` (or open_clip:ARCH[@TAG]; add --speech to search what is "
+               "said too, or give --speech alone) and index a corpus made by that encoder")
 
 
-class CLIPTextEncoder:
-    """Texts -> one (1, D) normalised embedding each, the 'token features' the clip stages read."""
+class QueryEncoder:
+    """Texts -> one (S, width) array each, the 'token features' the clip stages read: row 0 the CLIP text
+    embedding (when seen is searched), then the MiniLM sentence embedding (when said is), zero-padded."""
 
-    def __init__(self, tower: nn.Module, batch_size: int = 64):
-        self.tower, self.batch_size = tower, batch_size
+    def __init__(self, tower: nn.Module, cfg: CLIPSearchConfig, batch_size: int = 64):
+        self.tower, self.cfg, self.batch_size = tower, cfg, batch_size
+        self.sentences = MiniLMSentenceEncoder() if cfg.speech else None
 
     def encode(self, texts: Sequence[str], progress: bool = False) -> list[np.ndarray]:
+        from momentsearch.errors import MomentSearchError
+
+        for i, t in enumerate(texts):
+            if not t or not t.strip():
+                raise MomentSearchError(f"query {i} is empty: a query needs at least one word")
         out: list[np.ndarray] = []
         for s in range(0, len(texts), self.batch_size):
-            emb = self.tower.encode_text([t.strip() for t in texts[s: s + self.batch_size]]).cpu().numpy()
-            out.extend(e[None].astype(np.float32) for e in emb)
+            chunk = [t.strip() for t in texts[s: s + self.batch_size]]
+            rows = np.zeros((len(chunk), len(self.cfg.streams), self.cfg.width), np.float32)
+            r = 0
+            if self.cfg.vision:
+                emb = self.tower.encode_text(chunk).cpu().numpy()  # type: ignore[operator]
+                rows[:, r, : emb.shape[1]] = emb
+                r += 1
+            if self.sentences is not None:
+                rows[:, r, :SPEECH_DIM] = self.sentences.encode(chunk)
+            out.extend(rows)
         return out
 
 
 class CLIPLocalizer:
-    """Moments of each candidate video by the similarity rule; ``propose`` (any length) and a dense grid."""
+    """Each candidate's moments by :mod:`~momentsearch.models.clip.spans`, in seconds."""
 
     def __init__(self, index: VideoIndex, cfg: CLIPSearchConfig):
         self.index, self.cfg = index, cfg
 
     def score_bound(self, video_scores: torch.Tensor) -> torch.Tensor:
-        """A moment scores (1 + the mean cosine of its clips) / 2, at most (1 + the video's best clip's cosine) / 2:
-        (1 + s_vr) / 2 (+1e-5: the retriever and this localizer compute the cosines apart, in float32)."""
+        """A moment scores at most (1 + the video's retrieval score) / 2 (the mean over streams of each best
+        clip's cosine); +1e-5: the retriever and this localizer compute the cosines apart, in float32."""
         return (1.0 + video_scores.float()) / 2.0 + 1e-5
 
     def _cosines(self, q: np.ndarray, v: int) -> np.ndarray:
+        """(S, T): each stream's query vector against the video's clips, cosine (0 for an all-zero row)."""
         a, b = int(self.index.offsets[v]), int(self.index.offsets[v + 1])
-        clips = np.asarray(self.index.array("img")[a:b, 0], np.float32)
-        clips /= np.maximum(np.linalg.norm(clips, axis=1, keepdims=True), 1e-12)
-        return clips @ q
+        clips = np.asarray(self.index.array("img")[a:b], np.float32)  # (T, S, width)
+        clips /= np.maximum(np.linalg.norm(clips, axis=2, keepdims=True), 1e-12)
+        return np.einsum("tsd,sd->st", clips, q)
 
-    def propose(self, tokens: torch.Tensor, token_mask: torch.Tensor, videos: np.ndarray,
-                video_scores: torch.Tensor | None, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        q = torch.nn.functional.normalize(tokens[:, 0].float(), dim=-1).cpu().numpy()  # (B, D)
+    def spans(self, tokens: torch.Tensor, token_mask: torch.Tensor, videos: np.ndarray,
+              video_scores: torch.Tensor | None, n: int) -> Spans:
+        s_n = len(self.cfg.streams)
+        q = torch.nn.functional.normalize(tokens[:, :s_n].float(), dim=-1).cpu().numpy()  # (B, S, width)
         b, k = videos.shape
-        st, ed, sc = np.zeros((b, k, n), np.int64), np.zeros((b, k, n), np.int64), np.zeros((b, k, n), np.float32)
+        st, ed, sc = np.zeros((b, k, n)), np.zeros((b, k, n)), np.zeros((b, k, n), np.float32)
+        cues = self.index.arrays.get("cues")
         for i in range(b):
             for j in range(k):
-                s_, e_, p_ = similarity_moments(self._cosines(q[i], int(videos[i, j])), self.cfg.kappa,
-                                                self.cfg.max_clips, self.cfg.smooth)
+                v = int(videos[i, j])
+                cos = self._cosines(q[i], v)
+                a, z = int(self.index.offsets[v]), int(self.index.offsets[v + 1])
+                seen = cos[0] if self.cfg.vision else None
+                said = cos[-1] if self.cfg.speech else None
+                s_, e_, p_ = video_spans(seen, said, np.asarray(cues[a:z], np.float64) if cues is not None else
+                                         np.full((z - a, 2), -1.0), float(self.index.clip_lengths[v]),
+                                         float(self.index.durations[v]), self.cfg.kappa, self.cfg.max_clips,
+                                         self.cfg.smooth)
                 m = min(n, len(s_))
                 st[i, j, :m], ed[i, j, :m], sc[i, j, :m] = s_[:m], e_[:m], p_[:m]
-        return st, ed, sc
-
-    def localize(self, tokens: torch.Tensor, token_mask: torch.Tensor, videos: np.ndarray,
-                 video_scores: torch.Tensor | None = None) -> torch.Tensor:
-        """(B, K, T, T): each proposed span's score at its (start, end) cell, 0 elsewhere."""
-        t = int(self.index.n_clips[videos].max())
-        st, ed, sc = self.propose(tokens, token_mask, videos, video_scores, t)
-        grid = np.zeros((*videos.shape, t, t), np.float32)
-        bi, ki, ni = np.nonzero(sc > 0)
-        grid[bi, ki, st[bi, ki, ni], ed[bi, ki, ni]] = sc[bi, ki, ni]
-        return torch.from_numpy(grid)
+        return Spans(st, ed, sc)
 
 
 @register
@@ -102,24 +127,33 @@ class CLIPFamily(ModelFamily):
 
     @property
     def max_tokens(self) -> int:
-        return 1  # one 'token': the text embedding
+        return len(self.cfg.streams)  # one 'token' per stream: its query embedding
 
     @property
     def text_encoder(self) -> dict[str, Any]:
+        said = {"speech": SENTENCE_ENCODER} if self.cfg.speech else {}
+        if not self.cfg.vision:
+            return {"name": "said:" + SENTENCE_ENCODER["name"], "kind": "embedding", "dim": SPEECH_DIM, **said,
+                    "max_tokens": SENTENCE_ENCODER["config"]["max_tokens"]}
         weights = (self.cfg.image_encoder.get("config") or {}).get("weights")
         return {"name": f"clip-text:{self.cfg.backend}{':' + self.cfg.arch if self.cfg.arch else ''}",
-                "kind": "embedding", "dim": self.cfg.dim, "weights": weights, "max_tokens": self.cfg.context_length}
+                "kind": "embedding", "dim": self.cfg.dim, "weights": weights, "max_tokens": self.cfg.context_length,
+                **said}
 
     def query_features(self, model: nn.Module, cache_size: int = 4096) -> Any:
-        return InMemoryTextFeatures(cache_size, encoder=CLIPTextEncoder(model))  # type: ignore[arg-type]
+        return InMemoryTextFeatures(cache_size, encoder=QueryEncoder(model, self.cfg))  # type: ignore[arg-type]
 
     def check_features(self, model_features: dict[str, Any] | None, corpus_encoder: dict[str, Any],
                        dims: dict[str, int]) -> str | None:
         from momentsearch.video.encoders.base import describe, same_encoder
 
-        if not same_encoder(self.cfg.image_encoder, corpus_encoder):
+        if self.cfg.vision and not same_encoder(self.cfg.image_encoder, corpus_encoder):
             return (f"its CLIP text tower pairs with image embeddings of {describe(self.cfg.image_encoder)}, and the "
                     f"corpus was made by {describe(corpus_encoder)}: ingest the videos with that encoder")
+        if self.cfg.speech and not self.cfg.vision and dims.get("subtitle") != SPEECH_DIM:
+            return ("it searches what is said, and the corpus holds nothing said (no subtitle stream of MiniLM "
+                    "vectors): put VIDEO.srt, VIDEO.vtt or a whisper VIDEO.json beside the videos (or use files "
+                    "with a subtitle stream) and ingest again")
         return None
 
     def batches(self, data: TrainingData) -> BatchSource:
@@ -130,25 +164,40 @@ class CLIPFamily(ModelFamily):
 
     def encode_corpus(self, model: nn.Module, store: FeatureStore, videos: Sequence[Video],
                       clip_lengths: Mapping[str, float], device: torch.device, progress: bool = True) -> VideoIndex:
-        """The corpus's image embeddings, normalised, as the index's ``img`` array (clips, 1, D) fp16."""
-        per = []
+        """Per clip, each searched stream's vector, normalised (zeros where nothing is said), as the index's
+        ``img`` array (clips, S, width) fp16; with speech, ``cues`` (clips, 2): the span of the cues overlapping
+        each clip in seconds (-1 where none; the clip's own span where the corpus has vectors but no cues)."""
+        per, spans = [], []
+        cfg = self.cfg
         for v in videos:
-            vis = np.asarray(store.get(v.video_id)[0], np.float32)
-            per.append((vis / np.maximum(np.linalg.norm(vis, axis=1, keepdims=True), 1e-12))[:, None].astype(np.float16))
+            vis, sub = store.get(v.video_id)
+            rows = np.zeros((len(vis), len(cfg.streams), cfg.width), np.float32)
+            if cfg.vision:
+                x = np.asarray(vis, np.float32)
+                rows[:, 0, : x.shape[1]] = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+            if cfg.speech:
+                said = np.zeros((len(vis), SPEECH_DIM), np.float32) if sub is None else np.asarray(sub, np.float32)
+                rows[:, -1, :SPEECH_DIM] = said / np.maximum(np.linalg.norm(said, axis=1, keepdims=True), 1e-12)
+                spans.append(_cue_rows(store, v, len(vis), clip_lengths[v.video_id], np.abs(said).sum(1) > 0))
+            per.append(rows.astype(np.float16))
         img, offsets = concat_ragged(per)
+        arrays = {"img": img, **({"cues": np.concatenate(spans).astype(np.float32)} if cfg.speech else {})}
         return self.stamped(VideoIndex([v.video_id for v in videos], np.array([v.duration for v in videos]),
                                        np.array([clip_lengths[v.video_id] for v in videos], np.float64), offsets,
-                                       {"img": img}))
+                                       arrays))
 
     def stages(self, model: nn.Module, index: VideoIndex, device: torch.device) -> SearchStages:
-        retriever = ClipMaxRetriever(lambda tokens, mask: tokens[:, :1], index, "img", cosine=True, device=device)
+        s_n = len(self.cfg.streams)
+        retriever = ClipMaxRetriever(lambda tokens, mask: tokens[:, :s_n], index, "img", cosine=True, device=device)
         return SearchStages(retriever, CLIPLocalizer(index, self.cfg))  # type: ignore[arg-type]
 
     # ---- packing ---------------------------------------------------------------------------------
     @classmethod
-    def pack(cls, encoder: str, weights: str = "", **options: Any) -> tuple[CLIPFamily, nn.Module, dict[str, Any]]:
+    def pack(cls, encoder: str = "", weights: str = "", speech: bool = False, **options: Any
+             ) -> tuple[CLIPFamily, nn.Module, dict[str, Any]]:
         """(family, text tower, the image encoder's identity) for ``encoder``: ``hf_clip`` with a model
-        folder, or ``open_clip:ARCH[@TAG]`` with a weights file or tag. ``options``: the moment rule's."""
+        folder, or ``open_clip:ARCH[@TAG]`` with a weights file or tag; ``speech``: search what is said too
+        (with no ``encoder``: what is said only, no weights needed). ``options``: the moment rule's."""
         from momentsearch.video.encoders.base import create_encoder
 
         for key in options:
@@ -157,6 +206,12 @@ class CLIPFamily(ModelFamily):
                        {f.name for f in fields(CLIPSearchConfig)} else "unexpected keyword argument")
                 raise ConfigError(f"pack clip: {why} {key!r}; the options are {', '.join(RULE_OPTIONS)}")
         kind = encoder.partition(":")[0]
+        if kind in ("", "none"):
+            if not speech:
+                raise ConfigError("pack clip: give --encoder (hf_clip or open_clip:ARCH, with its weights) to search "
+                                  "what is seen, --speech to search what is said, or both")
+            cfg = CLIPSearchConfig(backend="none", speech=True, **options)
+            return cls(cfg), text_tower(cfg), dict(SENTENCE_ENCODER, stream="subtitle")
         if kind == "hf_clip":
             from momentsearch.video.encoders.hf_clip import load_hf_clip, tower_config
 
@@ -166,7 +221,7 @@ class CLIPFamily(ModelFamily):
             cfg = CLIPSearchConfig(backend="hf_clip", text_config=tower_config(full, "text"),
                                    tokenizer_bytes=len(tok.encode("utf-8")), pad_id=pad,
                                    context_length=int(full.config.text_config.max_position_embeddings),
-                                   image_encoder=image.identity(), **options)
+                                   image_encoder=image.identity(), speech=speech, **options)
             tower: nn.Module = HFCLIPText(cfg)
             tower.tower.load_state_dict({k: v for k, v in full.state_dict().items()  # type: ignore[union-attr]
                                          if k.startswith(("text_model.", "text_projection."))})
@@ -178,12 +233,26 @@ class CLIPFamily(ModelFamily):
             arch, _, pretrained = weights_source(encoder.partition(":")[2], weights, False)
             model = import_open_clip().create_model(arch, pretrained=pretrained)
             cfg = CLIPSearchConfig(backend="open_clip", arch=arch, context_length=int(model.context_length),
-                                   image_encoder=image.identity(), **options)
+                                   image_encoder=image.identity(), speech=speech, **options)
             tower = OpenCLIPText(cfg, model)
         else:
             raise EncoderError(f"the clip family reads hf_clip or open_clip:ARCH corpora, not {encoder!r}")
         fam = cls(cfg)
         return fam, tower.eval(), image.identity()
+
+
+def _cue_rows(store: FeatureStore, video: Video, n: int, dt: float, spoken: np.ndarray) -> np.ndarray:
+    """(n, 2) per clip: the span of the cues overlapping it (-1, -1 where nothing is said)."""
+    out = np.full((n, 2), -1.0)
+    cues = store.transcripts(video.video_id) if store.transcripts is not None else []
+    if cues:
+        for c, span in enumerate(cue_spans(cues, n, dt)):
+            if span is not None:
+                out[c] = span
+    else:  # vectors without cue times (a dataset's subtitle features): the clips' own spans
+        idx = np.flatnonzero(spoken)
+        out[idx, 0], out[idx, 1] = idx * dt, np.minimum((idx + 1) * dt, video.duration)
+    return out
 
 
 def _hf_tokenizer(folder: str, eos_id: int) -> tuple[str, int]:

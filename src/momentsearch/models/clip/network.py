@@ -74,5 +74,11 @@ class OpenCLIPText(nn.Module):
         return self.model.encode_text(self._tok(list(texts)).to(dev), normalize=True).float()
 
 
+class NoTower(nn.Module):
+    """The query side of a family that searches what is said only: no CLIP weights (MiniLM is loaded offline)."""
+
+
 def text_tower(cfg: CLIPSearchConfig) -> nn.Module:
+    if cfg.backend == "none":
+        return NoTower()
     return HFCLIPText(cfg) if cfg.backend == "hf_clip" else OpenCLIPText(cfg)
