@@ -30,22 +30,24 @@ run = CliRunner().invoke
 def test_seen_and_said_spans_by_hand() -> None:
     """4 clips of 2 s (the video 7.5 s). Seen c = [0, .1, 0, .5]: mean .15, std .206, threshold (kappa .5) .253:
     clip 3 -> 6.0-7.5 s. Said s = [0, .6, .2, 0] on clips 1-2 (cue A 2.5-3.5 s in clip 1, cue B 4.2-5.0 s in
-    clip 2): mean .4, std .2, threshold .5: clip 1 -> cue A, 2.5-3.5 s. Fused scores (V + S) / 2: the seen span
-    ((1 + .5) / 2 + (1 + 0) / 2) / 2 = .625, the said span ((1 + .1) / 2 + (1 + .6) / 2) / 2 = .675."""
+    clip 2): mean .4, std .2, threshold .5: clip 1 -> cue A, 2.5-3.5 s; each spoken clip's cues are candidates
+    too (cue B). Fused scores (V + S) / 2: the seen span ((1 + .5) / 2 + (1 + 0) / 2) / 2 = .625, cue A
+    ((1 + .1) / 2 + (1 + .6) / 2) / 2 = .675, cue B ((1 + 0) / 2 + (1 + .2) / 2) / 2 = .55."""
     c = np.array([0.0, 0.1, 0.0, 0.5])
     s = np.array([0.0, 0.6, 0.2, 0.0])
     cues = np.array([[-1, -1], [2.5, 3.5], [4.2, 5.0], [-1, -1]])
     st, ed, sc = video_spans(c, s, cues, 2.0, 7.5, 0.5, 16, 1)
-    assert np.allclose(st, [2.5, 6.0]) and np.allclose(ed, [3.5, 7.5]) and np.allclose(sc, [0.675, 0.625])
+    assert np.allclose(st, [2.5, 6.0, 4.2]) and np.allclose(ed, [3.5, 7.5, 5.0])
+    assert np.allclose(sc, [0.675, 0.625, 0.55])
     st, ed, sc = video_spans(c, None, cues, 2.0, 7.5, 0.5, 16, 1)  # seen only: V
     assert np.allclose([st[0], ed[0], sc[0]], [6.0, 7.5, 0.75]) and len(st) == 1
-    st, ed, sc = video_spans(None, s, cues, 2.0, 7.5, 0.5, 16, 1)  # said only: S = (1 + .6) / 2
-    assert np.allclose([st[0], ed[0], sc[0]], [2.5, 3.5, 0.8]) and len(st) == 1
-    # cues that run on: both spoken clips at the threshold -> one moment from A's start to B's end
+    st, ed, sc = video_spans(None, s, cues, 2.0, 7.5, 0.5, 16, 1)  # said only: S = (1 + .6) / 2, (1 + .2) / 2
+    assert np.allclose(st, [2.5, 4.2]) and np.allclose(ed, [3.5, 5.0]) and np.allclose(sc, [0.8, 0.6])
+    # cues that run on: both spoken clips at the threshold -> one moment from A's start to B's end, first (longest)
     st, ed, sc = video_spans(None, np.array([0, 0.6, 0.6, 0]), cues, 2.0, 7.5, 0.5, 16, 1)
-    assert np.allclose([st[0], ed[0], sc[0]], [2.5, 5.0, 0.8]) and len(st) == 1
+    assert np.allclose([st[0], ed[0], sc[0]], [2.5, 5.0, 0.8]) and len(st) == 3
     st, ed, _ = video_spans(None, np.array([0, 0.6, 0.6, 0]), cues, 2.0, 7.5, 0.5, 1, 1)  # max_clips 1: cut
-    assert sorted(zip(st, ed)) == [(2.5, 3.5), (4.2, 5.0)]
+    assert sorted(zip(st, ed)) == [(2.5, 3.5), (4.2, 5.0)]  # no merged moment
     # nothing said in the video: no said moment
     assert len(video_spans(None, np.zeros(4), np.full((4, 2), -1.0), 2.0, 7.5, 0.5, 16, 1)[0]) == 0
 
@@ -149,3 +151,83 @@ def test_real_footage_full_path_ingest_index_search_serve_play(said_index: Path,
         part = client.get(m["video_url"], headers={"Range": "bytes=0-1023"})
         assert part.status_code == 206 and len(part.content) == 1024
         assert part.content[4:8] == b"ftyp"  # the real MP4's first box: the browser gets the file itself
+
+
+def test_arrange_by_hand() -> None:
+    """Time range: moments overlapping [3, 6) s; grouping: videos by their best moment, 2 moments each."""
+    from momentsearch.search.ranked import Hit
+    from momentsearch.serving.filters import arrange, check_arrange
+
+    hits = [Hit("a", 0, 2, .9), Hit("b", 4, 5, .8), Hit("a", 5, 9, .7), Hit("a", 2.5, 3, .6), Hit("b", 7, 8, .5),
+            Hit("c", 1, 3.5, .4), Hit("a", 10, 12, .3)]
+    assert [(h.video_id, h.start) for h in arrange(hits, 3.0, 6.0)] == [("b", 4), ("a", 5), ("c", 1)]
+    assert [(h.video_id, h.start) for h in arrange(hits, per_video=2)] == [
+        ("a", 0), ("a", 5), ("b", 4), ("b", 7), ("c", 1)]
+    assert [(h.video_id, h.start) for h in arrange(hits, time_from=6.0, per_video=1)] == [("a", 5), ("b", 7)]
+    for bad, message in (((5.0, 2.0, None), "time_to .* must be after time_from"), ((None, None, 0), "per_video"),
+                         ((-1.0, None, None), "time_from must be a number of seconds >= 0")):
+        with pytest.raises(Exception, match=message):
+            check_arrange(*bad)
+
+
+def test_time_range_and_grouping_alike_in_python_cli_and_service(said_index: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from momentsearch.service.app import create_app
+
+    s = momentsearch.load(said_index / "index")
+    q = "the milk and the kettle"
+    inside = s.search(q, k=5, videos=["kitchen_h264"], time_from=0.0, time_to=2.5)
+    assert [(h.start, h.end) for h in inside] == [(0.5, 2.0)]  # the 3.0-5.5 cue does not overlap [0, 2.5)
+    grouped = s.search(q, k=4, per_video=2)
+    assert [h.video_id for h in grouped][:2] == ["kitchen_h264", "kitchen_h264"]
+    assert len({h.video_id for h in grouped}) == 3 and len(grouped) == 4
+    r = run(app, ["search", str(said_index / "index"), q, "--json", "-k", "4", "--group-by-video", "--per-video", "2"])
+    assert [(m["video_id"], m["start"]) for m in json.loads(r.stdout)[0]["moments"]] == [
+        (h.video_id, h.start) for h in grouped]
+    r = run(app, ["search", str(said_index / "index"), q, "--json", "--video", "kitchen_h264", "--from", "0",
+                  "--to", "2.5"])
+    assert [(m["start"], m["end"]) for m in json.loads(r.stdout)[0]["moments"]] == [(0.5, 2.0)]
+    with TestClient(create_app(s, access_log=False)) as client:
+        got = client.post("/v1/search", json={"query": q, "k": 4, "group_by_video": True, "per_video": 2}).json()
+        assert [(m["video_id"], m["start"]) for m in got["moments"]] == [(h.video_id, h.start) for h in grouped]
+        got = client.post("/v1/search", json={"query": q, "videos": ["kitchen_h264"], "time_from": 0,
+                                              "time_to": 2.5}).json()
+        assert [(m["start"], m["end"]) for m in got["moments"]] == [(0.5, 2.0)]
+        bad = client.post("/v1/search", json={"query": q, "time_from": 5, "time_to": 2})
+        assert bad.status_code == 400 and "time_to (2) must be after time_from (5)" in bad.json()["error"]
+
+
+def test_an_index_behind_its_corpus_says_so_everywhere(said_index: Path, tmp_path: Path) -> None:
+    """More videos ingested after the index was built: load warns, search prints it on stderr, /health counts."""
+    import shutil
+    import warnings
+
+    from fastapi.testclient import TestClient
+
+    from momentsearch.service.app import create_app
+    from momentsearch.serving.freshness import StaleIndexWarning
+
+    videos = tmp_path / "videos"
+    shutil.copytree(said_index / "videos", videos)
+    ingest(videos, tmp_path / "corpus", progress=False)
+    build_index(said_index / "said.pt", tmp_path / "corpus", tmp_path / "index", progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert momentsearch.load(tmp_path / "index").stale is None  # current: no warning
+    (videos / "kitchen_h264.srt").write_text("1\n00:00:01,000 --> 00:00:02,000\nthe toast is burning\n")
+    (videos / "voice_memo.m4a").unlink()
+    shutil.copy(videos / "kitchen_h264.mp4", videos / "kitchen2.mp4")
+    (videos / "phone_mjpeg.mov").unlink()
+    ingest(videos, tmp_path / "corpus", progress=False)
+    with pytest.warns(StaleIndexWarning, match=r"behind its corpus .*: 1 new, 1 changed and 1 removed video\(s\)"):
+        s = momentsearch.load(tmp_path / "index")
+    assert (s.stale.new, s.stale.changed, s.stale.removed) == (["kitchen2"], ["kitchen_h264"], ["phone_mjpeg"])
+    r = CliRunner().invoke(app, ["search", str(tmp_path / "index"), "toast", "--json"])
+    assert r.exit_code == 0 and "warning: the index" in r.stderr and "momentsearch index" in r.stderr
+    json.loads(r.stdout)  # stdout stays the results
+    with TestClient(create_app(s, access_log=False)) as client:
+        assert client.get("/health").json()["behind_corpus"] == {"new": 1, "changed": 1, "removed": 1}
+    build_index(tmp_path / "index" / "model.pt", tmp_path / "corpus", tmp_path / "index", progress=False)
+    assert momentsearch.load(tmp_path / "index").search("the toast is burning", k=1)[0].video_id in (
+        "kitchen_h264", "kitchen2")

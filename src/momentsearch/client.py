@@ -61,13 +61,17 @@ class Client:
     def health(self) -> dict[str, Any]:
         return self._call("/health")
 
-    def search(self, text: str, k: int = 10, videos: Sequence[str] | None = None, where: VideoFilter | None = None
+    def search(self, text: str, k: int = 10, videos: Sequence[str] | None = None, where: VideoFilter | None = None,
+               time_from: float | None = None, time_to: float | None = None, per_video: int | None = None
                ) -> list[Hit]:
         """Ranked moments for ``text``, best first (at most ``k``, up to 1000); ``videos``: only these ids;
-        ``where``: only the videos the filter passes."""
+        ``where``: only the videos the filter passes; ``time_from``/``time_to``: only moments overlapping that
+        range of seconds; ``per_video``: grouped by video, each video's best ``per_video`` moments together."""
         if not 1 <= k <= 1000:
             raise QueryError(f"k must be between 1 and 1000, got {k}")
         fields = _filter_body(videos, where)
+        if fields is not None:
+            fields.update(_arrange_body(time_from, time_to, per_video))
         out: list[Hit] = []
         offset: int | None = 0 if fields is not None else None
         while offset is not None and len(out) < k:
@@ -92,6 +96,13 @@ class Client:
             body: dict[str, Any] = {"queries": list(texts[s: s + BATCH]), "k": k, **fields}
             out += [[_hit(m) for m in r["moments"]] for r in self._call("/v1/search/batch", body)["results"]]
         return out
+
+
+def _arrange_body(time_from: float | None, time_to: float | None, per_video: int | None) -> dict[str, Any]:
+    body: dict[str, Any] = {k: v for k, v in (("time_from", time_from), ("time_to", time_to)) if v is not None}
+    if per_video is not None:
+        body.update(group_by_video=True, per_video=per_video)
+    return body
 
 
 def _filter_body(videos: Sequence[str] | None, where: VideoFilter | None) -> dict[str, Any] | None:

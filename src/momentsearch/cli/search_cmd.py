@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 import json
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import Any, TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -38,6 +38,10 @@ def search_cmd(
     ingested_after: Annotated[Optional[str], typer.Option("--ingested-after", help=(
         "Only videos ingested at or after this UTC time (ISO 8601: 2026-11-01 or 2026-11-01T12:00:00Z)."))] = None,
     ingested_before: Annotated[Optional[str], typer.Option("--ingested-before", help="Only videos ingested before this UTC time.")] = None,
+    time_from: Annotated[Optional[float], typer.Option("--from", min=0.0, help="Only moments ending after this second of their video.")] = None,
+    time_to: Annotated[Optional[float], typer.Option("--to", min=0.0, help="Only moments starting before this second of their video.")] = None,
+    group_by_video: Annotated[bool, typer.Option("--group-by-video", help="Each video's best moments together (videos by their best).")] = False,
+    per_video: Annotated[int, typer.Option("--per-video", min=1, max=100, help="With --group-by-video: moments per video.")] = 3,
 ) -> None:
     """Search the corpus for moments matching text queries (the index is built once and cached). The filters
     combine with AND; one that no video passes prints no moments."""
@@ -57,18 +61,29 @@ def search_cmd(
     from momentsearch.search.first_stage import parse_params
 
     run_search(checkpoint, texts, k, split, as_json, device, progress=not as_json, first_stage=first_stage,
-               first_stage_params=parse_params(param), where=where)
+               first_stage_params=parse_params(param), where=where,
+               arrange={"time_from": time_from, "time_to": time_to, "per_video": per_video if group_by_video else None})
 
 
 def run_search(checkpoint: Path, texts: list[str], k: int = 10, split: str = "test", as_json: bool = False,
                device: str = "auto", progress: bool = True, first_stage: str | None = None,
-               first_stage_params: dict[str, str] | None = None, where: VideoFilter | None = None
-               ) -> list[list[Hit]]:
+               first_stage_params: dict[str, str] | None = None, where: VideoFilter | None = None,
+               arrange: dict[str, Any] | None = None) -> list[list[Hit]]:
+    import warnings
+
+    from momentsearch.serving.freshness import StaleIndexWarning
     from momentsearch.serving.searcher import load
 
-    searcher = load(checkpoint, split=split, device=device, progress=progress, first_stage=first_stage,
-                    first_stage_params=first_stage_params)
-    results = searcher.search_many(texts, k, where=where)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", StaleIndexWarning)
+        searcher = load(checkpoint, split=split, device=device, progress=progress, first_stage=first_stage,
+                        first_stage_params=first_stage_params)
+    for w in caught:  # a stale index said once, plainly, on stderr (the results stay on stdout)
+        if issubclass(w.category, StaleIndexWarning):
+            typer.echo(f"warning: {w.message}", err=True)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    results = searcher.search_many(texts, k, where=where, **(arrange or {}))
     if as_json:
         typer.echo(json.dumps([{"query": t, "moments": [vars(h) for h in hits]}
                                for t, hits in zip(texts, results, strict=True)], indent=1))

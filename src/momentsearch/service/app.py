@@ -197,7 +197,8 @@ def create_app(searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 0.0
                 "clips": int(searcher.index.offsets[-1]), "first_stage": searcher.first_stage.spec,
                 "video_files": media.n_files,
                 "corpus": None if searcher.corpus is None else searcher.corpus.root.name,  # its name, not its path
-                "batching": dict(batcher.stats, max_batch=batcher.max_batch)}
+                "batching": dict(batcher.stats, max_batch=batcher.max_batch),
+                "behind_corpus": None if getattr(searcher, "stale", None) is None else searcher.stale.to_json()}
 
     @app.get("/metrics", response_class=Response)
     def metrics_text() -> Response:

@@ -1,5 +1,6 @@
 """``/v1``: the versioned API. ``POST /v1/search`` takes paging (``offset``; the answer's ``next_offset``),
-a score threshold (``min_score``), group-by-video (each video's best moment only), the filters of
+a score threshold (``min_score``), a time range (``time_from``, ``time_to``: moments overlapping it),
+group-by-video (each video's best ``per_video`` moments together, default 1), the filters of
 :class:`~momentsearch.serving.filters.VideoFilter` (``videos``, ``path_prefix``, ``min_duration``,
 ``max_duration``, ``ingested_after``, ``ingested_before``) and a timeout (``timeout_ms``: past it the answer
 is a 504 saying so); ``POST /v1/search/batch`` takes many queries in one request (searched as one batch).
@@ -17,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Stri
 
 from starlette.exceptions import HTTPException
 
-from momentsearch.serving.filters import VideoFilter
+from momentsearch.serving.filters import VideoFilter, arrange, check_arrange
 from momentsearch.serving.searcher import Hit
 from momentsearch.timing import PARTS
 
@@ -33,7 +34,12 @@ class _Options(BaseModel):
     offset: StrictInt = Field(0, ge=0, le=MAX_OFFSET, description="Moments skipped: the previous page's next_offset")
     videos: list[StrictStr] | None = Field(None, min_length=1, max_length=10_000, description="Search only these ids")
     min_score: StrictFloat | StrictInt | None = Field(None, description="Drop moments scoring below this")
-    group_by_video: StrictBool = Field(False, description="Each video's best moment only")
+    group_by_video: StrictBool = Field(False, description="Each video's best per_video moments together")
+    per_video: StrictInt = Field(1, ge=1, le=100, description="With group_by_video: moments kept per video")
+    time_from: StrictFloat | StrictInt | None = Field(None, ge=0, le=1e9, description="Moments ending after this "
+                                                                                     "second of their video")
+    time_to: StrictFloat | StrictInt | None = Field(None, ge=0, le=1e9, description="Moments starting before this "
+                                                                                   "second of their video")
     path_prefix: StrictStr | None = Field(None, max_length=1000, description="Videos whose path (relative to the "
                                                                              "ingested folder) starts with this")
     min_duration: StrictFloat | StrictInt | None = Field(None, ge=0, description="Videos at least this long (s)")
@@ -46,6 +52,7 @@ class _Options(BaseModel):
                                                                             "default: the server's")
 
     def where(self) -> VideoFilter:
+        check_arrange(self.time_from, self.time_to, self.per_video)
         return VideoFilter.of(self.videos, self.path_prefix, self.min_duration, self.max_duration,
                               self.ingested_after, self.ingested_before)
 
@@ -76,20 +83,13 @@ class BatchV1(_Options):
         return [_clean(q) for q in v]
 
 
-def page_of(hits: Sequence[Hit], k: int, offset: int, min_score: float | None, group: bool
+def page_of(hits: Sequence[Hit], k: int, offset: int, min_score: float | None, group: bool,
+            time_from: float | None = None, time_to: float | None = None, per_video: int = 1
             ) -> tuple[list[Hit], int | None]:
-    """The page ``[offset, offset + k)`` of ``hits`` (best first) after the threshold and the grouping, and the
-    next page's offset (None: no more)."""
-    kept: list[Hit] = []
-    seen: set[str] = set()
-    for h in hits:
-        if min_score is not None and h.score < min_score:
-            break  # best first: nothing after scores higher
-        if group:
-            if h.video_id in seen:
-                continue
-            seen.add(h.video_id)
-        kept.append(h)
+    """The page ``[offset, offset + k)`` of ``hits`` (best first) after the threshold, the time range and the
+    grouping (:func:`~momentsearch.serving.filters.arrange`), and the next page's offset (None: no more)."""
+    kept = [h for h in hits if min_score is None or h.score >= min_score]
+    kept = arrange(kept, time_from, time_to, per_video if group else None)
     end = offset + k
     return kept[offset:end], (end if len(kept) > end else None)
 
@@ -100,9 +100,11 @@ def add_v1(app: FastAPI, searcher: object, run: Callable, moments: Callable[[Seq
 
     async def one(text: str, opts: _Options, where: VideoFilter, timing: dict[str, float] | None = None
                   ) -> tuple[list[Hit], int | None]:
-        fetch = FETCH_GROUPED if opts.group_by_video else opts.offset + opts.k + 1  # one more: is there a next page
+        arranged = opts.group_by_video or opts.time_from is not None or opts.time_to is not None
+        fetch = FETCH_GROUPED if arranged else opts.offset + opts.k + 1  # one more: is there a next page
         hits = await run(text, min(fetch, FETCH_GROUPED), where, opts.timeout_ms, timing)
-        return page_of(hits, opts.k, opts.offset, opts.min_score, opts.group_by_video)
+        return page_of(hits, opts.k, opts.offset, opts.min_score, opts.group_by_video, opts.time_from, opts.time_to,
+                       opts.per_video)
 
     def checked(opts: _Options) -> VideoFilter:
         where = opts.where()  # a QueryError: a 400 naming the field

@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 from datetime import datetime, timezone
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -152,3 +153,35 @@ class VideoTable:
                 if f.ingested_before is not None:
                     keep &= self.ingested < f.ingested_before.timestamp()
         return np.flatnonzero(keep)
+
+
+FETCH_ARRANGED = 1000  # moments a search ranks before a time range or a grouping picks from them
+
+
+def check_arrange(time_from: float | None = None, time_to: float | None = None, per_video: int | None = None) -> None:
+    """A :class:`QueryError` a user can act on for a bad time range or per-video count."""
+    for name, v in (("time_from", time_from), ("time_to", time_to)):
+        if v is not None and not (isinstance(v, (int, float)) and _finite(v) and v >= 0):
+            raise QueryError(f"{name} must be a number of seconds >= 0, got {v!r}")
+    if time_from is not None and time_to is not None and time_to <= time_from:
+        raise QueryError(f"time_to ({time_to}) must be after time_from ({time_from})")
+    if per_video is not None and not (isinstance(per_video, int) and 1 <= per_video <= 100):
+        raise QueryError(f"per_video must be an integer from 1 to 100, got {per_video!r}")
+
+
+def arrange(hits: Sequence[Any], time_from: float | None = None, time_to: float | None = None,
+            per_video: int | None = None) -> list[Any]:
+    """Ranked moments (best first) -> those overlapping [``time_from``, ``time_to``) seconds of their video (either
+    end open when None), and with ``per_video``, grouped by video: the videos in the order of their best moment,
+    each with its best ``per_video`` moments together, best first."""
+    lo = -math.inf if time_from is None else time_from
+    hi = math.inf if time_to is None else time_to
+    kept = [h for h in hits if h.end > lo and h.start < hi]
+    if per_video is None:
+        return kept
+    groups: dict[str, list[Any]] = {}
+    for h in kept:
+        g = groups.setdefault(h.video_id, [])
+        if len(g) < per_video:
+            g.append(h)
+    return [h for g in groups.values() for h in g]

@@ -33,7 +33,7 @@ from momentsearch.search.index import VideoIndex
 from momentsearch.search.ranked import Hit
 from momentsearch.text.queries import PrecomputedQueryFeatures
 from momentsearch.serving.checkpoint import Checkpoint, load_checkpoint
-from momentsearch.serving.filters import VideoFilter, VideoTable
+from momentsearch.serving.filters import FETCH_ARRANGED, VideoFilter, VideoTable, arrange, check_arrange
 from momentsearch.device import resolve_device
 from momentsearch.timing import PartClock, part
 
@@ -98,6 +98,7 @@ class Searcher:
         self._row = {v: i for i, v in enumerate(index.video_ids)}
         self._lock = threading.Lock()  # the stages' lazily built caches are filled once
         self._table: VideoTable | None = None
+        self.stale: Any = None  # an index folder's Staleness (serving.freshness) when its corpus changed since
 
     @property
     def video_ids(self) -> list[str]:
@@ -112,9 +113,11 @@ class Searcher:
                 out.append(self.engine.stages.retriever.score_videos(tokens, mask).float().cpu().numpy())
         return np.concatenate(out) if out else np.zeros((0, len(self.video_ids)), np.float32)
 
-    def search(self, text: str, k: int = 10, videos: Sequence[str] | None = None, where: VideoFilter | None = None
+    def search(self, text: str, k: int = 10, videos: Sequence[str] | None = None, where: VideoFilter | None = None,
+               time_from: float | None = None, time_to: float | None = None, per_video: int | None = None
                ) -> list[Hit]:
-        return self.search_many([text], k, videos=videos, where=where)[0]
+        return self.search_many([text], k, videos=videos, where=where, time_from=time_from, time_to=time_to,
+                                per_video=per_video)[0]
 
     def pool_of(self, videos: Sequence[str]) -> list[int]:
         """Video ids -> index rows; a :class:`QueryError` naming the ids this index does not hold."""
@@ -156,14 +159,21 @@ class Searcher:
 
     def search_many(self, texts: Sequence[str], k: int = 10, batch_size: int = 64,
                     videos: Sequence[str] | None = None, where: VideoFilter | None = None,
-                    clock: PartClock | None = None) -> list[list[Hit]]:
+                    clock: PartClock | None = None, time_from: float | None = None, time_to: float | None = None,
+                    per_video: int | None = None) -> list[list[Hit]]:
         """Ranked moments for each text, best first (at most ``k`` each, after temporal NMS); ``videos``:
         search only these video ids; ``where``: only the videos a :class:`VideoFilter` passes (no video passes:
-        no moments); ``clock``: times the parts (encode, first_stage, localize, nms, rank)."""
+        no moments); ``clock``: times the parts (encode, first_stage, localize, nms, rank). ``time_from`` /
+        ``time_to``: only moments overlapping that range of seconds of their video; ``per_video``: grouped by
+        video, each video's best ``per_video`` moments together (:func:`~momentsearch.serving.filters.arrange`)."""
         if isinstance(texts, str):
             raise QueryError("search_many takes a list of texts; use search() for one")
         if not 1 <= k <= 1000:
             raise QueryError(f"k must be between 1 and 1000, got {k}")
+        if time_from is not None or time_to is not None or per_video is not None:
+            check_arrange(time_from, time_to, per_video)
+            many = self.search_many(texts, FETCH_ARRANGED, batch_size, videos, where, clock)
+            return [arrange(hits, time_from, time_to, per_video)[:k] for hits in many]
         pool = self.rows_of(videos, where)
         if pool is not None and not pool:
             return [[] for _ in texts]
@@ -201,13 +211,19 @@ def load(path: str | Path, split: str = "test", device: str = "auto", progress: 
     if Path(path).is_dir():
         from momentsearch.serving.indexing import IndexFolder
 
+        from momentsearch.serving.freshness import staleness, warn_if_stale
+
         folder = IndexFolder.open(path)
         ckpt = folder.checkpoint
         settings = ckpt.search_settings()
-        return Searcher(ckpt, folder.index, ckpt.family.query_features(ckpt.model, cache_size), dev,
-                        k_videos or settings.k_videos, settings.nms_threshold,
-                        corpus=folder.corpus, first_stage=first_stage or "auto", first_stage_params=first_stage_params,
-                        first_stage_dir=folder.root / "first_stage", progress=progress)
+        searcher = Searcher(ckpt, folder.index, ckpt.family.query_features(ckpt.model, cache_size), dev,
+                            k_videos or settings.k_videos, settings.nms_threshold,
+                            corpus=folder.corpus, first_stage=first_stage or "auto",
+                            first_stage_params=first_stage_params, first_stage_dir=folder.root / "first_stage",
+                            progress=progress)
+        searcher.stale = staleness(folder.root, folder.info, folder.corpus)
+        warn_if_stale(searcher.stale)  # a StaleIndexWarning: the corpus changed since the index was built
+        return searcher
     ckpt = load_checkpoint(path)
     settings = ckpt.search_settings()
     dataset = open_dataset(ckpt.require_dataset())

@@ -104,8 +104,9 @@ def _signature(path: Path, videos_dir: Path) -> dict[str, Any]:
 
 
 def _same_source(entry: dict[str, Any], sig: dict[str, Any]) -> bool:
-    old = entry.get("sidecars", [entry["subtitles"]] if entry.get("subtitles") else [])  # (before sidecars)
-    return old == sig["sidecars"] and all(entry.get(k) == sig[k] for k in ("path", "size", "mtime_ns"))
+    if "transcript" not in entry:  # ingested before transcripts were stored: read what is said again
+        return False
+    return entry.get("sidecars") == sig["sidecars"] and all(entry.get(k) == sig[k] for k in ("path", "size", "mtime_ns"))
 
 
 def _write_array(folder: Path, video_id: str, arr: np.ndarray) -> int:

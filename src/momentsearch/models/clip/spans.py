@@ -11,14 +11,15 @@ embedding with the clip's speech embedding (MiniLM of the cue texts overlapping 
 * said: over the clips where something is said, threshold ``mean(s) + kappa * std(s)`` over those clips;
   a moment is a run of consecutive such clips at or above it (cut at ``max_clips``; the best clip alone when
   none is), and spans its cues: from the first cue start to the last cue end of its clips. Cues that run on
-  (one sentence over several cues, or several clips) are so merged into one moment.
+  (one sentence over several cues, or several clips) are so merged into one moment. Each spoken clip's own
+  cues are candidates too, so every line said can be found (within a time range, say), ranked by its score.
 
 **Score** of a span [a, b), over the clips it overlaps:
   seen  V = (1 + mean of c) / 2;   said  S = (1 + max of s) / 2   (0.5 where nothing is said: cosine 0);
   a family that searches one stream scores V (or S) alone, one that searches both scores (V + S) / 2. Both are
   cosines of one text tower against one embedding space, comparable across videos, so the scores rank
   moments across the corpus. Every span, whichever stream proposed it, is scored by the same rule, and
-  identical spans are kept once.
+  identical spans are kept once; equal scores rank the longer span first.
 
 A video's retrieval score is the mean over the searched streams of the best clip's cosine (``ClipMaxRetriever``),
 so no moment of a video scores above (1 + its retrieval score) / 2 (the engine's score bound).
@@ -61,6 +62,7 @@ def video_spans(c: np.ndarray | None, s: np.ndarray | None, cues: np.ndarray, dt
         spoken = cues[:, 0] >= 0
         for a, b in said_runs(s, spoken, kappa, max_clips):
             cand.append((float(cues[a:b + 1, 0][spoken[a:b + 1]].min()), float(cues[a:b + 1, 1][spoken[a:b + 1]].max())))
+        cand += [(float(cues[i, 0]), float(cues[i, 1])) for i in np.flatnonzero(spoken)]
     if not cand:
         return np.zeros(0), np.zeros(0), np.zeros(0, np.float32)
     span = np.unique(np.asarray(cand, np.float64), axis=0)
@@ -74,5 +76,5 @@ def video_spans(c: np.ndarray | None, s: np.ndarray | None, cues: np.ndarray, dt
         best = np.array([np.max(s[a:b + 1]) for a, b in zip(first, last, strict=True)], np.float64)
         parts.append((1.0 + best) / 2.0)
     score = np.mean(parts, axis=0)
-    order = np.lexsort((span[:, 0], -score))
+    order = np.lexsort((span[:, 0], span[:, 0] - span[:, 1], -score))
     return span[order, 0], span[order, 1], score[order].astype(np.float32)

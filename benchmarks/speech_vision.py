@@ -1,0 +1,137 @@
+"""What is said, what is seen, both, and a trained XML, on the rendered benchmark: one table (issue 40).
+
+    python benchmarks/speech_vision.py [--preset small] [--out runs/rendered]
+
+1. ``generate --preset P`` and render every video (64 x 64, 4 fps, H.264, with the generator's subtitles as SRT);
+2. ``ingest`` the videos with the ``builtin`` encoder (2 s clips, 2 fps): each video's SRT becomes its stored
+   transcript and its subtitle stream (MiniLM);
+3. the test videos again with a **random** tiny CLIP image tower (``tests/clip_models.tiny_hf_clip``): no CLIP
+   weights can be had offline, so the seen and fused rows only show the mechanics, not what CLIP would find;
+4. pack the training-free family three ways (said: ``pack clip --speech``; seen: ``--encoder hf_clip``; fused:
+   both), train XML on the builtin features of the train split (``configs/xml/small.yaml``, seed 0; resumed
+   from ``OUT/xml_pixels_s0`` where ``rendered_xml.py`` left it), index each over its corpus;
+5. search every test query over the test videos (the same path a user's ``search`` takes: filter to the test
+   videos, 100 moments) and score VR (each video's first place in the moment list) and VCMR with the
+   project's recall (``evaluation.recall``).
+
+Writes ``benchmarks/results/speech_vision.json``. Every step resumes (renders, corpora, runs, indexes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from _common import report as print_report  # noqa: E402
+
+COLUMNS = ("VR r1", "VR r10", "VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.5-r100", "VCMR 0.7-r1")
+
+
+def _score(searcher, corpus, test_ids: list[str]) -> dict[str, float]:
+    import numpy as np
+
+    from momentsearch.evaluation.recall import evaluate_ranked
+    from momentsearch.search.ranked import RankedMoments
+
+    moments = [m for m in corpus.moments if m.has_ground_truth]
+    hits = searcher.search_many([m.text for m in moments], k=100, videos=test_ids)
+    ids = searcher.video_ids
+    row = {v: i for i, v in enumerate(ids)}
+    qids = [m.query_id for m in moments]
+    vcmr = RankedMoments.from_lists(qids, ids, [[(row[h.video_id], h.start, h.end, h.score) for h in hs] for hs in hits])
+    first = []
+    for hs in hits:  # VR: the videos in the order of their first moment
+        seen: dict[str, None] = {}
+        for h in hs:
+            seen.setdefault(h.video_id, None)
+        first.append([(row[v], 0.0, 0.0, 1.0) for v in seen])
+    vr = RankedMoments.from_lists(qids, ids, first)
+    got = evaluate_ranked(vcmr, corpus, tasks=("VCMR",))["VCMR"]
+    got_vr = evaluate_ranked(vr, corpus, tasks=("VR",))["VR"]
+    out = {"VR r1": got_vr["r1"], "VR r10": got_vr["r10"]}
+    for thr in ("0.5", "0.7"):
+        for k in (1, 10, 100):
+            out[f"VCMR {thr}-r{k}"] = got[f"{thr}-r{k}"]
+    return {c: round(float(np.asarray(out[c])), 2) for c in COLUMNS}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", default="small")
+    ap.add_argument("--out", type=Path, default=Path("runs/rendered"))
+    args = ap.parse_args()
+
+    import momentsearch
+    from clip_models import tiny_hf_clip
+    from momentsearch.data.synthetic import SyntheticBenchmark, generate, load_preset
+    from momentsearch.data.synthetic.render import render_benchmark
+    from momentsearch.serving.indexing import build_index
+    from momentsearch.serving.packing import pack
+    from momentsearch.video.ingest import ingest
+
+    out = args.out
+    bench, corpus = out / "benchmark", out / "corpus"
+    times: dict[str, float] = {}
+    if not (bench / "benchmark.yaml").is_file():
+        generate(load_preset(args.preset), bench)
+    t = time.perf_counter()
+    render_benchmark(bench)
+    times["render_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    print(ingest(bench / "videos", corpus, "builtin", clip_seconds=2.0, fps=2.0).summary().splitlines()[0])
+    times["ingest_s"] = time.perf_counter() - t
+    b = SyntheticBenchmark.load(bench)
+    test = b.corpus.split("test")
+    test_ids = sorted(test.videos)
+    test_dir = out / "videos_test"  # the test videos and their SRTs, for the CLIP corpus
+    test_dir.mkdir(exist_ok=True)
+    for v in test_ids:
+        for suffix in (".mp4", ".srt"):
+            src, dst = bench / "videos" / f"{v}{suffix}", test_dir / f"{v}{suffix}"
+            if src.is_file() and not dst.exists():
+                dst.symlink_to(src.resolve())
+    hf = out / "random_clip"
+    if not (hf / "config.json").is_file():
+        tiny_hf_clip(hf, projection_dim=64)
+    t = time.perf_counter()
+    ingest(test_dir, out / "corpus_clip", "hf_clip", clip_seconds=2.0, fps=2.0, encoder_options={"weights": str(hf)})
+    times["ingest_random_clip_s"] = time.perf_counter() - t
+    models = {"said": (out / "said.pt", corpus), "seen": (out / "seen.pt", out / "corpus_clip"),
+              "fused": (out / "fused.pt", out / "corpus_clip")}
+    pack("clip", models["said"][0], speech=True)
+    pack("clip", models["seen"][0], "hf_clip", hf)
+    pack("clip", models["fused"][0], "hf_clip", hf, speech=True)
+    xml = out / "xml_pixels_s0" / "checkpoints" / "best.pt"
+    if not xml.is_file():
+        t = time.perf_counter()
+        momentsearch.train("configs/xml/small.yaml", {"dataset": {"benchmark": str(bench), "corpus": str(corpus)},
+                                                      "seed": 0, "out_dir": str(out / "xml_pixels_s0")})
+        times["train_xml_s"] = time.perf_counter() - t
+    models["xml"] = (xml, corpus)
+    names = {"said": "training-free, what is said only (MiniLM over the SRT cues, offline)",
+             "seen": "training-free, what is seen only (a RANDOM tiny CLIP: mechanics, not quality)",
+             "fused": "training-free, seen + said (the same random CLIP + MiniLM)",
+             "xml": "XML trained on the train split's pixels (builtin encoder, seed 0)"}
+    rows = []
+    for key, (ckpt, c) in models.items():
+        t = time.perf_counter()
+        build_index(ckpt, c, out / f"index_{key}", progress=False)
+        searcher = momentsearch.load(out / f"index_{key}")
+        rows.append({"model": names[key], **_score(searcher, test, test_ids)})
+        times[f"index+search {key} s"] = time.perf_counter() - t
+    n = len(test_ids)
+    rows.append({"model": "random (VR, analytic)", "VR r1": round(100 / n, 2), "VR r10": round(min(100.0, 1000 / n), 2),
+                 **{c: "" for c in COLUMNS[2:]}})
+    said = sum(1 for v in test_ids if (bench / "videos" / f"{v}.srt").is_file())
+    print(f"times (s): { {k: round(v, 1) for k, v in times.items()} }")
+    print_report("speech_vision", rows, f"python benchmarks/speech_vision.py --preset {args.preset}",
+                 extra={"test_videos": n, "test_videos_with_srt": said, "queries": len(test.moments),
+                        "times_s": {k: round(v, 1) for k, v in times.items()}})
+
+
+if __name__ == "__main__":
+    main()
