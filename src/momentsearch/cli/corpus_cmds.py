@@ -131,3 +131,40 @@ def pack_cmd(
     seen = f"what is seen in corpora made by {encoder}" if encoder not in ("", "none") else ""
     typer.echo(f"wrote {path}: family {family}, searches " + " and ".join(
         x for x in (seen, "what is said" if speech else "") if x))
+
+
+@app.command("watch")
+def watch_cmd(
+    videos_dir: Annotated[Path, typer.Argument(help="The folder of videos to keep searchable.")],
+    index: Annotated[Path, typer.Option("--index", help="The index folder to keep current (built on first use).")],
+    corpus: Annotated[Optional[Path], typer.Option(help="The corpus folder (default: the index's; needed for a new index).")] = None,
+    model: Annotated[Optional[Path], typer.Option(help="The checkpoint for a new index (default: the index's own model).")] = None,
+    interval: Annotated[float, typer.Option(min=0.1, help="Seconds between looks at the folder.")] = 2.0,
+    settle: Annotated[float, typer.Option(min=0.0, help="Seconds a change must stay unchanged before it is ingested.")] = 2.0,
+    once: Annotated[bool, typer.Option("--once", help="Bring the index up to date once and stop.")] = False,
+) -> None:
+    """Ingest and index videos as they appear, change or disappear. A `serve` of the same index swaps to each
+    rebuilt index between requests (or run `serve INDEX --watch VIDEOS_DIR` to do both in one process)."""
+    _require_models()
+    import threading
+
+    from momentsearch.serving.indexing import is_index_folder, read_index_info
+    from momentsearch.serving.watch import Watcher
+
+    if corpus is None:
+        if not is_index_folder(index):
+            raise typer.BadParameter(f"{index} is not an index yet: give --corpus (where the videos are ingested) "
+                                     "and --model (the checkpoint to index them with)")
+        corpus = Path(read_index_info(index)["corpus"]["path"])
+    w = Watcher(videos_dir, corpus, index, model, interval=interval, settle=0.0 if once else settle)
+    if once:
+        done = w.step()
+        typer.echo(done.summary() if done is not None else "up to date")
+        return
+    typer.echo(f"watching {videos_dir} -> {corpus} -> {index} (every {interval:g} s; Ctrl-C stops)")
+    try:
+        w.run(threading.Event(), lambda u: typer.echo(u.summary()),
+              lambda e: typer.echo(f"this round failed ({type(e).__name__}: {e}); the index is unchanged, "
+                                   "trying again at the next change", err=True))
+    except KeyboardInterrupt:
+        typer.echo("stopped")

@@ -40,6 +40,12 @@ def serve_cmd(
     timeout_ms: Annotated[float, typer.Option("--timeout-ms", min=1.0, max=600_000.0, help=(
         "A search's default timeout; past it the answer is a 504 (a request's timeout_ms overrides it)."))] = 30_000.0,
     access_log: Annotated[bool, typer.Option(help="One JSON line per request on stdout.")] = True,
+    reload_index: Annotated[bool, typer.Option(help=(
+        "When the index folder is rebuilt (momentsearch index, watch), load it and swap to it between requests."))] = True,
+    watch: Annotated[Optional[Path], typer.Option("--watch", help=(
+        "A folder of videos to keep the index current with: new, changed and removed files are ingested into the "
+        "index's corpus, indexed and served, with no request failed."))] = None,
+    watch_interval: Annotated[float, typer.Option("--watch-interval", min=0.1, help="Seconds between looks at the folders.")] = 2.0,
 ) -> None:
     """Serve search over HTTP: POST /search, GET /videos/{id} (range requests), /thumbnails, /health, and a
     page at / that plays the moments it finds."""
@@ -58,4 +64,5 @@ def serve_cmd(
                                f"--corpus CORPUS_DIR --out {index_dir}`")
     serve(index_dir, host, port, first_stage, parse_params(param), device, max_batch, max_wait_ms, api_key=api_key,
           allow_unauthenticated=allow_unauthenticated, cors_origins=cors_origin, ssl_keyfile=ssl_keyfile,
-          ssl_certfile=ssl_certfile, timeout_ms=timeout_ms, access_log=access_log)
+          ssl_certfile=ssl_certfile, timeout_ms=timeout_ms, access_log=access_log, reload_index=reload_index,
+          watch=watch, watch_interval=watch_interval)

@@ -87,13 +87,13 @@ def _validation_message(exc: RequestValidationError) -> str:
 
 def create_app(searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 0.0, api_key: str | None = None,
                cors_origins: list[str] | None = None, max_body_bytes: int = MAX_BODY_BYTES,
-               timeout_ms: float = DEFAULT_TIMEOUT_MS, access_log: bool = True) -> FastAPI:
+               timeout_ms: float = DEFAULT_TIMEOUT_MS, access_log: bool = True, metrics: Metrics | None = None) -> FastAPI:
     """``api_key``: required on every route but ``/livez`` (see :mod:`~momentsearch.service.security`);
     ``cors_origins``: origins a browser page elsewhere may call from (none by default); ``timeout_ms``: a
     search's default timeout (a request's ``timeout_ms`` overrides it); ``access_log``: one JSON line per
-    request on the ``momentsearch.access`` logger."""
+    request on the ``momentsearch.access`` logger; ``metrics``: counters to carry on (a swapped-in index's app)."""
     media = Media(searcher.corpus, searcher.video_ids)
-    metrics = Metrics()
+    metrics = metrics or Metrics()
     batcher = QueryBatcher(searcher, max_batch, max_wait_ms, on_batch=metrics.batch)
     app = FastAPI(title="momentsearch", version="1", summary="Video corpus moment retrieval: text in, moments out.",
                   docs_url=None, redoc_url=None)  # /docs below: from local files, not a CDN

@@ -1,7 +1,13 @@
 """Serving while the index loads: the port answers at once, ``/livez`` says the process is alive, ``/readyz``
 and every other route say "not ready" (503, the project's JSON error, never a 500) until the index is
 loaded and its encoders are warm; then the real app answers. A load that fails stops the server and its
-error is what ``serve`` raises."""
+error is what ``serve`` raises.
+
+**Swapping indexes.** :class:`IndexReloader` watches the index folder; when ``momentsearch index`` (or
+``watch``) replaces it, a new app is loaded and warmed beside the one serving, then :meth:`LoadingApp.replace`
+puts it in place between two requests: a request is answered whole by the old app or by the new one, none
+fails. The old app's batcher is closed once the requests it took have had their time (``grace``). A reload
+that fails leaves the old index serving and says why."""
 
 from __future__ import annotations
 
@@ -42,6 +48,15 @@ class LoadingApp:
             self._thread.join(timeout)
         return self.app is not None or self.error is not None
 
+    def replace(self, app: Any, grace: float = 5.0) -> None:
+        """Serve ``app`` from the next request on; the old app's batcher closes ``grace`` seconds later."""
+        old, self.app = self.app, app
+        batcher = getattr(getattr(old, "state", None), "batcher", None)
+        if batcher is not None:
+            timer = threading.Timer(grace, batcher.close)
+            timer.daemon = True
+            timer.start()
+
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
             return await self._lifespan(receive, send)
@@ -67,3 +82,46 @@ class LoadingApp:
                     batcher.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+class IndexReloader:
+    """Polls an index folder's version (:func:`~momentsearch.serving.freshness.index_version`) every ``interval``
+    seconds; on a change, ``load()`` (a new app over the folder) and ``target.replace`` it in."""
+
+    def __init__(self, target: LoadingApp, index_dir: Any, load: Callable[[], Any], interval: float = 2.0,
+                 grace: float = 5.0, log: Callable[[str], None] = print):
+        from momentsearch.serving.freshness import index_version
+
+        self.target, self.index_dir, self.load = target, index_dir, load
+        self.interval, self.grace, self.log = interval, grace, log
+        self._version = index_version
+        self.seen = index_version(index_dir)
+        self.swaps = 0
+        self.stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="momentsearch-reload", daemon=True)
+
+    def start(self) -> IndexReloader:
+        self._thread.start()
+        return self
+
+    def check(self) -> bool:
+        """One poll: True when a new index was swapped in."""
+        v = self._version(self.index_dir)
+        if v is None or v == self.seen or self.target.app is None:
+            return False
+        self.seen = v
+        t = time.monotonic()
+        try:
+            app = self.load()
+        except Exception as e:  # noqa: BLE001 - the index serving stays; the next rebuild is tried again
+            self.log(f"the index at {self.index_dir} changed but could not be loaded ({type(e).__name__}: {e}); "
+                     "still serving the previous one")
+            return False
+        self.target.replace(app, self.grace)
+        self.swaps += 1
+        self.log(f"swapped to the rebuilt index at {self.index_dir} (loaded in {time.monotonic() - t:.1f} s)")
+        return True
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.interval):
+            self.check()
