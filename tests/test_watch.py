@@ -138,3 +138,35 @@ def test_serve_watch_swaps_under_load_with_no_failed_request(tmp_path: Path, sai
         proc.wait(30)
         log.close()
         shutil.rmtree(tmp_path / "index", ignore_errors=True)
+
+
+def test_a_rebuilt_index_that_cannot_load_leaves_the_old_one_serving(tmp_path: Path) -> None:
+    from momentsearch.service.loading import IndexReloader, LoadingApp
+
+    (tmp_path / "index.json").write_text("{}")
+    closed = threading.Event()
+
+    class Old:
+        class state:  # noqa: N801 - what a FastAPI app's state looks like to replace()
+            class batcher:  # noqa: N801
+                close = staticmethod(closed.set)
+
+    loading = LoadingApp(lambda: None)
+    loading.app = Old
+    said: list[str] = []
+    attempts = iter([RuntimeError("disk full"), "new app"])
+
+    def load():
+        got = next(attempts)
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    r = IndexReloader(loading, tmp_path, load, grace=0.05, log=said.append)
+    assert r.check() is False  # nothing changed yet
+    os.replace(tmp_path / "index.json", tmp_path / "old.json")
+    (tmp_path / "index.json").write_text("{}")  # a new file: a rebuilt folder
+    assert r.check() is False and loading.app is Old and "could not be loaded (RuntimeError: disk full)" in said[0]
+    os.replace(tmp_path / "old.json", tmp_path / "index.json")
+    assert r.check() is True and loading.app == "new app" and r.swaps == 1
+    assert closed.wait(2.0)  # the old app's batcher, after its grace
