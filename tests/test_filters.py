@@ -12,10 +12,12 @@ import pytest
 from momentsearch.errors import QueryError
 from momentsearch.serving.filters import VideoFilter, VideoTable, parse_utc
 
-ENTRIES = {"a": {"path": "trip/a.mp4", "ingested_at": "2026-01-05T10:00:00Z"},
-           "b": {"path": "trip/2024/b.mkv", "ingested_at": "2026-02-01T00:00:00Z"},
-           "c": {"path": "home/c.mp4"},  # ingested before dates were recorded
-           "d": {"path": "trips/d.mp4", "ingested_at": "2026-03-01T12:30:00Z"}}
+DAY = 86_400 * 10**9  # ns
+JAN_1_2024 = 1_704_067_200 * 10**9  # the files' dates (mtime_ns), 2024-01-01T00:00:00Z
+ENTRIES = {"a": {"path": "trip/a.mp4", "ingested_at": "2026-01-05T10:00:00Z", "mtime_ns": JAN_1_2024 + 10 * DAY},
+           "b": {"path": "trip/2024/b.mkv", "ingested_at": "2026-02-01T00:00:00Z", "mtime_ns": JAN_1_2024},
+           "c": {"path": "home/c.mp4", "mtime_ns": JAN_1_2024 + 40 * DAY},  # ingested before dates were recorded
+           "d": {"path": "trips/d.mp4", "ingested_at": "2026-03-01T12:30:00Z"}}  # no file date
 TABLE = VideoTable.of_entries(list(ENTRIES), np.array([10.0, 65.0, 300.0, 30.0]), ENTRIES)
 
 
@@ -31,6 +33,8 @@ TABLE = VideoTable.of_entries(list(ENTRIES), np.array([10.0, 65.0, 300.0, 30.0])
     ({"ingested_before": "2026-02-01T00:00:00Z"}, [0]),  # exclusive
     ({"ingested_after": "2026-01-05T11:00:00+01:00", "ingested_before": "2026-03-01"}, [0, 1]),  # 10:00 UTC
     ({"path_prefix": "trip", "min_duration": 20, "ingested_after": "2026-02-15"}, [3]),
+    ({"modified_after": "2024-01-01"}, [0, 1, 2]),  # inclusive; d has no file date
+    ({"modified_after": "2024-01-02", "modified_before": "2024-02-10T00:00:00Z"}, [0]),  # c: Feb 10, exclusive
 ])
 def test_rows_by_hand(kw: dict, rows: list[int]) -> None:
     assert TABLE.rows(VideoFilter.of(**kw)).tolist() == rows
@@ -48,6 +52,7 @@ def test_rows_within_chosen_ids() -> None:
     ({"min_duration": 9, "max_duration": 3}, "min_duration 9 is over max_duration 3"),
     ({"ingested_after": "last week"}, "ingested_after must be an ISO 8601 date"),
     ({"ingested_after": "2026-02-01", "ingested_before": "2026-01-01"}, "must be before ingested_before"),
+    ({"modified_after": "2026-02-01", "modified_before": "2026-01-01"}, "modified_after .* must be before modified_before"),
 ])
 def test_bad_filters_say_which_field(kw: dict, message: str) -> None:
     with pytest.raises(QueryError, match=message):
@@ -61,6 +66,8 @@ def test_no_paths_or_no_dates_is_an_error_not_an_empty_answer() -> None:
         bare.rows(VideoFilter.of(path_prefix="a/"))
     with pytest.raises(QueryError, match="records no ingest dates"):
         bare.rows(VideoFilter.of(ingested_after="2026-01-01"))
+    with pytest.raises(QueryError, match="have no file dates"):
+        bare.rows(VideoFilter.of(modified_before="2026-01-01"))
 
 
 def test_dates_are_utc() -> None:

@@ -188,6 +188,12 @@ def test_time_range_and_grouping_alike_in_python_cli_and_service(said_index: Pat
     r = run(app, ["search", str(said_index / "index"), q, "--json", "--video", "kitchen_h264", "--from", "0",
                   "--to", "2.5"])
     assert [(m["start"], m["end"]) for m in json.loads(r.stdout)[0]["moments"]] == [(0.5, 2.0)]
+    r = run(app, ["search", str(said_index / "index"), q, "--json", "--modified-before", "2000-01-01"])
+    assert json.loads(r.stdout)[0]["moments"] == []  # every file was written today
+    r = run(app, ["search", str(said_index / "index"), q, "--json", "-k", "4", "--group-by-video", "--per-video", "2",
+                  "--modified-after", "2000-01-01"])
+    assert [(m["video_id"], m["start"]) for m in json.loads(r.stdout)[0]["moments"]] == [
+        (h.video_id, h.start) for h in grouped]
     with TestClient(create_app(s, access_log=False)) as client:
         got = client.post("/v1/search", json={"query": q, "k": 4, "group_by_video": True, "per_video": 2}).json()
         assert [(m["video_id"], m["start"]) for m in got["moments"]] == [(h.video_id, h.start) for h in grouped]

@@ -121,7 +121,7 @@ def _filter_body(videos: Sequence[str] | None, where: VideoFilter | None) -> dic
         for name in ("path_prefix", "min_duration", "max_duration"):
             if getattr(where, name) is not None:
                 body[name] = getattr(where, name)
-        for name in ("ingested_after", "ingested_before"):
+        for name in ("ingested_after", "ingested_before", "modified_after", "modified_before"):
             if getattr(where, name) is not None:
                 body[name] = getattr(where, name).isoformat()
     return body

@@ -38,6 +38,8 @@ def search_cmd(
     ingested_after: Annotated[Optional[str], typer.Option("--ingested-after", help=(
         "Only videos ingested at or after this UTC time (ISO 8601: 2026-11-01 or 2026-11-01T12:00:00Z)."))] = None,
     ingested_before: Annotated[Optional[str], typer.Option("--ingested-before", help="Only videos ingested before this UTC time.")] = None,
+    modified_after: Annotated[Optional[str], typer.Option("--modified-after", help="Only videos whose file is dated at or after this UTC time.")] = None,
+    modified_before: Annotated[Optional[str], typer.Option("--modified-before", help="Only videos whose file is dated before this UTC time.")] = None,
     time_from: Annotated[Optional[float], typer.Option("--from", min=0.0, help="Only moments ending after this second of their video.")] = None,
     time_to: Annotated[Optional[float], typer.Option("--to", min=0.0, help="Only moments starting before this second of their video.")] = None,
     group_by_video: Annotated[bool, typer.Option("--group-by-video", help="Each video's best moments together (videos by their best).")] = False,
@@ -49,7 +51,8 @@ def search_cmd(
     from momentsearch.errors import QueryError
     from momentsearch.serving.filters import VideoFilter
 
-    where = VideoFilter.of(video, path_prefix, min_duration, max_duration, ingested_after, ingested_before)
+    where = VideoFilter.of(video, path_prefix, min_duration, max_duration, ingested_after, ingested_before,
+                           modified_after, modified_before)
 
     texts = [query] if query is not None else []
     if queries_file is not None:

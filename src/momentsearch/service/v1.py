@@ -48,13 +48,17 @@ class _Options(BaseModel):
                                                                              "UTC time (ISO 8601)")
     ingested_before: StrictStr | None = Field(None, max_length=64, description="Videos ingested before this UTC "
                                                                               "time (ISO 8601)")
+    modified_after: StrictStr | None = Field(None, max_length=64, description="Videos whose file is dated at or "
+                                                                             "after this UTC time (ISO 8601)")
+    modified_before: StrictStr | None = Field(None, max_length=64, description="Videos whose file is dated before "
+                                                                              "this UTC time (ISO 8601)")
     timeout_ms: StrictInt | None = Field(None, ge=1, le=600_000, description="Give up after this long (504); "
                                                                             "default: the server's")
 
     def where(self) -> VideoFilter:
         check_arrange(self.time_from, self.time_to, self.per_video)
         return VideoFilter.of(self.videos, self.path_prefix, self.min_duration, self.max_duration,
-                              self.ingested_after, self.ingested_before)
+                              self.ingested_after, self.ingested_before, self.modified_after, self.modified_before)
 
 
 def _clean(v: str) -> str:

@@ -9,6 +9,8 @@ what a corpus records of each video. One :class:`VideoFilter` for the Python API
   ``2026-11-01`` or ``2026-11-01T12:00:00Z``, or a :class:`datetime`), after inclusive, before exclusive.
   Corpora ingested before momentsearch recorded the date (and corpora made from a dataset) hold no dates:
   filtering them by date is an error saying so, and a video without a date never matches a date filter.
+* ``modified_after`` / ``modified_before``: the file's own date (its modification time when it was ingested),
+  the same way: the day a phone recorded it, or a camera's card was copied.
 
 The conditions combine with AND. A filter that matches no video gives no moments, not an error.
 """
@@ -59,11 +61,14 @@ class VideoFilter:
     max_duration: float | None = None
     ingested_after: datetime | None = None
     ingested_before: datetime | None = None
+    modified_after: datetime | None = None
+    modified_before: datetime | None = None
 
     @classmethod
     def of(cls, videos: Any = None, path_prefix: str | None = None, min_duration: float | None = None,
            max_duration: float | None = None, ingested_after: str | datetime | None = None,
-           ingested_before: str | datetime | None = None) -> VideoFilter:
+           ingested_before: str | datetime | None = None, modified_after: str | datetime | None = None,
+           modified_before: str | datetime | None = None) -> VideoFilter:
         """Checked and normalised: a :class:`QueryError` a user can act on for each bad field."""
         if videos is not None:
             if isinstance(videos, str) or not videos or not all(isinstance(v, str) for v in videos):
@@ -76,14 +81,11 @@ class VideoFilter:
                 raise QueryError(f"{name} must be a finite number of seconds >= 0, got {str(d)[:40]}")
         if min_duration is not None and max_duration is not None and min_duration > max_duration:
             raise QueryError(f"min_duration {min_duration} is over max_duration {max_duration}")
-        after = None if ingested_after is None else parse_utc(ingested_after, "ingested_after")
-        before = None if ingested_before is None else parse_utc(ingested_before, "ingested_before")
-        if after is not None and before is not None and after >= before:
-            raise QueryError(f"ingested_after ({after.isoformat()}) must be before ingested_before "
-                             f"({before.isoformat()})")
+        after, before = _range(ingested_after, ingested_before, "ingested")
+        m_after, m_before = _range(modified_after, modified_before, "modified")
         return cls(videos, None if path_prefix is None else path_prefix.lstrip("/"),
                    None if min_duration is None else float(min_duration),
-                   None if max_duration is None else float(max_duration), after, before)
+                   None if max_duration is None else float(max_duration), after, before, m_after, m_before)
 
     @property
     def is_empty(self) -> bool:
@@ -95,12 +97,23 @@ class VideoFilter:
         return tuple(getattr(self, f) for f in self.__dataclass_fields__)
 
 
+def _range(after: str | datetime | None, before: str | datetime | None, what: str
+           ) -> tuple[datetime | None, datetime | None]:
+    a = None if after is None else parse_utc(after, f"{what}_after")
+    b = None if before is None else parse_utc(before, f"{what}_before")
+    if a is not None and b is not None and a >= b:
+        raise QueryError(f"{what}_after ({a.isoformat()}) must be before {what}_before ({b.isoformat()})")
+    return a, b
+
+
 @dataclass
 class VideoTable:
-    """What filters read, one row per index video: duration, path (None: not known), ingest time (NaN: none)."""
+    """What filters read, one row per index video: duration, path (None: not known), ingest time and file time
+    (NaN: none)."""
     durations: np.ndarray
     paths: list[str | None]
     ingested: np.ndarray  # seconds since the epoch, UTC
+    modified: np.ndarray | None = None  # the file's modification time when ingested, seconds since the epoch
 
     @classmethod
     def of_entries(cls, video_ids: list[str], durations: np.ndarray, entries: dict[str, dict[str, Any]] | None
@@ -108,15 +121,18 @@ class VideoTable:
         """``entries``: a corpus manifest's video entries by id (None: a dataset split, no paths or dates)."""
         paths: list[str | None] = []
         ingested = np.full(len(video_ids), np.nan)
+        modified = np.full(len(video_ids), np.nan)
         for i, v in enumerate(video_ids):
             e = (entries or {}).get(v, {})
             paths.append(e.get("path") if isinstance(e.get("path"), str) else None)
+            if type(e.get("mtime_ns")) is int:
+                modified[i] = e["mtime_ns"] / 1e9
             if isinstance(e.get("ingested_at"), str):
                 try:
                     ingested[i] = parse_utc(e["ingested_at"]).timestamp()
                 except QueryError:
                     pass  # an unreadable date: the video matches no date filter
-        return cls(np.asarray(durations, np.float64), paths, ingested)
+        return cls(np.asarray(durations, np.float64), paths, ingested, modified)
 
     @cached_property
     def has_paths(self) -> bool:
@@ -125,6 +141,10 @@ class VideoTable:
     @cached_property
     def has_dates(self) -> bool:
         return not bool(np.isnan(self.ingested).all())
+
+    @cached_property
+    def has_file_dates(self) -> bool:
+        return self.modified is not None and not bool(np.isnan(self.modified).all())
 
     def check(self, f: VideoFilter) -> None:
         """A :class:`QueryError` when ``f`` asks for what this index's corpus does not record."""
@@ -135,6 +155,9 @@ class VideoTable:
             raise QueryError("this index's corpus records no ingest dates (it was ingested before momentsearch "
                              "recorded them, or made from a dataset): ingest it again into a new folder to "
                              "filter by date")
+        if (f.modified_after is not None or f.modified_before is not None) and not self.has_file_dates:
+            raise QueryError("this index's videos have no file dates (its corpus was made from a dataset, not "
+                             "ingested from files): modified_after/modified_before cannot select among them")
 
     def rows(self, f: VideoFilter, base: np.ndarray | None = None) -> np.ndarray:
         """Index rows (sorted) passing ``f``; ``base``: rows already chosen by id (None: all)."""
@@ -146,12 +169,16 @@ class VideoTable:
             keep &= self.durations <= f.max_duration
         if f.path_prefix is not None:
             keep &= np.array([p is not None and p.startswith(f.path_prefix) for p in self.paths], bool)
-        if f.ingested_after is not None or f.ingested_before is not None:
+        if any(x is not None for x in (f.ingested_after, f.ingested_before, f.modified_after, f.modified_before)):
             with np.errstate(invalid="ignore"):
                 if f.ingested_after is not None:
                     keep &= self.ingested >= f.ingested_after.timestamp()
                 if f.ingested_before is not None:
                     keep &= self.ingested < f.ingested_before.timestamp()
+                if f.modified_after is not None:
+                    keep &= self.modified >= f.modified_after.timestamp()  # type: ignore[operator]
+                if f.modified_before is not None:
+                    keep &= self.modified < f.modified_before.timestamp()  # type: ignore[operator]
         return np.flatnonzero(keep)
 
 
