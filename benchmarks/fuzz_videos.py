@@ -4,7 +4,8 @@ good files, and a thumbnail taken of each.
     python benchmarks/fuzz_videos.py --n 10000 [--containers mp4 webm mkv avi mov m4a] [--jobs 2]
 
 Per container a small valid file is made (2 s, 10 fps, 48x32; ``mp4`` H.264, ``webm`` VP9, ``mkv`` HEVC,
-``avi`` MPEG-4 Part 2, ``mov`` MJPEG, ``m4a`` AAC audio only) and damaged N times by
+``avi`` MPEG-4 Part 2, ``mov`` MJPEG, ``m4a`` AAC audio only; ``mkv-subrip`` and ``mp4-movtext``: H.264 with a
+text subtitle stream inside, which ingest reads as what is said) and damaged N times by
 ``fuzz_video_mutations.damage`` (element sizes, types, codec ids, timestamps, truncation at element
 boundaries, random bytes, stacked). Each damaged file replaces the last in a folder that also holds two
 good videos (H.264 MP4 and VP9 WebM), and the folder is ingested into the same corpus, as
@@ -42,7 +43,9 @@ from benchmarks.fuzz_video_mutations import damage  # noqa: E402
 CONTAINERS = {  # name -> (PyAV format, codec, element kind, suffix)
     "mp4": ("mp4", "libx264", "mp4", "mp4"), "webm": ("webm", "libvpx-vp9", "ebml", "webm"),
     "mkv": ("matroska", "libx265", "ebml", "mkv"), "avi": ("avi", "mpeg4", "riff", "avi"),
-    "mov": ("mov", "mjpeg", "mp4", "mov"), "m4a": ("mp4", "aac", "mp4", "m4a")}
+    "mov": ("mov", "mjpeg", "mp4", "mov"), "m4a": ("mp4", "aac", "mp4", "m4a"),
+    # with a text subtitle stream inside (issue 40: ingest reads it as what is said)
+    "mkv-subrip": ("matroska", "subrip", "ebml", "mkv"), "mp4-movtext": ("mp4", "mov_text", "mp4", "mp4")}
 
 
 def seed_file(name: str, folder: Path) -> Path:
@@ -55,6 +58,11 @@ def seed_file(name: str, folder: Path) -> Path:
     p = folder / f"seed.{suffix}"
     if name == "m4a":
         return write_audio_only(p)
+    if codec in ("subrip", "mov_text"):
+        from video_files import write_with_subtitle_stream
+
+        return write_with_subtitle_stream(p, [(0.2, 0.9, "the first line"), (1.0, 1.9, "and the second")], fmt,
+                                          codec, seconds=2.0, rate=10)
     av.logging.set_level(None)  # no Python log callback: with one, a codec thread that logs can deadlock (decode.py)
     return write_video(p, fmt, codec, seconds=2.0, rate=10)
 

@@ -59,3 +59,41 @@ def test_render_refuses_bad_settings(tmp_path: Path) -> None:
         render_benchmark(tmp_path, fps=0)
     with pytest.raises(MomentSearchError, match=r"size an even number of pixels in 16..1024 \(got 15\)"):
         render_benchmark(tmp_path, size=15)
+
+
+@pytest.mark.slow
+def test_rendered_videos_said_search_serve_play(tmp_path: Path) -> None:
+    """The rendered videos' SRTs through the full training-free path: ingest (the SRT becomes the stored
+    transcript), `pack clip --speech`, index, search a line said in exactly one video (found there, on its cue's
+    boundaries), serve it and play the file."""
+    from collections import Counter
+
+    from fastapi.testclient import TestClient
+
+    from momentsearch.data.subtitles import read_subtitles
+    from momentsearch.service.app import create_app
+
+    run = CliRunner().invoke
+    assert run(app, ["generate", "--preset", "tiny", "--out", str(tmp_path / "b"), "--render"]).exit_code == 0
+    videos = tmp_path / "b" / "videos"
+    r = run(app, ["ingest", str(videos), "--out", str(tmp_path / "c")])
+    assert r.exit_code == 0 and "0 warning" not in r.output and "warning" not in r.output, r.output
+    said = {f.stem: read_subtitles(f) for f in sorted(videos.glob("*.srt"))}
+    corpus = CorpusFolder.open(tmp_path / "c")
+    assert all([(c.start, c.end, c.text) for c in corpus.transcript(v)] == [(c.start, c.end, c.text) for c in cues]
+               for v, cues in said.items())
+    counts = Counter(c.text for cues in said.values() for c in set(cues))
+    video, cue = next((v, c) for v, cues in said.items() for c in cues if counts[c.text] == 1)
+    for cmd in (["pack", "clip", "--speech", "--out", str(tmp_path / "said.pt")],
+                ["index", str(tmp_path / "said.pt"), "--corpus", str(tmp_path / "c"), "--out", str(tmp_path / "i")]):
+        r = run(app, cmd)
+        assert r.exit_code == 0, r.output
+    r = run(app, ["search", str(tmp_path / "i"), cue.text, "-k", "3", "--json"])
+    top = json.loads(r.stdout)[0]["moments"][0]
+    assert top["video_id"] == video and top["start"] <= cue.start + 1e-6 and top["end"] >= cue.end - 1e-6
+    with TestClient(create_app(momentsearch.load(tmp_path / "i"), access_log=False)) as client:
+        m = client.post("/v1/search", json={"query": cue.text, "k": 1}).json()["moments"][0]
+        assert (m["video_id"], m["start"], m["end"]) == (top["video_id"], top["start"], top["end"])
+        assert cue.text in m["annotation"]
+        part = client.get(m["video_url"], headers={"Range": "bytes=0-99"})
+        assert part.status_code == 206 and part.content == (videos / f"{video}.mp4").read_bytes()[:100]

@@ -35,7 +35,7 @@ def subtitle_error(p: Path) -> Callable[[str], SubtitleError]:
 
 
 def _seconds(h: str | None, m: str, s: str, ms: str) -> float:
-    return int(h or 0) * 3600 + int(m) * 60 + int(s) + int(ms.ljust(3, "0")) / 1000
+    return round(int(h or 0) * 3600 + int(m) * 60 + int(s) + int(ms.ljust(3, "0")) / 1000, 3)
 
 
 def read_subtitles(path: str | Path) -> list[Subtitle]:

@@ -181,7 +181,7 @@ class CLIPFamily(ModelFamily):
                 spans.append(_cue_rows(store, v, len(vis), clip_lengths[v.video_id], np.abs(said).sum(1) > 0))
             per.append(rows.astype(np.float16))
         img, offsets = concat_ragged(per)
-        arrays = {"img": img, **({"cues": np.concatenate(spans).astype(np.float32)} if cfg.speech else {})}
+        arrays = {"img": img, **({"cues": np.concatenate(spans).astype(np.float64)} if cfg.speech else {})}
         return self.stamped(VideoIndex([v.video_id for v in videos], np.array([v.duration for v in videos]),
                                        np.array([clip_lengths[v.video_id] for v in videos], np.float64), offsets,
                                        arrays))
