@@ -48,3 +48,23 @@ def report(name: str, rows: list[dict[str, Any]], command: str, out: Path | None
 
 def _fmt(v: Any) -> str:
     return f"{v:.3f}" if isinstance(v, float) else str(v)
+
+
+def render_and_ingest(preset: str, out: Path, times: dict[str, float]) -> tuple[Path, Path, Any]:
+    """``generate --preset`` into ``out/benchmark`` (when missing), render every video (64 x 64, 4 fps, H.264 +
+    SRT; kept ones are kept) and ingest them with the builtin encoder (2 s clips, 2 fps) into ``out/corpus``;
+    the render and ingest seconds go into ``times``. Returns (benchmark folder, corpus folder, ingest report)."""
+    from momentsearch.data.synthetic import generate, load_preset
+    from momentsearch.data.synthetic.render import render_benchmark
+    from momentsearch.video.ingest import ingest
+
+    bench, corpus = out / "benchmark", out / "corpus"
+    if not (bench / "benchmark.yaml").is_file():
+        generate(load_preset(preset), bench)
+    t = time.perf_counter()
+    render_benchmark(bench)
+    times["render_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    report = ingest(bench / "videos", corpus, "builtin", clip_seconds=2.0, fps=2.0)
+    times["ingest_s"] = time.perf_counter() - t
+    return bench, corpus, report

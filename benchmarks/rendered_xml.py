@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import report as print_report  # noqa: E402
+from _common import render_and_ingest, report as print_report  # noqa: E402
 
 COLUMNS = ("VR r1", "VR r10", "VR r100", "VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.5-r100", "VCMR 0.7-r1", "SVMR 0.5-r1")
 
@@ -36,21 +36,10 @@ def main() -> None:
     import momentsearch
     from momentsearch.serving.indexing import build_index
     from momentsearch.data.corpus_folder import CorpusFolder
-    from momentsearch.data.synthetic import SyntheticBenchmark, generate, load_preset
-    from momentsearch.data.synthetic.render import render_benchmark
-    from momentsearch.evaluation.report import flatten
-    from momentsearch.video.ingest import ingest
+    from momentsearch.data.synthetic import SyntheticBenchmark
 
-    bench, corpus = args.out / "benchmark", args.out / "corpus"
     times: dict[str, float] = {}
-    if not (bench / "benchmark.yaml").is_file():
-        generate(load_preset(args.preset), bench)
-    t = time.perf_counter()
-    render_benchmark(bench)
-    times["render_s"] = time.perf_counter() - t
-    t = time.perf_counter()
-    report = ingest(bench / "videos", corpus, "builtin", clip_seconds=2.0, fps=2.0)
-    times["ingest_s"] = time.perf_counter() - t
+    bench, corpus, report = render_and_ingest(args.preset, args.out, times)
     print(report.summary())
     rows, runs = {}, {}
     for seed in [int(s) for s in args.seeds.split(",")]:

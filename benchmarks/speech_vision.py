@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from _common import report as print_report  # noqa: E402
+from _common import render_and_ingest, report as print_report  # noqa: E402
 
 COLUMNS = ("VR r1", "VR r10", "VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.5-r100", "VCMR 0.7-r1")
 
@@ -67,23 +67,15 @@ def main() -> None:
 
     import momentsearch
     from clip_models import tiny_hf_clip
-    from momentsearch.data.synthetic import SyntheticBenchmark, generate, load_preset
-    from momentsearch.data.synthetic.render import render_benchmark
+    from momentsearch.data.synthetic import SyntheticBenchmark
     from momentsearch.serving.indexing import build_index
     from momentsearch.serving.packing import pack
     from momentsearch.video.ingest import ingest
 
     out = args.out
-    bench, corpus = out / "benchmark", out / "corpus"
     times: dict[str, float] = {}
-    if not (bench / "benchmark.yaml").is_file():
-        generate(load_preset(args.preset), bench)
-    t = time.perf_counter()
-    render_benchmark(bench)
-    times["render_s"] = time.perf_counter() - t
-    t = time.perf_counter()
-    print(ingest(bench / "videos", corpus, "builtin", clip_seconds=2.0, fps=2.0).summary().splitlines()[0])
-    times["ingest_s"] = time.perf_counter() - t
+    bench, corpus, report = render_and_ingest(args.preset, out, times)
+    print(report.summary().splitlines()[0])
     b = SyntheticBenchmark.load(bench)
     test = b.corpus.split("test")
     test_ids = sorted(test.videos)

@@ -34,6 +34,17 @@ def subtitle_error(p: Path) -> Callable[[str], SubtitleError]:
     return error
 
 
+def sidecar_text(p: Path, what: str) -> str:
+    """A sidecar file's UTF-8 text (at most ``MAX_SUBTITLE_BYTES``); every failure a :class:`SubtitleError`."""
+    try:
+        if p.stat().st_size > MAX_SUBTITLE_BYTES:
+            raise SubtitleError(p, f"larger than {MAX_SUBTITLE_BYTES // 1_000_000} MB: not a {what}")
+    except OSError as e:
+        raise SubtitleError(p, f"cannot read ({e.strerror or e})") from None
+    error = subtitle_error(p)
+    return decode_text(p, read_bytes(p, error, what), error)
+
+
 def _seconds(h: str | None, m: str, s: str, ms: str) -> float:
     return round(int(h or 0) * 3600 + int(m) * 60 + int(s) + int(ms.ljust(3, "0")) / 1000, 3)
 
@@ -41,13 +52,7 @@ def _seconds(h: str | None, m: str, s: str, ms: str) -> float:
 def read_subtitles(path: str | Path) -> list[Subtitle]:
     """The cues of an SRT or WebVTT file (chosen by suffix), in file order."""
     p = Path(path)
-    try:
-        if p.stat().st_size > MAX_SUBTITLE_BYTES:
-            raise SubtitleError(p, f"larger than {MAX_SUBTITLE_BYTES // 1_000_000} MB: not a subtitle file")
-    except OSError as e:
-        raise SubtitleError(p, f"cannot read ({e.strerror or e})") from None
-    error = subtitle_error(p)
-    text = decode_text(p, read_bytes(p, error, "subtitle file"), error)
+    text = sidecar_text(p, "subtitle file")
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     vtt = p.suffix.lower() == ".vtt"
     i = 0

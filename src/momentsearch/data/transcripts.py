@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from momentsearch.data.corpus import Subtitle
-from momentsearch.data.subtitles import MAX_SUBTITLE_BYTES, SUBTITLE_SUFFIXES, read_subtitles, subtitle_error
+from momentsearch.data.subtitles import SUBTITLE_SUFFIXES, read_subtitles, sidecar_text, subtitle_error
 from momentsearch.errors import CorpusFolderError, SubtitleError
 from momentsearch.readers import decode_text, parse_json_text, read_bytes
 
@@ -75,15 +75,7 @@ def _segment_error(path: Path, i: int, what: str) -> SubtitleError:
 def read_transcript_json(path: str | Path) -> list[Subtitle]:
     """The segments of a whisper-style JSON transcript, as cues (empty texts dropped)."""
     p = Path(path)
-
-    error = subtitle_error(p)
-
-    try:
-        if p.stat().st_size > MAX_SUBTITLE_BYTES:
-            raise SubtitleError(p, f"larger than {MAX_SUBTITLE_BYTES // 1_000_000} MB: not a transcript")
-    except OSError as e:
-        raise SubtitleError(p, f"cannot read ({e.strerror or e})") from None
-    data = parse_json_text(decode_text(p, read_bytes(p, error, "transcript"), error), str(p), error)
+    data = parse_json_text(sidecar_text(p, "transcript"), str(p), subtitle_error(p))
     segs = data.get("segments") if isinstance(data, dict) else data
     if not isinstance(segs, list):
         raise SubtitleError(p, "not a transcript: expected whisper's JSON ({\"segments\": [...]}) or a list of "
