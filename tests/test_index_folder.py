@@ -169,3 +169,29 @@ def test_an_index_is_built_part_by_part_with_the_same_arrays(corpus, tmp_path, m
     writer.write(0, VideoIndex(["a"], np.array([4.0]), np.array([1.0]), np.array([0, 4]), {"h": np.ones((4, 2), np.float16)}))
     with pytest.raises(SearchIndexError, match="1 video\\(s\\) were never written"):
         writer.close({})
+
+
+def test_an_index_built_for_another_query_encoder_is_refused(tmp_path) -> None:
+    """The query encoder's identity is stored in index.json and checked against the model when the index opens;
+    the spelling written before the registry (no ``encoder`` key) still opens."""
+    import json
+    import shutil
+
+    from served_index import build_served_index
+
+    from momentsearch.errors import SearchIndexError
+    from momentsearch.serving.indexing import IndexFolder
+
+    index = build_served_index(tmp_path)
+    info = json.loads((index / "index.json").read_text())
+    assert info["text_encoder"] == {"name": "all-MiniLM-L6-v2", "kind": "tokens", "dim": 384, "max_tokens": 32,
+                                    "encoder": "minilm"}
+    legacy = tmp_path / "legacy"
+    shutil.copytree(index, legacy)
+    (legacy / "index.json").write_text(json.dumps({**info, "text_encoder": {
+        k: v for k, v in info["text_encoder"].items() if k != "encoder"}}))
+    IndexFolder.open(legacy)
+    (legacy / "index.json").write_text(json.dumps({**info, "text_encoder": {**info["text_encoder"], "max_tokens": 64}}))
+    with pytest.raises(SearchIndexError, match=r"built for queries encoded by all-MiniLM-L6-v2 \(minilm, tokens, 64 "
+                                               r"tokens\), and its model reads .*32 tokens.*build it again"):
+        IndexFolder.open(legacy)

@@ -59,3 +59,45 @@ def test_every_first_stage_backend_finds_the_exact_top_videos(name: str, tmp_pat
     assert torch.all(scores[:, :-1] >= scores[:, 1:])  # best first
     if hasattr(stage, "close"):
         stage.close()
+
+
+# ---- query encoders ---------------------------------------------------------------------------------------------
+from momentsearch.models.registry import family_names  # noqa: E402
+from momentsearch.text.query_encoders import (  # noqa: E402
+    create_query_encoder, query_encoder_names, same_query_encoder)
+
+family_names()  # the families register theirs (clip)
+NEEDS_QUERY = {"clip": "the text tower inside a clip checkpoint"}
+
+
+@pytest.mark.parametrize("name", query_encoder_names())
+def test_every_query_encoder_encodes_and_is_made_again_from_its_identity(name: str) -> None:
+    from momentsearch.errors import QueryError
+
+    try:
+        enc = create_query_encoder(name)
+    except QueryError as e:
+        assert name in NEEDS_QUERY, f"{name} does not build by name: say what it needs in NEEDS_QUERY ({e})"
+        assert NEEDS_QUERY[name] in str(e)
+        return
+    texts = ["a person opens the fridge and takes out a bottle of milk", "dog"]
+    out = enc.encode(texts)
+    assert len(out) == 2 and all(o.dtype == np.float32 and o.ndim == 2 and o.shape[1] == enc.dim for o in out)
+    ident = enc.identity()
+    assert ident["encoder"] == name and ident["kind"] == enc.kind and ident["dim"] == enc.dim
+    if enc.kind == "tokens":
+        assert 2 < len(out[1]) < len(out[0]) <= ident["max_tokens"]  # [CLS] dog [SEP]; cut at max_tokens
+    else:
+        assert all(len(o) == 1 and abs(float(np.linalg.norm(o[0])) - 1) < 1e-5 for o in out)
+    again = create_query_encoder(ident)
+    assert again.identity() == ident and same_query_encoder(ident, again.identity())
+    assert np.allclose(again.encode(texts[:1])[0], out[0], atol=1e-6)
+    with pytest.raises(QueryError, match="query 1 is empty"):
+        enc.encode(["ok", "  "])
+
+
+def test_identities_written_before_the_registry_still_match() -> None:
+    legacy = {"name": "all-MiniLM-L6-v2", "kind": "tokens", "dim": 384, "max_tokens": 32}  # index.json before
+    assert same_query_encoder(legacy, create_query_encoder("minilm", max_tokens=32).identity())
+    assert not same_query_encoder(legacy, create_query_encoder("minilm", max_tokens=16).identity())
+    assert create_query_encoder(legacy).identity()["max_tokens"] == 32

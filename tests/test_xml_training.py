@@ -6,6 +6,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -139,3 +140,29 @@ def test_dataloader_workers_give_the_same_training(tiny_benchmark: Path, tmp_pat
     for (k, x), (_, y) in zip(a.model.state_dict().items(), b.model.state_dict().items(), strict=True):
         assert torch.equal(x, y), k
     assert (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()) == (threads, det)
+
+
+def test_training_and_search_take_the_query_encoder_from_the_family(tiny_benchmark: Path, tmp_path: Path) -> None:
+    """XML at max_tokens 8: the trainer's query features are cut at 8 tokens by the family's own encoder (as
+    search's are), the cache records that encoder, and another encoder's run refuses the cache."""
+    import h5py
+
+    from momentsearch.errors import MomentSearchError
+
+    def cfg(max_tokens: int, out: str) -> TrainConfig:
+        return TrainConfig(dataset=DatasetConfig(benchmark=str(tiny_benchmark), query_cache=str(tmp_path / "q.h5")),
+                           out_dir=str(tmp_path / out), epochs=1, batch_size=32, val_split="test",
+                           model=XMLConfig(hidden=32, max_tokens=max_tokens))
+
+    t = Trainer(cfg(8, "a"), progress=False)
+    moments = t.dataset.corpus.moments[:50]
+    t.queries.ensure(moments, progress=False)
+    rows = [len(t.queries.get(m.query_id, m.text)) for m in moments]
+    assert max(rows) == 8 and min(rows) >= 3  # some captions are longer than 8 tokens: cut, as search cuts them
+    searched = t.family.query_features(t.model).encode_many([moments[rows.index(8)].text])[0]
+    assert np.allclose(searched, t.queries.get(moments[rows.index(8)].query_id, moments[rows.index(8)].text), atol=1e-2)
+    with h5py.File(tmp_path / "q.h5", "r") as f:
+        assert json.loads(f.attrs["query_encoder"]) == t.family.text_encoder
+    t.store.close()
+    with pytest.raises(MomentSearchError, match="q.h5: query features made by .*max_tokens.*8.* and this model reads"):
+        Trainer(cfg(32, "b"), progress=False).queries.get(moments[0].query_id, moments[0].text)

@@ -118,7 +118,8 @@ def evaluate(checkpoint: str | Path, split: str = "test", out: str | Path | None
     corpus = dataset.split(split)
     threads = cfg.num_threads if num_threads is None else num_threads
     with torch_settings(threads, cfg.deterministic, dev), dataset.features() as store:
-        queries = dataset_query_features(dataset.config.query_features, dataset.config.query_cache)
+        queries = dataset_query_features(dataset.config.query_features, dataset.config.query_cache,
+                                         ckpt.family.query_encoder(ckpt.model))
         clip_lengths = dataset.clip_lengths(corpus)
         ranked, index = rank_split(ckpt.family, ckpt.model.to(dev), corpus, store, queries, clip_lengths,
                                    cfg.k_videos, cfg.nms_threshold, progress=progress, device=dev)

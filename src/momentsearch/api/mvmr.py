@@ -102,7 +102,8 @@ def evaluate_mvmr(checkpoint: str | Path, pools: str | Path | MVMRPools, split: 
         pooled = top_of_pools(pooled, checkpoint_video_scores(video_retriever, split, corpus), corpus, top_videos)
     threads = cfg.num_threads if num_threads is None else num_threads
     with torch_settings(threads, cfg.deterministic, dev), dataset.features() as store:
-        queries = dataset_query_features(dataset.config.query_features, dataset.config.query_cache)
+        queries = dataset_query_features(dataset.config.query_features, dataset.config.query_cache,
+                                         ckpt.family.query_encoder(ckpt.model))
         ranked, index = rank_split(ckpt.family, ckpt.model.to(dev), corpus, store, queries,
                                    dataset.clip_lengths(corpus), pooled.pool_size, nms,
                                    query_ids=list(pooled.pools), progress=progress, device=dev,

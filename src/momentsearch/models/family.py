@@ -110,16 +110,23 @@ class ModelFamily(ABC):
         """Query token features are cut to this many tokens."""
         return int(getattr(self.cfg, "max_tokens", 32))
 
+    def query_encoder(self, model: nn.Module | None = None) -> Any:
+        """The query encoder this family reads (:mod:`momentsearch.text.query_encoders`): training, evaluation
+        and search all take it from here. Default: MiniLM's token states, cut at ``max_tokens``."""
+        from momentsearch.text.query_encoders import create_query_encoder
+
+        return create_query_encoder("minilm", max_tokens=self.max_tokens)
+
     @property
     def text_encoder(self) -> dict[str, Any]:
-        """The query-side text encoder this family reads (stored in checkpoints and index folders)."""
-        return {"name": "all-MiniLM-L6-v2", "kind": "tokens", "dim": 384, "max_tokens": self.max_tokens}
+        """The query encoder's identity (stored in checkpoints and index folders, checked when an index opens)."""
+        return dict(self.query_encoder().identity())
 
     def query_features(self, model: nn.Module, cache_size: int = 4096) -> Any:
-        """Free text -> the token features ``stages`` read, in memory (``encode_many(texts)``)."""
+        """Free text -> the features ``stages`` read, in memory (``encode_many(texts)``)."""
         from momentsearch.text.queries import InMemoryTextFeatures
 
-        return InMemoryTextFeatures(cache_size)
+        return InMemoryTextFeatures(cache_size, encoder=self.query_encoder(model))
 
     def check_features(self, model_features: dict[str, Any] | None, corpus_encoder: dict[str, Any],
                        dims: dict[str, int]) -> str | None:

@@ -90,6 +90,7 @@ class SearchEngine:
         n = self.n_moments if n_moments is None else n_moments
         if n < 1:
             raise QueryError(f"n_moments must be >= 1, got {n}")
+        tokens, token_mask = self.stages.encoded(tokens, token_mask)  # the model's query network, once
         with part(clock, "first_stage"):
             top_vr, videos = self.first_stage.retrieve(tokens, token_mask, self.k_videos, pools)  # (B, K) each
         if self.stages.reranker is not None:
@@ -161,6 +162,7 @@ class SearchEngine:
     def localize_in(self, query_ids: Sequence[str], tokens: torch.Tensor, token_mask: torch.Tensor,
                     videos: np.ndarray, n: int = 100) -> RankedMoments:
         """SVMR: the moments of one given video per query (``videos`` (B,) indices), best first."""
+        tokens, token_mask = self.stages.encoded(tokens, token_mask)
         if hasattr(self.stages.localizer, "spans"):
             got = self.stages.localizer.spans(tokens, token_mask, videos.reshape(-1, 1), None, 4 * n)
             keep, kept = temporal_nms_grid(got.start, got.end, got.score, got.score > 0, self.nms_threshold, n)

@@ -25,6 +25,7 @@ scored videos (the reranker when there is one) — or ``moment`` — each video'
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -66,7 +67,18 @@ class SearchStages:
     localizer: Localizer
     reranker: Reranker | None = None
     video_ranking: str = "retrieval"  # retrieval | moment
+    # the model's query network, run once per search batch: every stage then reads its output (B, S, d) as its
+    # tokens (with an all-true mask) instead of encoding the queries again
+    encode: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
 
     def __post_init__(self) -> None:
         if self.video_ranking not in ("retrieval", "moment"):
             raise ValueError(f"video_ranking must be 'retrieval' or 'moment', got {self.video_ranking!r}")
+
+    def encoded(self, tokens: torch.Tensor, token_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """What the stages read: the token features, or the queries ``encode`` made of them (once)."""
+        if self.encode is None:
+            return tokens, token_mask
+        with torch.no_grad():
+            q = self.encode(tokens, token_mask)
+        return q, torch.ones(q.shape[:2], dtype=torch.bool, device=q.device)

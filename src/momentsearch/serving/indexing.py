@@ -32,6 +32,7 @@ from momentsearch.fileio import atomic_dir, write_json
 from momentsearch.readers import read_json
 from momentsearch.search.index import IndexWriter, VideoIndex
 from momentsearch.serving.checkpoint import Checkpoint, load_checkpoint
+from momentsearch.text.query_encoders import describe_query_encoder, same_query_encoder
 from momentsearch.device import resolve_device
 
 INDEX_FILE = "index.json"
@@ -222,6 +223,11 @@ class IndexFolder:
         ckpt = load_checkpoint(root / "model.pt")
         if ckpt.fingerprint != info["model_fingerprint"]:
             raise SearchIndexError(f"{root}: model.pt is not the model the index was built with; build it again")
+        stored, reads = info.get("text_encoder"), ckpt.family.text_encoder
+        if isinstance(stored, dict) and not same_query_encoder(stored, reads):
+            raise SearchIndexError(f"{root}: the index was built for queries encoded by {describe_query_encoder(stored)}, "
+                                   f"and its model reads {describe_query_encoder(reads)}; build it again with "
+                                   "`momentsearch index`")
         index = VideoIndex.load(root / "arrays")
         index.check_built_by(ckpt.family.name, ckpt.fingerprint)
         if index.video_ids != list(info["videos"]):

@@ -110,6 +110,7 @@ class Searcher:
         for s in range(0, len(texts), batch_size):
             tokens, mask = pad_tokens(self.queries.encode_many(list(texts[s: s + batch_size])), self.family.max_tokens)
             with self._lock, torch.no_grad():
+                tokens, mask = self.engine.stages.encoded(tokens.to(self.device), mask.to(self.device))
                 out.append(self.engine.stages.retriever.score_videos(tokens, mask).float().cpu().numpy())
         return np.concatenate(out) if out else np.zeros((0, len(self.video_ids)), np.float32)
 

@@ -8,9 +8,11 @@ whatever query id it has, and free-text search queries use the same path.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
@@ -103,17 +105,32 @@ class MiniLMSentenceEncoder:
         return out
 
 
-class QueryFeatureCache:
-    """Token features of texts, cached on disk (HDF5 keyed by text hash), computed when missing."""
+LEGACY_CACHE_ENCODER = {"name": "all-MiniLM-L6-v2", "kind": "tokens", "dim": MINILM_DIM, "max_tokens": 32,
+                        "encoder": "minilm"}  # what made a cache that records no encoder
 
-    def __init__(self, path: str | Path, encoder: MiniLMTokenEncoder | None = None):
+
+class QueryFeatureCache:
+    """Features of texts, cached on disk (HDF5 keyed by text hash), computed when missing. The file records
+    the identity of the encoder that made it (``query_encoder``) and refuses another encoder's."""
+
+    def __init__(self, path: str | Path, encoder: Any = None):
         self.path = Path(path)
         self.encoder = encoder or MiniLMTokenEncoder()
         self._src: HDF5Features | None = None
 
+    def _identity(self) -> str | None:
+        ident = getattr(self.encoder, "identity", None)
+        return None if ident is None else json.dumps(ident(), sort_keys=True)
+
     def _source(self) -> HDF5Features | None:
         if self._src is None and self.path.exists():
             self._src = HDF5Features(self.path)
+            want = self._identity()
+            got = self._src.attrs.get("query_encoder", json.dumps(LEGACY_CACHE_ENCODER, sort_keys=True))
+            if want is not None and got != want:
+                self.close()
+                raise MomentSearchError(f"{self.path}: query features made by {got}, and this model reads {want}: "
+                                        "delete the file (it is made again) or give the dataset another query_cache")
         return self._src
 
     def ensure(self, texts: Sequence[str], progress: bool = True) -> None:
@@ -125,7 +142,9 @@ class QueryFeatureCache:
         if self._src is not None:
             self._src.close()
             self._src = None
-        with HDF5FeatureWriter(self.path, dim=self.encoder.dim, append=True, overwrite_ids=True) as w:
+        ident = self._identity()
+        with HDF5FeatureWriter(self.path, dim=self.encoder.dim, append=True, overwrite_ids=True,
+                               attrs={"query_encoder": ident} if ident is not None else None) as w:
             for t, f in zip(missing, feats, strict=True):
                 w.add(text_key(t), f)
 

@@ -15,7 +15,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -43,8 +43,9 @@ class CachedTextFeatures:
 
     dim = MINILM_DIM
 
-    def __init__(self, path: str | Path):
-        self.cache = QueryFeatureCache(path)
+    def __init__(self, path: str | Path, encoder: Any = None):
+        self.cache = QueryFeatureCache(path, encoder)
+        self.dim = self.cache.encoder.dim
 
     def ensure(self, moments: Sequence[Moment], progress: bool = True) -> None:
         self.cache.ensure([m.text for m in moments], progress=progress)
@@ -120,8 +121,9 @@ class InMemoryTextFeatures:
         return self.encode_many([text])[0]
 
 
-def dataset_query_features(query_features: str, query_cache: str) -> QueryFeatures:
-    """The source a dataset section names: precomputed by query id, else the MiniLM cache."""
+def dataset_query_features(query_features: str, query_cache: str, encoder: Any = None) -> QueryFeatures:
+    """The source a dataset section names: precomputed by query id, else the cache of ``encoder`` (the family's
+    query encoder, :meth:`~momentsearch.models.family.ModelFamily.query_encoder`; default MiniLM's tokens)."""
     if query_features:
         return PrecomputedQueryFeatures(query_features)
-    return CachedTextFeatures(query_cache)
+    return CachedTextFeatures(query_cache, encoder)

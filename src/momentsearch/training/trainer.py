@@ -80,8 +80,9 @@ class Trainer:
         self.out = Path(cfg.out_dir)
         self.dataset = open_dataset(cfg.dataset)
         self.store = self.dataset.features()
-        self.queries = dataset_query_features(self.dataset.config.query_features, self.dataset.config.query_cache)
         self.family = create_family(cfg.model)
+        self.queries = dataset_query_features(self.dataset.config.query_features, self.dataset.config.query_cache,
+                                              self.family.query_encoder())  # what search will encode with
         dims = InputDims(self.store.visual.dim, self.store.subtitle.dim if self.store.subtitle is not None else 0,
                          self.queries.dim)
         with torch_settings(cfg.num_threads, cfg.deterministic, self.device):

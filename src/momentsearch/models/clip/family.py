@@ -25,7 +25,7 @@ from torch import nn
 from momentsearch.data.corpus import Video
 from momentsearch.data.features import FeatureStore
 from momentsearch.data.transcripts import cue_spans
-from momentsearch.errors import ConfigError, EncoderError
+from momentsearch.errors import ConfigError, EncoderError, QueryError
 from momentsearch.models.clip.config import RULE_OPTIONS, SPEECH_DIM, CLIPSearchConfig
 from momentsearch.models.clip.network import HFCLIPText, OpenCLIPText, text_tower
 from momentsearch.models.clip.spans import video_spans
@@ -35,27 +35,37 @@ from momentsearch.search.clipmax import ClipMaxRetriever
 from momentsearch.search.index import VideoIndex, concat_ragged
 from momentsearch.search.stages import SearchStages, Spans
 from momentsearch.text.encoders import SENTENCE_ENCODER, MiniLMSentenceEncoder
-from momentsearch.text.queries import InMemoryTextFeatures
+from momentsearch.text.query_encoders import QueryEncoder as BaseQueryEncoder
+from momentsearch.text.query_encoders import register_query_encoder
 
 NOT_TRAINED = ("model family 'clip' needs no training: pack it with `momentsearch pack clip --encoder hf_clip "
                "--encoder-weights DIR --out clip.pt` (or open_clip:ARCH[@TAG]; add --speech to search what is "
                "said too, or give --speech alone) and index a corpus made by that encoder")
 
 
-class QueryEncoder:
+@register_query_encoder
+class CLIPQueryEncoder(BaseQueryEncoder):
     """Texts -> one (S, width) array each, the 'token features' the clip stages read: row 0 the CLIP text
     embedding (when seen is searched), then the MiniLM sentence embedding (when said is), zero-padded."""
 
-    def __init__(self, tower: nn.Module, cfg: CLIPSearchConfig, batch_size: int = 64):
-        self.tower, self.cfg, self.batch_size = tower, cfg, batch_size
+    encoder, kind = "clip", "embedding"
+
+    def __init__(self, identity: Mapping[str, Any] | None = None, model: nn.Module | None = None,
+                 cfg: CLIPSearchConfig | None = None, batch_size: int = 64):
+        if model is None or cfg is None:
+            raise QueryError("the clip query encoder is the text tower inside a clip checkpoint: "
+                             "load the checkpoint (momentsearch.load) rather than naming the encoder")
+        self.tower, self.cfg, self.batch_size = model, cfg, batch_size
+        self.dim = cfg.width
         self.sentences = MiniLMSentenceEncoder() if cfg.speech else None
 
-    def encode(self, texts: Sequence[str], progress: bool = False) -> list[np.ndarray]:
-        from momentsearch.errors import MomentSearchError
+    def identity(self) -> dict[str, Any]:
+        return CLIPFamily(self.cfg).text_encoder
 
+    def encode(self, texts: Sequence[str], progress: bool = False) -> list[np.ndarray]:
         for i, t in enumerate(texts):
             if not t or not t.strip():
-                raise MomentSearchError(f"query {i} is empty: a query needs at least one word")
+                raise QueryError(f"query {i} is empty: a query needs at least one word")
         out: list[np.ndarray] = []
         for s in range(0, len(texts), self.batch_size):
             chunk = [t.strip() for t in texts[s: s + self.batch_size]]
@@ -134,14 +144,16 @@ class CLIPFamily(ModelFamily):
         said = {"speech": SENTENCE_ENCODER} if self.cfg.speech else {}
         if not self.cfg.vision:
             return {"name": "said:" + SENTENCE_ENCODER["name"], "kind": "embedding", "dim": SPEECH_DIM, **said,
-                    "max_tokens": SENTENCE_ENCODER["config"]["max_tokens"]}
+                    "max_tokens": SENTENCE_ENCODER["config"]["max_tokens"], "encoder": "clip"}
         weights = (self.cfg.image_encoder.get("config") or {}).get("weights")
         return {"name": f"clip-text:{self.cfg.backend}{':' + self.cfg.arch if self.cfg.arch else ''}",
                 "kind": "embedding", "dim": self.cfg.dim, "weights": weights, "max_tokens": self.cfg.context_length,
-                **said}
+                **said, "encoder": "clip"}
 
-    def query_features(self, model: nn.Module, cache_size: int = 4096) -> Any:
-        return InMemoryTextFeatures(cache_size, encoder=QueryEncoder(model, self.cfg))  # type: ignore[arg-type]
+    def query_encoder(self, model: nn.Module | None = None) -> Any:
+        if model is None:  # a training run asks before it builds anything: this family is not trained
+            raise ConfigError(NOT_TRAINED)
+        return CLIPQueryEncoder(model=model, cfg=self.cfg)
 
     def check_features(self, model_features: dict[str, Any] | None, corpus_encoder: dict[str, Any],
                        dims: dict[str, int]) -> str | None:

@@ -63,4 +63,7 @@ class XMLFamily(ModelFamily):
         return self.stamped(encode_corpus(model, store, videos, clip_lengths, device, progress=progress))  # type: ignore[arg-type]
 
     def stages(self, model: nn.Module, index: VideoIndex, device: torch.device) -> SearchStages:
-        return SearchStages(XMLRetriever(model, index, device), XMLLocalizer(model, index, device))  # type: ignore[arg-type]
+        # the query network runs once per batch (SearchStages.encode); both stages read its output
+        return SearchStages(XMLRetriever(model, index, device, encoded=True),  # type: ignore[arg-type]
+                            XMLLocalizer(model, index, device, encoded=True),
+                            encode=lambda tokens, mask: model.encode_queries(tokens.to(device), mask.to(device)))

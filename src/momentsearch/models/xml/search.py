@@ -80,16 +80,21 @@ def _encode_windows(model: XML, store: FeatureStore, video_id: str, device: torc
 class XMLRetriever(ClipMaxRetriever):
     """Eq. 1 over an index: max over each video's clips of cos(q_s, H1), averaged over streams."""
 
-    def __init__(self, model: XML, index: VideoIndex, device: torch.device | None = None, chunk_clips: int = 200_000):
+    def __init__(self, model: XML, index: VideoIndex, device: torch.device | None = None, chunk_clips: int = 200_000,
+                 encoded: bool = False):
+        """``encoded``: the tokens it is given are already the model's queries (``SearchStages.encode``)."""
         self.model = model.eval()
-        super().__init__(model.encode_queries, index, "h1", cosine=True, device=device, chunk_clips=chunk_clips)
+        super().__init__((lambda q, mask: q) if encoded else model.encode_queries, index, "h1", cosine=True,
+                         device=device, chunk_clips=chunk_clips)
 
 
 class XMLLocalizer:
     """s_tl (Eqs. 2, 4) in each candidate video; with the retrieval scores, s_vcmr (Eq. 3)."""
 
-    def __init__(self, model: XML, index: VideoIndex, device: torch.device | None = None, paired: bool | None = None):
+    def __init__(self, model: XML, index: VideoIndex, device: torch.device | None = None, paired: bool | None = None,
+                 encoded: bool = False):
         self.model = model.eval()
+        self.encoded = encoded  # the tokens it is given are already the model's queries (SearchStages.encode)
         self.index = index
         self.device = device or torch.device("cpu")
         # paired: Eq. 2's similarities by paired_clip_dots (each distinct video's clips read once; the CPU's
@@ -99,7 +104,7 @@ class XMLLocalizer:
     @torch.no_grad()
     def localize(self, tokens: torch.Tensor, token_mask: torch.Tensor, videos: np.ndarray,
                  video_scores: torch.Tensor | None = None) -> torch.Tensor:
-        q = self.model.encode_queries(tokens.to(self.device), token_mask.to(self.device))  # (B, S, d)
+        q = self._queries(tokens, token_mask)  # (B, S, d)
         b, k = videos.shape
         ql = self.model.localizing_queries(q)
         if self.paired:  # each distinct video's clips read once, no (B*K, S, T, d) padding
@@ -116,6 +121,11 @@ class XMLLocalizer:
             s_tl = self.model.vcmr_scores(s_tl, video_scores.reshape(-1).to(self.device))
         return s_tl.reshape(b, k, *s_tl.shape[1:]).cpu()
 
+    def _queries(self, tokens: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
+        if self.encoded:
+            return tokens.to(self.device)
+        return self.model.encode_queries(tokens.to(self.device), token_mask.to(self.device))
+
     def score_bound(self, video_scores: torch.Tensor) -> torch.Tensor:
         """No moment of a video scores above exp(alpha s_vr) (Eq. 3 with s_tl = P_st P_ed <= 1)."""
         return torch.exp(self.model.cfg.alpha * video_scores.float())
@@ -126,7 +136,7 @@ class XMLLocalizer:
         """The dense grid's top ``n`` per candidate, video by video at its own length: no (T, T) map,
         so a two-hour video costs T x n_max (Eq. 4's length band caps the moment length)."""
         cfg = self.model.cfg
-        q = self.model.encode_queries(tokens.to(self.device), token_mask.to(self.device))  # (B, S, d)
+        q = self._queries(tokens, token_mask)  # (B, S, d)
         b, k = videos.shape
         st = np.zeros((b, k, n), np.int64)
         ed = np.zeros((b, k, n), np.int64)
