@@ -32,8 +32,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from momentsearch.cli.experiment import ExperimentConfig, mvmr_metrics, prepare, run_config  # noqa: E402
-from momentsearch.cli.experiment_report import paired_difference  # noqa: E402
+from momentsearch.experiments import ExperimentConfig, mvmr_metrics, prepare, run_config  # noqa: E402
+from momentsearch.experiments.report import paired_difference  # noqa: E402
 from momentsearch.config import load_yaml_config  # noqa: E402
 from momentsearch.evaluation.report import figure, save_png  # noqa: E402
 from momentsearch.fileio import write_json  # noqa: E402

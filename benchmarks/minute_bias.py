@@ -28,7 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from momentsearch.cli.experiment import ExperimentConfig, prepare, run_config  # noqa: E402
+from momentsearch.experiments import ExperimentConfig, prepare, run_config  # noqa: E402
 from momentsearch.config import load_yaml_config  # noqa: E402
 from momentsearch.data.dataset import open_dataset  # noqa: E402
 from momentsearch.evaluation.bias import bin_labels, recall_by_k_videos, top1_video_ranks  # noqa: E402

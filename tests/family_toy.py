@@ -104,6 +104,8 @@ class ToyBatches:
 class ToyStages:
     """Retriever, reranker and localizer in one object, over the index's ``clips`` and ``mean`` arrays."""
 
+    provides = frozenset({"dense"})
+
     def __init__(self, model: Toy, index: VideoIndex):
         self.model, self.index = model, index
         self.clips = torch.from_numpy(np.asarray(index.array("clips"), np.float32))

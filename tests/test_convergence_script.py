@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.convergence import paired, parse_versus, start_epoch, run_metrics
-from momentsearch.cli.experiment import mvmr_key
+from momentsearch.experiments import mvmr_key
 
 
 def test_paired_differences_by_seed_by_hand() -> None:

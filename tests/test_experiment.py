@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from momentsearch.cli.experiment import run_experiment
+from momentsearch.experiments import run_experiment
 from momentsearch.errors import ConfigError
 
 
@@ -130,7 +130,7 @@ def test_a_condition_fine_tunes_another_conditions_model(tiny_benchmark: Path, t
 
 def test_diagnosis_tables_at_two_thetas_get_their_own_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A table named after theta 0.7 must not share files with theta 0.9 (Path.with_suffix cuts at the dot)."""
-    from momentsearch.cli.experiment import TableSpec, _table
+    from momentsearch.experiments.runner import TableSpec, _table
     from momentsearch.relevance import oracle_pairs
 
     for name in ("pairs_np-vp.queries.json", "pairs_np-vp.psi.npz", "oracle_train.queries.json", "oracle_train.qq.npz"):
@@ -176,7 +176,7 @@ conditions:
         # a pool cut to 2 videos holds the gold video at most as often as the whole pool does
         assert row["top2 MVMR 0.5-r5"]["mean"] <= row["MVMR 0.5-r5"]["mean"] + 1e-9
     assert "The MVMR protocol" in (tmp_path / "out" / "results.md").read_text()
-    from momentsearch.cli.experiment_report import PLOT_COLUMNS, plot_columns
+    from momentsearch.experiments.report import PLOT_COLUMNS, plot_columns
 
     assert plot_columns(agg)[:2] == ["NLVL 0.5-r1", "MVMR 0.5-r1"] and plot_columns(agg)[-1] == "top2 MVMR 0.5-r1"
     assert plot_columns({"XML": {"VCMR 0.5-r1": {}}}) == PLOT_COLUMNS
@@ -207,3 +207,28 @@ def test_top_of_pools_keeps_the_retrievers_best_videos(tiny_benchmark: Path) -> 
     scores[0, vids.index(pool[3])], scores[0, vids.index(pool[1])] = 2.0, 1.0
     cut = top_of_pools(pools, scores, test, 2)
     assert cut.pools[m.query_id] == [pool[3], pool[1]] and cut.positives == pools.positives
+
+
+def test_a_run_is_keyed_by_the_values_set_apart_from_the_defaults() -> None:
+    """A setting written at its default (or an option added later, at its default) leaves the run's hash as it was;
+    a value apart from the default, or another family, makes another run; where it trains does not."""
+    from momentsearch.config import to_dict
+    from momentsearch.experiments import run_digest
+    from momentsearch.models.minute import MINUTEConfig
+    from momentsearch.models.xml import XMLConfig
+    from momentsearch.training.config import TrainConfig
+
+    from momentsearch.data.dataset import DatasetConfig
+
+    base = to_dict(TrainConfig(dataset=DatasetConfig(benchmark="/b"), model=XMLConfig()))
+    base.update(seed=3, dataset={**base["dataset"], "benchmark": "/b"})
+    key = run_digest(base)
+    assert run_digest({**base, "lr_gamma": 0.1, "device": "cuda", "amp": "bf16"}) == key  # default; where it runs
+    assert run_digest({**base, "model": {**base["model"], "relevance": {**base["model"]["relevance"]}}}) == key
+    assert run_digest({k: v for k, v in base.items() if k != "max_grad_norm"}) == key  # an option not yet known
+    assert run_digest({**base, "lr": base["lr"] * 2}) != key
+    assert run_digest({**base, "seed": 4}) != key
+    assert run_digest({**base, "model": {**base["model"], "hidden": base["model"]["hidden"] + 1}}) != key
+    minute = to_dict(TrainConfig(dataset=DatasetConfig(benchmark="/b"), model=MINUTEConfig()))
+    minute.update(seed=3, dataset={**minute["dataset"], "benchmark": "/b"})
+    assert run_digest(minute) != key

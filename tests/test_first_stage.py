@@ -114,6 +114,7 @@ def test_bad_specs_and_unservable_families_say_what_to_do(tmp_path: Path) -> Non
         build_first_stage(retr, index, "milvus", tmp_path, {"colour": "red"})
 
     class CrossEncoder:
+        provides = frozenset()  # declares no vectors: a first stage cannot serve it
         not_vector_servable = "it reads each (query, video) pair"
 
     with pytest.raises(FirstStageError, match="family cet cannot be served.*reads each.*Use the first stage 'exact'"):

@@ -19,7 +19,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "momentsearch"
 # left to right: a package imports only from packages at its rank or to its left (docs/architecture.md)
 LAYERS = [("errors", "config", "fileio", "readers", "plugins", "distributed", "device", "timing"), ("data",), ("text",),
           ("video",), ("relevance",), ("losses",), ("search",), ("models",), ("serving",), ("evaluation",),
-          ("training",), ("api", "client"), ("service",), ("cli", "__main__")]
+          ("training",), ("api", "client"), ("experiments",), ("service",), ("cli", "__main__")]
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
 # the exceptions, each named in docs/architecture.md with why: the facade's lazy imports of its own API
 UP_ALLOWED = {("momentsearch", "momentsearch.serving"), ("momentsearch", "momentsearch.api"),

@@ -166,7 +166,7 @@ def test_training_pairs_threshold_confidence_and_errors(tmp_path: Path) -> None:
 def test_training_with_pairs_and_threshold_runs(tiny_benchmark: Path, tmp_path: Path) -> None:
     import dataclasses
 
-    from momentsearch.cli.relevance_cmd import run_pairs, run_relevance
+    from momentsearch.api.relevance_tables import run_pairs, run_relevance
     from momentsearch.data.dataset import DatasetConfig
     from momentsearch.models.xml import XMLConfig
     from momentsearch.training.config import TrainConfig

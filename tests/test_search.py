@@ -188,3 +188,40 @@ def test_candidate_pools_restrict_the_videos_a_query_is_answered_from(tiny_bench
 
     with pytest.raises(QueryError, match="outside"):
         engine.search(["a"], torch.randn(1, 5, 384), torch.ones(1, 5, dtype=torch.bool), pools=[[len(index)]])
+
+
+def test_stages_hold_their_stages_to_what_they_declare() -> None:
+    """Capabilities are declared (``provides``) and checked against the methods: no attribute probing."""
+    from momentsearch.search.stages import SearchStages
+
+    class Retr:
+        provides = frozenset()
+
+        def score_videos(self, tokens, mask):
+            return tokens
+
+    class Grid:
+        provides = frozenset({"dense"})
+
+        def localize(self, tokens, mask, videos, scores=None):
+            return tokens
+
+    class Claims(Grid):
+        provides = frozenset({"dense", "score_bound"})
+
+    class Hides(Grid):
+        def propose(self, tokens, mask, videos, scores, n):
+            return tokens
+
+    class Silent:
+        def localize(self, tokens, mask, videos, scores=None):
+            return tokens
+
+    stages = SearchStages(Retr(), Grid())
+    assert stages.can("dense") and not stages.can("score_bound") and not stages.can("vectors")
+    with pytest.raises(TypeError, match="declares 'score_bound' \\(score_bound\\) but has no such method"):
+        SearchStages(Retr(), Claims())
+    with pytest.raises(TypeError, match="has 'propose' \\(propose\\) but does not declare it"):
+        SearchStages(Retr(), Hides())
+    with pytest.raises(TypeError, match="Silent must declare what it provides"):
+        SearchStages(Retr(), Silent())

@@ -12,7 +12,7 @@ import torch
 
 import momentsearch
 from momentsearch.api import evaluate
-from momentsearch.cli.relevance_cmd import run_relevance
+from momentsearch.api.relevance_tables import run_relevance
 from momentsearch.data.dataset import DatasetConfig
 from momentsearch.data.synthetic import SyntheticBenchmark, generate, load_preset
 from momentsearch.errors import CheckpointError, QueryError

@@ -165,8 +165,10 @@ def relevance_cmd(
     threshold: Annotated[float, typer.Option(help="Pairs below this are dropped.")] = 0.0,
 ) -> None:
     """Graded query x moment relevance from the annotation text alone, with statistics and a histogram."""
-    from momentsearch.cli.relevance_cmd import run_relevance
+    from momentsearch.api.relevance_tables import PROXIES, run_relevance
 
+    if proxy not in PROXIES:
+        raise typer.BadParameter(f"unknown proxy {proxy!r}; choose one of {PROXIES}", param_hint="--proxy")
     run_relevance(dataset, proxy, out, format, top_k, threshold)
 
 
@@ -179,8 +181,11 @@ def pairs_cmd(
     min_theta: Annotated[float, typer.Option("--min-theta", help="Lowest theta kept in the table.")] = 0.5,
 ) -> None:
     """Potentially relevant pairs (Phi) with confidence (Psi) from the annotation text; pairs per query and examples."""
-    from momentsearch.cli.relevance_cmd import run_pairs
+    from momentsearch.api.relevance_tables import run_pairs
+    from momentsearch.relevance.pairs import DETECTORS
 
+    if detector not in DETECTORS:
+        raise typer.BadParameter(f"unknown detector {detector!r}; choose one of {DETECTORS}", param_hint="--detector")
     run_pairs(dataset, detector, out, format, min_theta)
 
 
@@ -271,7 +276,7 @@ def build_mvmr_cmd(
 ) -> None:
     """Build MVMR retrieval pools (Yang et al. Sec. 4): per query the gold video, up to k-1 extra positive
     videos and negatives up to n, filtered by text similarity (and a model's score with --scorer)."""
-    from momentsearch.cli.mvmr_cmd import run_build_mvmr
+    from momentsearch.api.mvmr_pools import run_build_mvmr
     from momentsearch.relevance.pool_builder import PoolConfig
 
     try:
@@ -290,7 +295,7 @@ def experiment_cmd(
     """Train every condition of an experiment over its seeds; one table (mean ± std) and a PNG.
     Finished runs are kept, so rerunning resumes an interrupted experiment."""
     _require_models()
-    from momentsearch.cli.experiment import run_experiment
+    from momentsearch.experiments import run_experiment
 
     run_experiment(config, jobs, only)
 

@@ -1,7 +1,7 @@
 """Pair tables that mix a text detector with the synthetic oracle, to diagnose why +PR fails.
 
 Both write the files ``momentsearch pairs`` writes (PREFIX.phi.npz, .psi.npz, .queries.json), over
-the training queries of the oracle table (``momentsearch.cli.relevance_cmd.run_oracle_pairs``):
+the training queries of the oracle table (``momentsearch.api.relevance_tables.run_oracle_pairs``):
 
 * :func:`oracle_confidence`: the detector's pairs, each with C = its true grade (grades below the
   oracle table's ``min_relevance`` count as 0). Detection unchanged, confidence perfect.

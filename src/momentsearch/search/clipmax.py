@@ -22,6 +22,8 @@ QueryEncoder = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # tokens, m
 class ClipMaxRetriever:
     """``score_videos(tokens, mask) -> (B, V)``: mean over streams of max over clips of sim(q_s, c_s)."""
 
+    provides = frozenset({"vectors"})  # servable by a vector index (search.first_stage)
+
     def __init__(self, encode_queries: QueryEncoder, index: VideoIndex, array: str, cosine: bool,
                  device: torch.device | None = None, chunk_clips: int = 200_000):
         self.encode_queries = encode_queries

@@ -97,7 +97,7 @@ class SearchEngine:
             with part(clock, "rerank"):
                 top_vr = self.stages.reranker.rerank(tokens, token_mask, videos, top_vr).cpu()
         valid = torch.isfinite(top_vr).numpy()  # False: padding beyond a small pool
-        bound_of = getattr(self.stages.localizer, "score_bound", None) if moments_only else None
+        bound_of = self.stages.localizer.score_bound if moments_only and self.stages.can("score_bound") else None
         bound = None if bound_of is None else np.where(valid, as_bound(bound_of(top_vr)), -np.inf)
         with part(clock, "localize"):
             if bound is not None and _non_increasing(bound):  # (a reranker may reorder: then every video)
@@ -129,11 +129,11 @@ class SearchEngine:
         """Each candidate's best moments (start s, end s, score): the localizer's spans, or from the dense grid,
         or, for a video longer than ``dense_limit`` clips (or a localizer with no grid), its proposals."""
         loc = self.stages.localizer
-        if hasattr(loc, "spans"):
+        if self.stages.can("spans"):
             got: Spans = loc.spans(tokens, token_mask, videos, top_vr, self.candidates_per_video or n_moments)
             return got.start, got.end, got.score
         t_max = int(self.index.n_clips[videos].max())
-        if hasattr(loc, "propose") and (t_max > self.dense_limit or not hasattr(loc, "localize")):
+        if self.stages.can("propose") and (t_max > self.dense_limit or not self.stages.can("dense")):
             # proposals of a long video: "all" is its top n_moments (no more can survive into the ranking unsuppressed)
             st, ed, sc = loc.propose(tokens, token_mask, videos, top_vr, self.candidates_per_video or n_moments)
         else:
@@ -163,7 +163,7 @@ class SearchEngine:
                     videos: np.ndarray, n: int = 100) -> RankedMoments:
         """SVMR: the moments of one given video per query (``videos`` (B,) indices), best first."""
         tokens, token_mask = self.stages.encoded(tokens, token_mask)
-        if hasattr(self.stages.localizer, "spans"):
+        if self.stages.can("spans"):
             got = self.stages.localizer.spans(tokens, token_mask, videos.reshape(-1, 1), None, 4 * n)
             keep, kept = temporal_nms_grid(got.start, got.end, got.score, got.score > 0, self.nms_threshold, n)
             lists = []

@@ -19,6 +19,12 @@ nothing else,
 and ``score_bound(video_scores (B, K)) -> (B, K)``, an upper bound of any moment's score in each candidate
 (:mod:`~momentsearch.search.bounded`: a served search then localizes only the videos that can reach its top k).
 
+**Capabilities are declared, not guessed.** A localizer and a retriever each state what they provide as a
+class attribute ``provides`` (a frozenset of :data:`LOCALIZER_CAPABILITIES` / :data:`RETRIEVER_CAPABILITIES`
+names); :class:`SearchStages` checks at construction that each declared one has its method and nothing
+undeclared is there, and the engine, the first stages and the index ask ``stages.can(name)`` (or
+:func:`provides`) instead of probing for attributes.
+
 ``video_ranking`` says where the video ranking (VR) comes from: ``retrieval`` — the last stage that
 scored videos (the reranker when there is one) — or ``moment`` — each video's best moment.
 """
@@ -33,7 +39,36 @@ import numpy as np
 import torch
 
 
+LOCALIZER_CAPABILITIES = {"dense": "localize", "propose": "propose", "spans": "spans", "score_bound": "score_bound"}
+RETRIEVER_CAPABILITIES = {"vectors": "query_vectors"}  # query_vectors, stream_rows, exact_scores: a vector index
+
+
+def provides(stage: object) -> frozenset[str]:
+    """What a stage declares it provides (its class's ``provides``)."""
+    declared = getattr(type(stage), "provides", None)
+    if not isinstance(declared, frozenset):
+        raise TypeError(f"{type(stage).__name__} must declare what it provides: provides = frozenset({{...}}) "
+                        f"of {sorted({**LOCALIZER_CAPABILITIES, **RETRIEVER_CAPABILITIES})}")
+    return declared
+
+
+def _checked(stage: object, table: dict[str, str], role: str) -> frozenset[str]:
+    declared = provides(stage)
+    for name, method in table.items():
+        has = callable(getattr(stage, method, None))
+        if (name in declared) != has:
+            raise TypeError(f"{role} {type(stage).__name__}: {'declares' if has is False else 'has'} {name!r} "
+                            f"({method}) but {'has no such method' if has is False else 'does not declare it'}")
+    unknown = declared - set(LOCALIZER_CAPABILITIES) - set(RETRIEVER_CAPABILITIES)  # (one object may fill both roles)
+    if unknown:
+        raise TypeError(f"{role} {type(stage).__name__} declares unknown capabilities {sorted(unknown)}; "
+                        f"a {role} may provide {sorted(table)}")
+    return declared
+
+
 class Retriever(Protocol):
+    provides: frozenset[str]
+
     def score_videos(self, tokens: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor: ...
 
 
@@ -43,6 +78,8 @@ class Reranker(Protocol):
 
 
 class Localizer(Protocol):
+    provides: frozenset[str]
+
     def localize(self, tokens: torch.Tensor, token_mask: torch.Tensor, videos: np.ndarray,
                  video_scores: torch.Tensor | None) -> torch.Tensor: ...
 
@@ -74,6 +111,14 @@ class SearchStages:
     def __post_init__(self) -> None:
         if self.video_ranking not in ("retrieval", "moment"):
             raise ValueError(f"video_ranking must be 'retrieval' or 'moment', got {self.video_ranking!r}")
+        loc = _checked(self.localizer, LOCALIZER_CAPABILITIES, "localizer")
+        if not loc & {"dense", "propose", "spans"}:
+            raise TypeError(f"localizer {type(self.localizer).__name__} provides no moments: declare dense, propose "
+                            "or spans")
+        self.capabilities = loc | _checked(self.retriever, RETRIEVER_CAPABILITIES, "retriever")
+
+    def can(self, capability: str) -> bool:
+        return capability in self.capabilities
 
     def encoded(self, tokens: torch.Tensor, token_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """What the stages read: the token features, or the queries ``encode`` made of them (once)."""

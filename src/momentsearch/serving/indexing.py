@@ -31,6 +31,7 @@ from momentsearch.errors import SearchIndexError
 from momentsearch.fileio import atomic_dir, write_json
 from momentsearch.readers import read_json
 from momentsearch.search.index import IndexWriter, VideoIndex
+from momentsearch.search.stages import provides
 from momentsearch.serving.checkpoint import Checkpoint, load_checkpoint
 from momentsearch.text.query_encoders import describe_query_encoder, same_query_encoder
 from momentsearch.device import resolve_device
@@ -196,7 +197,7 @@ def _grow_first_stages(ckpt: Checkpoint, model: torch.nn.Module, old: VideoIndex
     if not old_folder.is_dir():
         return 0
     retriever = ckpt.family.stages(model, new, device).retriever
-    if not hasattr(retriever, "query_vectors"):
+    if "vectors" not in provides(retriever):
         return 0
     from momentsearch.search.first_stage.scan import grow_scan
 

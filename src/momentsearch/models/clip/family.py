@@ -84,6 +84,8 @@ class CLIPQueryEncoder(BaseQueryEncoder):
 class CLIPLocalizer:
     """Each candidate's moments by :mod:`~momentsearch.models.clip.spans`, in seconds."""
 
+    provides = frozenset({"spans", "score_bound"})
+
     def __init__(self, index: VideoIndex, cfg: CLIPSearchConfig):
         self.index, self.cfg = index, cfg
 

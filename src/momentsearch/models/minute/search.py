@@ -62,6 +62,8 @@ class MinuteRetriever(ClipMaxRetriever):
 
 
 class MinuteLocalizer:
+    provides = frozenset({"dense"})
+
     def __init__(self, model: MINUTE, index: VideoIndex, device: torch.device | None = None,
                  scoring: str = "shared_norm", alpha: float = 1.0, pairs_per_pass: int = 2048):
         if scoring not in ("shared_norm", "two_stage"):

@@ -42,6 +42,8 @@ def encode_corpus(model: MMN, store: FeatureStore, videos: Sequence[Video], devi
 class MapStages:
     """Retriever and localizer at once: ``score_videos`` (B, V) and ``localize`` (B, K, N, N)."""
 
+    provides = frozenset({"dense"})
+
     not_vector_servable = ("a moment scores sigmoid(iou_scale cos_iou) ((1 + cos_con) / 2)^p (Eq. 10), a product over "
                            "two joint spaces that no single inner product gives")
 

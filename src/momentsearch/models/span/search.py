@@ -46,6 +46,8 @@ def moment_probs(l_s: torch.Tensor, l_e: torch.Tensor, mask: torch.Tensor, band:
 class SpanStages:
     """Retriever and localizer at once for CET and BET."""
 
+    provides = frozenset({"dense"})
+
     not_vector_servable = ("a video scores its best moment from the localizer run on each (query, video) pair "
                            "(CET's is a cross-encoder), not an inner product of stored vectors")
 

@@ -91,6 +91,8 @@ class XMLRetriever(ClipMaxRetriever):
 class XMLLocalizer:
     """s_tl (Eqs. 2, 4) in each candidate video; with the retrieval scores, s_vcmr (Eq. 3)."""
 
+    provides = frozenset({"dense", "propose", "score_bound"})
+
     def __init__(self, model: XML, index: VideoIndex, device: torch.device | None = None, paired: bool | None = None,
                  encoded: bool = False):
         self.model = model.eval()

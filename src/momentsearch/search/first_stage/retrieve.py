@@ -35,6 +35,7 @@ from momentsearch.errors import FirstStageError
 from momentsearch.search.first_stage.base import VectorBackend, create_backend
 from momentsearch.search.first_stage.pools import pad, restrict_to_pools, score_pools
 from momentsearch.search.first_stage.scan import ScanFirstStage, build_scan
+from momentsearch.search.stages import provides
 
 AUTO_EXACT_LIMIT = 200_000  # clips: above, ``auto`` scans clip codes (``scan``) instead of every vector
 
@@ -195,7 +196,7 @@ def resolve_spec(spec: str, n_rows: int, device_bytes: tuple[int, int] | None = 
 def _device_bytes(retriever: Any, index: Any) -> tuple[int, int] | None:
     """(bytes of the retriever's fp32 copy of every clip, bytes free) when it runs on a CUDA device."""
     dev = getattr(retriever, "device", None)
-    if not isinstance(dev, torch.device) or dev.type != "cuda" or not hasattr(retriever, "array"):
+    if not isinstance(dev, torch.device) or dev.type != "cuda" or "vectors" not in provides(retriever):
         return None
     shape = index.array(retriever.array).shape
     return int(np.prod(shape)) * 4, int(torch.cuda.mem_get_info(dev)[0])
@@ -220,7 +221,7 @@ def build_first_stage(retriever: Any, index: Any, spec: str = "exact", folder: s
         if params:
             raise FirstStageError(f"the exact first stage takes no parameters, got {sorted(params)}")
         return ExactFirstStage(retriever)
-    if not hasattr(retriever, "query_vectors"):
+    if "vectors" not in provides(retriever):
         why = getattr(retriever, "not_vector_servable", "its video score is not a maximum of inner products")
         raise FirstStageError(f"model family {family or '?'} cannot be served by a vector index ({spec}): "
                               f"{why}. Use the first stage 'exact'")

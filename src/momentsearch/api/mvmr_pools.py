@@ -6,12 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-import typer
 
 from momentsearch.api.mvmr import checkpoint_video_scores
 from momentsearch.data.loaders import load_corpus
 from momentsearch.data.mvmr import load_mvmr_pools, write_mvmr_pools
-from momentsearch.errors import MomentSearchError
+from momentsearch.errors import ConfigError, MomentSearchError
 from momentsearch.fileio import output_file, write_json
 from momentsearch.relevance.pool_builder import (
     PoolConfig,
@@ -32,13 +31,13 @@ def run_build_mvmr(dataset: Path, out: Path, cfg: PoolConfig, split: str | None 
     splits = corpus.splits
     split = split or ("test" if "test" in splits else (splits[0] if len(splits) == 1 else None))
     if split is None:
-        raise typer.BadParameter(f"{dataset} has the splits {splits}; choose one with --split")
+        raise ConfigError(f"{dataset} has the splits {splits}; choose one with --split")
     if splits and split not in splits:
-        raise typer.BadParameter(f"{dataset} has no split {split!r}; it has {splits}")
+        raise ConfigError(f"{dataset} has no split {split!r}; it has {splits}")
     part = corpus.split(split) if splits else corpus
     part = part.with_moments([m for m in part.moments if m.has_ground_truth])
     if len(part.videos) < cfg.n:
-        raise typer.BadParameter(f"split {split!r} has {len(part.videos)} videos, fewer than --n {cfg.n}")
+        raise ConfigError(f"split {split!r} has {len(part.videos)} videos, fewer than --n {cfg.n}")
     emb = sentence_embeddings(QueryFeatureCache(out.with_suffix(".minilm.h5")), [m.text for m in part.moments],
                               progress=progress)
     s_te, arg = text_similarity(part, emb, progress=progress)
@@ -64,7 +63,7 @@ def run_build_mvmr(dataset: Path, out: Path, cfg: PoolConfig, split: str | None 
         dense = rel.select(rel.query_ids, list(part.videos)).dense_video_relevance()
         report["oracle"] = oracle_errors(pools, dense, list(part.videos))
     write_json(out.with_suffix(".stats.json"), report)
-    typer.echo(json.dumps({k: v for k, v in report.items() if k != "released"} |
+    print(json.dumps({k: v for k, v in report.items() if k != "released"} |
                           ({"overlap": report["released"]["overlap"]} if compare else {}), indent=2))
-    typer.echo(f"wrote {out} ({len(pools.pools)} pools) and {out.with_suffix('.stats.json')}")
+    print(f"wrote {out} ({len(pools.pools)} pools) and {out.with_suffix('.stats.json')}")
     return report

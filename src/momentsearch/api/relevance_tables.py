@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import typer
 
 from momentsearch.data.loaders import load_corpus
+from momentsearch.errors import ConfigError
 from momentsearch.evaluation.report import figure, save_png
 from momentsearch.fileio import output_file, write_json
 from momentsearch.relevance.matrix import query_moment, save_sparse, sparse_query_relevance
@@ -21,7 +21,7 @@ THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9)
 def run_relevance(dataset: Path, proxy: str, out: Path, format: str | None = None, top_k: int = 100,
                   threshold: float = 0.0, cache: Path | None = None) -> dict[str, object]:
     if proxy not in PROXIES:
-        raise typer.BadParameter(f"unknown proxy {proxy!r}; choose one of {PROXIES}")
+        raise ConfigError(f"unknown proxy {proxy!r}; choose one of {PROXIES}")
     output_file(out)  # before minutes of work, not after
     corpus = load_corpus(dataset, format)
     texts = [m.text for m in corpus.moments]
@@ -59,9 +59,9 @@ def run_relevance(dataset: Path, proxy: str, out: Path, format: str | None = Non
     }
     write_json(out.with_suffix(".stats.json"), stats)
     _histogram(off.data, out.with_suffix(".hist.png"), f"{proxy} relevance, {dataset.name}")
-    typer.echo(f"{len(texts)} queries; other queries per query at or above " +
+    print(f"{len(texts)} queries; other queries per query at or above " +
                ", ".join(f"{k}: {v:.2f}" for k, v in per_query.items()))
-    typer.echo(f"wrote {out}, {out.with_suffix('.stats.json')} and {out.with_suffix('.hist.png')}")
+    print(f"wrote {out}, {out.with_suffix('.stats.json')} and {out.with_suffix('.hist.png')}")
     return stats
 
 
@@ -82,7 +82,7 @@ def run_pairs(dataset: Path, detector: str, out: Path, format: str | None = None
     from momentsearch.text.phrases import extract_phrases
 
     if detector not in DETECTORS:
-        raise typer.BadParameter(f"unknown detector {detector!r}; choose one of {DETECTORS}")
+        raise ConfigError(f"unknown detector {detector!r}; choose one of {DETECTORS}")
     corpus = load_corpus(dataset, format)
     texts = [m.text for m in corpus.moments]
     phrases = extract_phrases(texts)
@@ -101,10 +101,10 @@ def run_pairs(dataset: Path, detector: str, out: Path, format: str | None = None
     stats = {"dataset": str(dataset), "detector": detector, "n_queries": len(texts), "min_theta": min_theta,
              "pairs_per_query": per_query, "examples_theta_0.7": examples}
     write_json(out.with_suffix(".stats.json"), stats)
-    typer.echo(f"{len(texts)} queries; Phi_{detector} pairs per query: " +
+    print(f"{len(texts)} queries; Phi_{detector} pairs per query: " +
                ", ".join(f"theta {k}: {v:.2f}" for k, v in per_query.items()))
     for e in examples:
-        typer.echo(f"  [{e['phi_score']:.2f} / Psi {e['psi']:.2f}] {e['query']}  <->  {e['other']}")
+        print(f"  [{e['phi_score']:.2f} / Psi {e['psi']:.2f}] {e['query']}  <->  {e['other']}")
     return stats
 
 
@@ -124,6 +124,6 @@ def run_oracle_pairs(benchmark: Path, out: Path, split: str = "train", min_relev
     per_query = {str(t): float(((m >= t).sum() - (m.diagonal() >= t).sum()) / len(corpus)) for t in (0.5, 0.65, 1.0)}
     stats = {"benchmark": str(benchmark), "split": split, "n_queries": len(corpus), "pairs_per_query": per_query}
     write_json(out.with_suffix(".stats.json"), stats)
-    typer.echo(f"{len(corpus)} {split} queries; oracle pairs per query: " +
+    print(f"{len(corpus)} {split} queries; oracle pairs per query: " +
                ", ".join(f">= {k}: {v:.2f}" for k, v in per_query.items()))
     return stats

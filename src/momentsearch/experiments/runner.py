@@ -22,7 +22,6 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-import typer
 
 from momentsearch.config import from_dict, load_yaml_config, merge, read_yaml, resolve_config, to_dict
 from momentsearch.errors import ConfigError
@@ -104,7 +103,7 @@ def prepare(exp: ExperimentConfig) -> tuple[Path, dict[str, Path]]:
     cfg = load_preset(exp.preset)
     bench = Path(exp.benchmark_dir) if exp.benchmark_dir else Path("runs/experiments/benchmarks") / cfg.name
     if not (bench / "benchmark.yaml").exists():
-        typer.echo(f"generating the '{cfg.name}' benchmark into {bench}")
+        print(f"generating the '{cfg.name}' benchmark into {bench}")
         generate(cfg, bench)
     # every caption encoded once, before any worker starts: workers then only read the cache
     corpus = SyntheticBenchmark.load(bench).corpus
@@ -119,13 +118,13 @@ def prepare(exp: ExperimentConfig) -> tuple[Path, dict[str, Path]]:
 
 def mvmr_pools(bench: Path, spec: MVMRSpec, split: str) -> Path:
     """The experiment's MVMR pool file over ``split``, built where missing."""
-    from momentsearch.cli.mvmr_cmd import run_build_mvmr
+    from momentsearch.api.mvmr_pools import run_build_mvmr
     from momentsearch.relevance.pool_builder import PoolConfig
 
     name = f"{split}_n{spec.n}_k{spec.k}_{spec.t_pos:g}_{spec.t_neg:g}_s{spec.seed}".replace(".", "p")
     path = bench / "mvmr" / f"pools_{name}.txt"
     if not path.exists():
-        typer.echo(f"MVMR pools over split {split} of {bench}")
+        print(f"MVMR pools over split {split} of {bench}")
         path.parent.mkdir(parents=True, exist_ok=True)
         run_build_mvmr(bench, path, PoolConfig(spec.n, spec.k, spec.t_pos, spec.t_neg, spec.seed), split,
                        progress=False)
@@ -134,7 +133,7 @@ def mvmr_pools(bench: Path, spec: MVMRSpec, split: str) -> Path:
 
 def _table(bench: Path, folder: Path, spec: TableSpec, corpus: Any) -> Path:
     """The prefix of one table, computed where its files are missing."""
-    from momentsearch.cli.relevance_cmd import run_oracle_pairs, run_pairs, run_relevance
+    from momentsearch.api.relevance_tables import run_oracle_pairs, run_pairs, run_relevance
     from momentsearch.relevance import oracle_pairs
 
     def missing(prefix: Path, *names: str) -> bool:
@@ -143,17 +142,17 @@ def _table(bench: Path, folder: Path, spec: TableSpec, corpus: Any) -> Path:
     if spec.kind == "pairs":
         prefix = folder / f"pairs_{spec.detector}"
         if missing(prefix, "psi.npz"):
-            typer.echo(f"table: Phi_{spec.detector} pairs over {bench}")
+            print(f"table: Phi_{spec.detector} pairs over {bench}")
             run_pairs(bench, spec.detector, prefix, n_examples=0)
     elif spec.kind == "oracle":
         prefix = folder / "oracle_train"
         if missing(prefix, "qq.npz"):
-            typer.echo("table: oracle relevance between training queries")
+            print("table: oracle relevance between training queries")
             run_oracle_pairs(bench, prefix)
     elif spec.kind == "proxy":
         prefix = folder / (f"proxy_{spec.proxy}_top{spec.top_k}.npz" if spec.top_k else f"proxy_{spec.proxy}_all.npz")
         if missing(prefix, "qq.npz"):
-            typer.echo(f"table: {spec.proxy} relevance over {bench}")
+            print(f"table: {spec.proxy} relevance over {bench}")
             run_relevance(bench, spec.proxy, prefix, top_k=spec.top_k)
     else:
         detector = _table(bench, folder, TableSpec("pairs", spec.detector), corpus)
@@ -164,31 +163,58 @@ def _table(bench: Path, folder: Path, spec: TableSpec, corpus: Any) -> Path:
             video_of = {m.query_id: m.video_id for m in corpus.moments}
             make = oracle_pairs.oracle_confidence if spec.kind == "oracle_confidence" else oracle_pairs.oracle_at_count
             stats = make(detector, oracle, prefix, spec.theta, video_of)
-            typer.echo(f"table {prefix.name}: " + ", ".join(f"{k} {v}" for k, v in stats.items() if k[0] != "o"))
+            print(f"table {prefix.name}: " + ", ".join(f"{k} {v}" for k, v in stats.items() if k[0] != "o"))
     return prefix
 
 
 EVAL_VERSION = 2  # 2: the oracle's every-S nDCG columns ("nDCG VR 2-way", "nDCG VCMR 0.5 S>0"; issue 25)
 
-# options added after runs were recorded: at these values they leave a run's hash (and folder) as it was
-HASH_NEUTRAL = {("model", "relevance", "segment_scale"): 1.0, ("model", "true_negatives_table"): "",
-                ("lr_milestones",): [], ("lr_gamma",): 0.1, ("weight_schedule",): {}, ("max_grad_norm",): 0.0,
-                ("model", "mcm_scale_control"): False, ("init_from",): "", ("model", "fine_tune_hard"): False,
-                ("model", "bce_negative_weighting"): "pooled"}
 HASH_IGNORED = ("device", "amp", "num_workers")  # where a run trains does not make it another run
+_MISSING = object()
+
+
+def _set_apart(d: Any, defaults: Any) -> Any:
+    """The parts of ``d`` that differ from ``defaults`` (nested dicts compared key by key; _MISSING: none)."""
+    if isinstance(d, dict) and isinstance(defaults, dict):
+        out = {}
+        for k, v in d.items():
+            diff = _set_apart(v, defaults.get(k, _MISSING))
+            if diff is not _MISSING:
+                out[k] = diff
+        return out if out else _MISSING
+    return _MISSING if d == defaults else d
+
+
+def _defaults(cls: type) -> dict[str, Any]:
+    """A config dataclass's default values, as ``to_dict`` writes them (fields without a default left out)."""
+    import dataclasses
+
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = to_dict(f.default) if dataclasses.is_dataclass(f.default) else f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            v = f.default_factory()
+            out[f.name] = to_dict(v) if dataclasses.is_dataclass(v) else v
+    return out
 
 
 def run_digest(d: dict[str, Any]) -> str:
-    h = copy.deepcopy(d)
-    for k in HASH_IGNORED:
-        h.pop(k, None)
-    for path, neutral in HASH_NEUTRAL.items():
-        group = h
-        for key in path[:-1]:
-            group = group.get(key, {})
-        if group.get(path[-1], neutral) == neutral:
-            group.pop(path[-1], None)
-    return hashlib.sha1(json.dumps(h, sort_keys=True).encode()).hexdigest()[:8]
+    """A hash of the values a run's training config sets apart from the defaults (``TrainConfig``'s, and its
+    model family's config's): a setting at its default, written or not, and an option added later at its
+    default, leave the run (and its folder) as it was; where a run trains (device, amp, workers) is not hashed."""
+    from momentsearch.data.dataset import DatasetConfig
+    from momentsearch.models.registry import get_family
+    from momentsearch.training.config import TrainConfig
+
+    name = (d.get("model") or {}).get("name", "xml")
+    defaults = {**_defaults(TrainConfig), "dataset": _defaults(DatasetConfig),
+                "model": _defaults(get_family(name).config_class)}
+    h = {k: v for k, v in d.items() if k not in HASH_IGNORED}
+    apart = _set_apart(h, {k: v for k, v in defaults.items() if k not in HASH_IGNORED})
+    apart = {} if apart is _MISSING else apart
+    apart.setdefault("model", {})["name"] = name  # the family always names the run
+    return hashlib.sha1(json.dumps(apart, sort_keys=True, default=str).encode()).hexdigest()[:8]
 
 
 def run_config(exp: ExperimentConfig, condition: str, seed: int, bench: Path, tables: dict[str, Path],
@@ -341,7 +367,7 @@ def _with_mvmr(result: dict[str, Any], out: Path, split: str, pools: str | None,
 
 
 def run_experiment(config: Path, jobs: int = 2, only: list[str] | None = None) -> dict[str, Any]:
-    from momentsearch.cli.experiment_report import write_report
+    from momentsearch.experiments.report import write_report
 
     exp = load_yaml_config(ExperimentConfig, config)
     out = Path(exp.out_dir) if exp.out_dir else Path("runs/experiments") / exp.name
@@ -357,7 +383,7 @@ def run_experiment(config: Path, jobs: int = 2, only: list[str] | None = None) -
     later = {c for c in conditions if (exp.conditions[c] or {}).get("init_from") in exp.conditions}
     waves = [[r for r in runs if r[0] not in later], [r for r in runs if r[0] in later]]
     results: dict[tuple[str, int], dict[str, Any]] = {}
-    typer.echo(f"experiment {exp.name}: {len(conditions)} conditions x {len(exp.seeds)} seeds = {len(runs)} runs, "
+    print(f"experiment {exp.name}: {len(conditions)} conditions x {len(exp.seeds)} seeds = {len(runs)} runs, "
                f"{jobs} at a time; runs under {runs_dir}, results under {out}")
     from tqdm import tqdm
 
