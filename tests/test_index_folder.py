@@ -195,3 +195,22 @@ def test_an_index_built_for_another_query_encoder_is_refused(tmp_path) -> None:
     with pytest.raises(SearchIndexError, match=r"built for queries encoded by all-MiniLM-L6-v2 \(minilm, tokens, 64 "
                                                r"tokens\), and its model reads .*32 tokens.*build it again"):
         IndexFolder.open(legacy)
+
+
+def test_index_json_is_one_typed_record_read_and_written_by_one_class(tmp_path) -> None:
+    from momentsearch.errors import SearchIndexError
+    from momentsearch.serving.index_info import CorpusRef, IndexInfo
+
+    info = IndexInfo("xml", "abc", CorpusRef("/c", "../c", "f00", {"name": "builtin"}), {"v1": "[1.0]"},
+                     "/m.pt", {"name": "all-MiniLM-L6-v2", "kind": "tokens"}, {"name": "builtin"}, 1, 5)
+    info.write(tmp_path)
+    assert IndexInfo.read(tmp_path) == info
+    d = json.loads((tmp_path / "index.json").read_text())
+    assert d["format"] == "momentsearch-index" and d["version"] == 1 and d["corpus"]["relative"] == "../c"
+    for bad, message in ((dict(d, n_clips=-1), "n_videos and n_clips must be integers >= 0"),
+                         (dict(d, corpus={**d["corpus"], "fingerprint": 7}), "corpus.fingerprint must be strings"),
+                         (dict(d, text_encoder="minilm"), "'text_encoder' must be an object or null"),
+                         (dict(d, version=2), "index folder version 2")):
+        (tmp_path / "index.json").write_text(json.dumps(bad))
+        with pytest.raises(SearchIndexError, match=message):
+            IndexInfo.read(tmp_path)

@@ -155,7 +155,7 @@ def watch_cmd(
         if not is_index_folder(index):
             raise typer.BadParameter(f"{index} is not an index yet: give --corpus (where the videos are ingested) "
                                      "and --model (the checkpoint to index them with)")
-        corpus = Path(read_index_info(index)["corpus"]["path"])
+        corpus = Path(read_index_info(index).corpus.path)
     w = Watcher(videos_dir, corpus, index, model, interval=interval, settle=0.0 if once else settle)
     if once:
         done = w.step()

@@ -98,7 +98,7 @@ def _watcher(videos: Path, index_dir: Path, interval: float) -> Any:
     from momentsearch.serving.indexing import read_index_info
     from momentsearch.serving.watch import Watcher
 
-    corpus = Path(read_index_info(index_dir)["corpus"]["path"])
+    corpus = Path(read_index_info(index_dir).corpus.path)
     watcher = Watcher(videos, corpus, index_dir, interval=interval)
     stop = threading.Event()
 

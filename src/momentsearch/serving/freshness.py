@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from momentsearch.data.corpus_folder import CorpusFolder
+from momentsearch.serving.index_info import IndexInfo
 
 
 class StaleIndexWarning(UserWarning):
@@ -40,11 +41,11 @@ class Staleness:
         return {"new": len(self.new), "changed": len(self.changed), "removed": len(self.removed)}
 
 
-def staleness(index_root: Path, info: dict[str, Any], corpus: CorpusFolder | None) -> Staleness | None:
+def staleness(index_root: Path, info: IndexInfo, corpus: CorpusFolder | None) -> Staleness | None:
     """How the corpus differs from what the index was built from; None when it does not (or is gone)."""
-    if corpus is None or info["corpus"].get("fingerprint") == corpus.fingerprint:
+    if corpus is None or info.corpus.fingerprint == corpus.fingerprint:
         return None
-    built: dict[str, str] = info["videos"]
+    built = info.videos
     now = set(corpus.video_ids)
     new = sorted(now - set(built))
     changed = sorted(v for v in now & set(built) if corpus.video_signature(v) != built[v])

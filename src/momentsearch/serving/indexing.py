@@ -28,17 +28,14 @@ from tqdm import tqdm
 
 from momentsearch.data.corpus_folder import CorpusFolder
 from momentsearch.errors import SearchIndexError
-from momentsearch.fileio import atomic_dir, write_json
-from momentsearch.readers import read_json
+from momentsearch.fileio import atomic_dir
 from momentsearch.search.index import IndexWriter, VideoIndex
 from momentsearch.search.stages import provides
 from momentsearch.serving.checkpoint import Checkpoint, load_checkpoint
+from momentsearch.serving.index_info import INDEX_FILE, CorpusRef, IndexInfo
 from momentsearch.text.query_encoders import describe_query_encoder, same_query_encoder
 from momentsearch.device import resolve_device
 
-INDEX_FILE = "index.json"
-INDEX_FORMAT = "momentsearch-index"
-INDEX_FOLDER_VERSION = 1
 PART_VIDEOS = 2048  # videos encoded and written at a time: memory stays that of a part, not of the corpus
 
 
@@ -60,22 +57,9 @@ def is_index_folder(path: str | Path) -> bool:
     return (Path(path) / INDEX_FILE).is_file()
 
 
-def read_index_info(folder: str | Path) -> dict[str, Any]:
-    f = Path(folder) / INDEX_FILE
-    info = read_json(f, lambda m: SearchIndexError(f"{m}; build the index again"), "index file")
-    if not isinstance(info, dict) or info.get("format") != INDEX_FORMAT:
-        raise SearchIndexError(f"{f}: not a momentsearch index folder")
-    if info.get("version") != INDEX_FOLDER_VERSION:
-        raise SearchIndexError(f"{f}: index folder version {info.get('version')!r}, this momentsearch reads "
-                               f"{INDEX_FOLDER_VERSION}; build it again with `momentsearch index`")
-    for key, kind in (("family", str), ("model_fingerprint", str), ("corpus", dict), ("videos", dict)):
-        if not isinstance(info.get(key), kind):
-            raise SearchIndexError(f"{f}: field {key!r} missing or not a {kind.__name__}")
-    if not all(isinstance(v, str) for v in info["videos"].values()):
-        raise SearchIndexError(f"{f}: field 'videos' must map video ids to signatures (strings)")
-    if not all(isinstance(info["corpus"].get(k, ""), str) for k in ("path", "relative")):
-        raise SearchIndexError(f"{f}: corpus.path and corpus.relative must be strings")
-    return info
+def read_index_info(folder: str | Path) -> IndexInfo:
+    """The folder's ``index.json`` (:class:`~momentsearch.serving.index_info.IndexInfo`)."""
+    return IndexInfo.read(folder)
 
 
 def check_compatible(ckpt: Checkpoint, corpus: CorpusFolder, where: str) -> None:
@@ -119,9 +103,9 @@ def _old_index(out: Path, ckpt: Checkpoint) -> tuple[VideoIndex | None, dict[str
         return None, {}
     try:
         info = read_index_info(out)
-        if info["model_fingerprint"] != ckpt.fingerprint:
+        if info.model_fingerprint != ckpt.fingerprint:
             return None, {}
-        return VideoIndex.load(out / "arrays"), info["videos"]
+        return VideoIndex.load(out / "arrays"), info.videos
     except SearchIndexError:
         return None, {}
 
@@ -172,16 +156,14 @@ def build_index(checkpoint: str | Path, corpus: str | Path, out: str | Path, dev
                 bar.update(len(chunk))
         meta.update(fingerprint=ckpt.fingerprint, corpus_fingerprint=folder.fingerprint)
         index = writer.close(meta)
-        info = {"format": INDEX_FORMAT, "version": INDEX_FOLDER_VERSION, "family": ckpt.family.name,
-                "model_fingerprint": ckpt.fingerprint, "model_source": str(Path(checkpoint).resolve()),
-                "text_encoder": ckpt.family.text_encoder, "model_features": ckpt.features,
-                "corpus": {"path": str(folder.root.resolve()),
-                           "relative": os.path.relpath(folder.root.resolve(), out.resolve().parent),
-                           "fingerprint": folder.fingerprint, "encoder": folder.encoder},
-                "videos": sigs, "n_videos": len(ids), "n_clips": int(index.offsets[-1])}
+        info = IndexInfo(ckpt.family.name, ckpt.fingerprint,
+                         CorpusRef(str(folder.root.resolve()), os.path.relpath(folder.root.resolve(), out.resolve().parent),
+                                   folder.fingerprint, folder.encoder),
+                         sigs, str(Path(checkpoint).resolve()), ckpt.family.text_encoder, ckpt.features, len(ids),
+                         int(index.offsets[-1]))
         state = dict(ckpt.state, optimizer=None)
         torch.save(state, tmp / "model.pt")
-        write_json(tmp / INDEX_FILE, info, indent=1)
+        info.write(tmp)
         if old is not None:
             old_row = np.asarray([old_rows[v] if v in kept else -1 for v in ids], np.int64)
             report.first_stages_grown = _grow_first_stages(ckpt, model, old, index, old_row, out / "first_stage",
@@ -209,7 +191,7 @@ class IndexFolder:
     """An opened index folder: its info, model and arrays, and the corpus it was built from (when still there)."""
 
     root: Path
-    info: dict[str, Any]
+    info: IndexInfo
     checkpoint: Checkpoint
     index: VideoIndex
     corpus: CorpusFolder | None
@@ -222,24 +204,24 @@ class IndexFolder:
                                    f"`momentsearch index CHECKPOINT --corpus CORPUS_DIR --out {root}`")
         info = read_index_info(root)
         ckpt = load_checkpoint(root / "model.pt")
-        if ckpt.fingerprint != info["model_fingerprint"]:
+        if ckpt.fingerprint != info.model_fingerprint:
             raise SearchIndexError(f"{root}: model.pt is not the model the index was built with; build it again")
-        stored, reads = info.get("text_encoder"), ckpt.family.text_encoder
+        stored, reads = info.text_encoder, ckpt.family.text_encoder
         if isinstance(stored, dict) and not same_query_encoder(stored, reads):
             raise SearchIndexError(f"{root}: the index was built for queries encoded by {describe_query_encoder(stored)}, "
                                    f"and its model reads {describe_query_encoder(reads)}; build it again with "
                                    "`momentsearch index`")
         index = VideoIndex.load(root / "arrays")
         index.check_built_by(ckpt.family.name, ckpt.fingerprint)
-        if index.video_ids != list(info["videos"]):
+        if index.video_ids != list(info.videos):
             raise SearchIndexError(f"{root}: the arrays hold other videos than {INDEX_FILE} lists; build it again")
         return cls(root, info, ckpt, index, _find_corpus(root, info))
 
 
-def _find_corpus(root: Path, info: dict[str, Any]) -> CorpusFolder | None:
+def _find_corpus(root: Path, info: IndexInfo) -> CorpusFolder | None:
     """The corpus by its recorded path, else relative to the index (a moved pair of folders); None if gone.
     A corpus that changed since (its fingerprint) is not used for video files: the index says what it holds."""
-    for cand in (Path(info["corpus"].get("path", "")), root.parent / info["corpus"].get("relative", "")):
+    for cand in (Path(info.corpus.path), root.parent / info.corpus.relative):
         try:
             c = CorpusFolder.open(cand)
         except Exception:  # noqa: BLE001 - a missing or changed corpus only loses playback, not search

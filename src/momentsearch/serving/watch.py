@@ -114,7 +114,7 @@ class Watcher:
                         encoder_options=s["encoder_options"] or None, progress=False)
         fingerprint = CorpusFolder.open(self.corpus).fingerprint
         idx = None
-        if not is_index_folder(self.index) or read_index_info(self.index)["corpus"].get("fingerprint") != fingerprint:
+        if not is_index_folder(self.index) or read_index_info(self.index).corpus.fingerprint != fingerprint:
             idx = build_index(model, self.corpus, self.index, progress=False)  # type: ignore[arg-type]
         done = Update(report, idx, self._first_seen, time.time())
         self._done, self._first_seen = current, 0.0
