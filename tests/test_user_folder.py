@@ -14,6 +14,8 @@ from momentsearch.errors import SubtitleError
 from momentsearch.video.ingest import ingest
 from video_files import write_user_folder
 
+pytestmark = pytest.mark.slow  # the folder's 12 files are written and ingested once for the module: ~5 s on 2 cores
+
 REAL_VIDEOS = ["cat", "drone_hevc", "garden_vp9", "kitchen_h264", "lecture_subrip", "old_camcorder", "phone_mjpeg",
                "phone_movtext", "screen_vfr"]
 

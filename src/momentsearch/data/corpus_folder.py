@@ -31,7 +31,7 @@ from typing import Any
 from momentsearch.data.corpus import Subtitle, Video
 from momentsearch.data.features import FeatureSource, FeatureStore, HDF5Features, NpyDirFeatures
 from momentsearch.errors import CorpusFolderError
-from momentsearch.readers import exists, is_file
+from momentsearch.readers import exists, is_file, read_json
 
 MANIFEST = "corpus.json"
 FORMAT = "momentsearch-corpus"
@@ -54,6 +54,17 @@ def fingerprint_of(manifest: dict[str, Any]) -> str:
     return hashlib.sha1(blob).hexdigest()[:16]
 
 
+def write_manifest(folder: Path, manifest: dict[str, Any]) -> Path:
+    """The one writer of ``corpus.json`` (ingest's and a dataset's): the format and version stamped, the
+    fingerprint computed, written atomically (last, after the feature files it names)."""
+    from momentsearch.fileio import write_json
+
+    man = {"format": FORMAT, "version": VERSION, **manifest}
+    man["fingerprint"] = fingerprint_of(man)
+    write_json(Path(folder) / MANIFEST, man, indent=None)
+    return Path(folder) / MANIFEST
+
+
 def _check(cond: bool, path: Path, what: str) -> None:
     if not cond:
         raise CorpusFolderError(f"{path}: {what}")
@@ -74,10 +85,8 @@ class CorpusFolder:
                 r / "ingest.journal.jsonl").is_file() else ""
             raise CorpusFolderError(f"{r}: not a corpus folder, {MANIFEST} is missing{hint}; make one with "
                                     f"`momentsearch ingest VIDEOS_DIR --out {r}`")
-        try:
-            man = json.loads(f.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
-            raise CorpusFolderError(f"{f}: unreadable ({str(e)[:200]})") from None
+        man = read_json(f, lambda m: CorpusFolderError(f"{m[:300]}; the corpus manifest is damaged: ingest again "
+                                                       "into a new folder"), "corpus manifest")
         _check(isinstance(man, dict) and man.get("format") == FORMAT, f, "not a momentsearch corpus manifest")
         _check(man.get("version") == VERSION, f, f"corpus version {man.get('version')!r}; this momentsearch reads "
                                                  f"{VERSION}: ingest again into a new folder")
@@ -207,7 +216,7 @@ def write_dataset_corpus(dataset: Any, split: str, out: str | Path, video_dir: s
     keeps its annotated moments (start, end, text) for display; ``video_dir``: where ``<id>.mp4`` files of
     the videos are (e.g. the rendered synthetic videos), recorded as the videos' files."""
     from momentsearch.data.features import checksum
-    from momentsearch.fileio import atomic_dir, write_json
+    from momentsearch.fileio import atomic_dir
 
     corpus = dataset.corpus if split == "all" else dataset.split(split)
     lengths = dataset.clip_lengths(corpus)
@@ -228,10 +237,8 @@ def write_dataset_corpus(dataset: Any, split: str, out: str | Path, video_dir: s
         streams = {k: {"path": str(Path(src.path).resolve()), "kind": "npy" if Path(src.path).is_dir() else "hdf5",
                        "dim": int(src.dim), "encoder": ident if k == "visual" else {"name": f"dataset:{k}"}}
                    for k, src in names.items()}
-    man = {"format": FORMAT, "version": VERSION, "name": f"{dataset.name}:{split}",
-           "source": None if source is None else str(source),
+    man = {"name": f"{dataset.name}:{split}", "source": None if source is None else str(source),
            "encoder": ident, "clip_seconds": None, "fps": None, "streams": streams, "videos": videos, "failures": []}
-    man["fingerprint"] = fingerprint_of(man)
     with atomic_dir(out) as tmp:
-        write_json(tmp / MANIFEST, man, indent=None)
+        write_manifest(tmp, man)
     return CorpusFolder.open(out)

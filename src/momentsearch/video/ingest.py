@@ -40,11 +40,11 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from momentsearch.data.corpus_folder import FORMAT, MANIFEST, VERSION, CorpusFolder, fingerprint_of
+from momentsearch.data.corpus_folder import MANIFEST, CorpusFolder, write_manifest
 from momentsearch.data.features import _check_array, _h5_key, checksum
 from momentsearch.data.transcripts import SIDECAR_SUFFIXES, TRANSCRIPTS, Transcript, sidecars
 from momentsearch.errors import ConfigError, CorpusFolderError, MomentSearchError
-from momentsearch.fileio import atomic_path, make_folder, write_json
+from momentsearch.fileio import atomic_path, make_folder
 from momentsearch.video.decode import DecodeLimits
 from momentsearch.video.encoders import VisualEncoder, create_encoder, describe, same_encoder
 from momentsearch.video.worker import SUBTITLE_ENCODER, Encoded, VideoWorker
@@ -301,13 +301,12 @@ def _finish(dst: Path, src: Path, identity: dict[str, Any], clip_seconds: float,
     if has_sub:
         streams["subtitle"] = {"path": "features/subtitle", "kind": "npy", "dim": SUBTITLE_ENCODER["dim"],
                                "encoder": SUBTITLE_ENCODER, "crc_of": "stored"}
-    man = {"format": FORMAT, "version": VERSION, "name": src.resolve().name, "source": str(src.resolve()),
+    man = {"name": src.resolve().name, "source": str(src.resolve()),
            "encoder": identity, "clip_seconds": clip_seconds, "fps": fps, "streams": streams,
            "videos": [videos[k] for k in sorted(videos)], "failures": report.failures,
            "warnings": [{"path": v["path"], "warning": w} for k in sorted(videos) for v in [videos[k]]
                         for w in v.get("warnings", [])]}
-    man["fingerprint"] = fingerprint_of(man)
-    write_json(dst / MANIFEST, man, indent=None)
+    write_manifest(dst, man)
     (dst / JOURNAL).unlink(missing_ok=True)
     for vid in report.removed:  # after the manifest stopped naming them
         for d in (dst / "features" / "visual", sub_dir):
