@@ -8,6 +8,13 @@
 With ``relevance.method: threshold`` L_vr is Wray et al.'s thresholded triplet loss instead. Every
 negative is drawn from the items that are neither the positive's video nor potentially relevant.
 With the default config this is exactly XML's loss (and draws the same random numbers).
+
+**Video-level bookkeeping** (issue 42). A batch holds several moments of one video (``queries_per_video``),
+and s_vr is defined per video: every column of a video carries the same score. So for L_vr a column is a
+negative of query i only when its *video* holds neither i's own moment nor any moment potentially relevant
+to i (or with S >= T, for thresholds), and a video holding positives of i counts once as a positive
+(:func:`per_video`). L_vcmr scores moments, so its bookkeeping stays per column. Families touched: XML
+(+PR, +SL, thresholds); MINUTE's InfoNCE excludes the query's own video already and takes no pairs.
 """
 
 from __future__ import annotations
@@ -36,18 +43,35 @@ def _confidence(batch: Batch, cfg: XMLConfig) -> torch.Tensor:
     return batch.pairs.float() if cfg.relevance.confidence_one else batch.conf
 
 
+def per_video(mask: torch.Tensor, video_col: torch.Tensor) -> torch.Tensor:
+    """A (B, B) column mask -> True at (i, j) when column j's video holds a True column of row i (for scores
+    defined per video, the columns of one video are one item)."""
+    same = video_col[:, None] == video_col[None, :]
+    return (mask.float() @ same.float()) > 0
+
+
+def first_columns(video_col: torch.Tensor) -> torch.Tensor:
+    """(B,) True at the first column of each video in the batch."""
+    same = video_col[:, None] == video_col[None, :]
+    return same.float().argmax(dim=0) == torch.arange(len(video_col), device=video_col.device)
+
+
 def _ranking(scores: torch.Tensor, batch: Batch, cfg: XMLConfig, pool: int | None, gen: torch.Generator,
-             lam_rel_neg: float, lam_pos_rel: float, to_unit: Callable[[torch.Tensor], torch.Tensor]
-             ) -> tuple[torch.Tensor, dict[str, float]]:
+             lam_rel_neg: float, lam_pos_rel: float, to_unit: Callable[[torch.Tensor], torch.Tensor],
+             video_level: bool = False) -> tuple[torch.Tensor, dict[str, float]]:
     """L_pos>neg (+ the pair terms): Eq. 13 on s_vr or Eq. 15 on R_vcmr. ``to_unit`` maps the
-    scores into [0, 1] for the pair terms when ``relevance.pair_score`` is ``unit``."""
+    scores into [0, 1] for the pair terms when ``relevance.pair_score`` is ``unit``; ``video_level``: the scores
+    are per video (s_vr), so negatives and threshold positives are kept per video (module docstring)."""
     rc = cfg.relevance
     pairs = batch.pairs
-    exclude = batch.same_video if pairs is None else batch.same_video | pairs
+    held = None if pairs is None else (per_video(pairs, batch.video_col) if video_level else pairs)
+    exclude = batch.same_video if held is None else batch.same_video | held
     neg_v, neg_q = sample_negatives(scores, exclude, pool, gen)
     if rc.method == "threshold":
-        assert pairs is not None
-        positive = torch.eye(len(scores), dtype=torch.bool, device=scores.device) | pairs
+        assert pairs is not None and held is not None
+        eye = torch.eye(len(scores), dtype=torch.bool, device=scores.device)
+        positive = eye | (held & first_columns(batch.video_col)[None, :] & ~batch.same_video if video_level
+                          else pairs)
         loss = threshold_triplet_loss(scores, positive, neg_v, neg_q, cfg.margin)
         return loss, {"pos>neg": loss.item()}
     loss = hinge_ranking_loss(scores, neg_v, neg_q, cfg.margin)
@@ -73,7 +97,7 @@ def batch_loss(model: XML, batch: Batch, cfg: XMLConfig, pool: int | None,
     h1, h2 = sharded(model.encode_videos, batch.streams, batch.clip_mask)  # the U distinct videos
     s_vr = sharded(lambda qs: model.video_scores(qs, h1, batch.clip_mask), q)[:, batch.video_col]  # (B, B)
     l_vr, vr_parts = _ranking(s_vr, batch, cfg, pool, generator, rc.lambda_rel_neg_vr, rc.lambda_pos_rel_vr,
-                              lambda s: (1 + s) / 2)
+                              lambda s: (1 + s) / 2, video_level=True)
     stats = {f"vr {k}": v for k, v in vr_parts.items()}
     with_pairs = rc.method == "pairs" and batch.pairs is not None
     every_pair = rc.lambda_vcmr > 0 or (with_pairs and rc.lambda_tl2 > 0)
