@@ -4,15 +4,17 @@ For every condition and seed of an experiment (configs/experiments/), read the r
 (validation recall after every epoch) and result, then
 * plot validation VR r10, VCMR 0.5-r10 and VCMR 0.5-r1 against the epoch, one line per seed and one
   colour per condition (docs/figures/<experiment>_curves.png);
-* call a curve flat when its best value over the last ``--window`` epochs of its phase is at most
-  ``--tol`` points above its best before them. A two-phase family (MINUTE: ``retriever_epochs``
-  before the localizer) has its VR checked at the end of the retriever phase, where VR stops changing,
-  and its VCMR over the last epochs of the run;
+* call a run **converged** by the trend test of ``experiments/stats.py``: over the last ``--trend-window``
+  epochs of its phase the least-squares slope of validation VR r10 and of VCMR 0.5-r10 is not significantly
+  positive (one-sided t test, p >= 0.05). A two-phase family (MINUTE: ``retriever_epochs`` before the
+  localizer) has its VR checked at the end of the retriever phase, where VR stops changing, and its VCMR
+  over the last epochs of the run. The older "flat" check (best of the last ``--window`` epochs at most
+  ``--tol`` above the best before) is printed beside it: it passes slowly rising curves;
 * print a table (condition, seed, epochs, best epoch, flat or not with the rise, wall-clock) and
   write convergence.json into the experiment's folder and benchmarks/results/ (with ``--tag T``, a
   second view of the same experiment: convergence_T.json, <experiment>_T_curves.png);
 * with ``--versus A=B``, print A − B on the test split paired by seed (mean ± std of the per-seed
-  differences, and each seed's), for every metric in ``--metric`` the runs have.
+  differences, the 95 % t interval and the verdict), for every metric in ``--metric`` the runs have.
 A run that fine-tunes another condition's model (``init_from``) is drawn from that model's best epoch on.
 
     python benchmarks/convergence.py configs/experiments/minute_vs_xml_converge.yaml [--window 5 --tol 1.0]
@@ -33,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from momentsearch.experiments import ExperimentConfig, mvmr_metrics, prepare, run_config  # noqa: E402
-from momentsearch.experiments.report import paired_difference  # noqa: E402
+from momentsearch.experiments.stats import paired as paired_stats, trend  # noqa: E402
 from momentsearch.config import load_yaml_config  # noqa: E402
 from momentsearch.evaluation.report import figure, save_png  # noqa: E402
 from momentsearch.fileio import write_json  # noqa: E402
@@ -79,8 +81,9 @@ def paired(rows: list[dict[str, Any]], a: str, b: str, metrics: tuple[str, ...])
     for m in metrics:
         if not seeds or any(m not in by[(c, s)] for c in (a, b) for s in seeds):
             continue
-        mean, std, d = paired_difference([by[(a, s)][m] for s in seeds], [by[(b, s)][m] for s in seeds])
-        out.append({"versus": f"{a} − {b}", "metric": m, "mean": mean, "std": std, "per_seed": d.round(2).tolist()})
+        p = paired_stats([by[(a, s)][m] for s in seeds], [by[(b, s)][m] for s in seeds])
+        out.append({"versus": f"{a} − {b}", "metric": m, "mean": p.mean, "std": p.std, "low": p.low, "high": p.high,
+                    "n": p.n, "verdict": p.verdict, "per_seed": [round(x, 2) for x in p.diffs]})
     return out
 
 
@@ -91,14 +94,18 @@ def rise(values: list[float], end: int, window: int) -> float | None:
     return max(values[end - window:end]) - max(values[:end - window])
 
 
-def check_run(history: list[dict[str, Any]], train_cfg: dict[str, Any], window: int) -> dict[str, Any]:
+def check_run(history: list[dict[str, Any]], train_cfg: dict[str, Any], window: int,
+              trend_window: int = 10) -> dict[str, Any]:
     model = train_cfg.get("model", {})
     vr_end = int(model.get("retriever_epochs", 0)) or len(history)  # a two-phase family: VR moves only before
     vr_end = min(vr_end, len(history))
     curves = {f"{t} {k}": [float(h["val"][t][k]) for h in history] for t, k in CURVES}
+    t_vr, t_vcmr = trend(curves["VR r10"][:vr_end], trend_window), trend(curves["VCMR 0.5-r10"], trend_window)
     return {"epochs": len(history), "vr_phase_end": vr_end,
             "rise VR r10": rise(curves["VR r10"], vr_end, window),
             "rise VCMR 0.5-r10": rise(curves["VCMR 0.5-r10"], len(history), window),
+            "slope VR r10": t_vr.slope, "p VR r10": t_vr.p_rising, "slope VCMR 0.5-r10": t_vcmr.slope,
+            "p VCMR 0.5-r10": t_vcmr.p_rising, "converged": t_vr.converged and t_vcmr.converged,
             "best_epoch": max(history, key=lambda h: h["selection"])["epoch"], "curves": curves}
 
 
@@ -107,6 +114,7 @@ def main() -> None:
     ap.add_argument("experiment", type=Path)
     ap.add_argument("--window", type=int, default=5, help="the last epochs that must not rise")
     ap.add_argument("--tol", type=float, default=1.0, help="points of recall a flat curve may still gain")
+    ap.add_argument("--trend-window", type=int, default=10, help="the last epochs of the trend test")
     ap.add_argument("--figures", type=Path, default=ROOT / "docs" / "figures")
     ap.add_argument("--only", action="append", default=[], help="only this condition (repeatable)")
     ap.add_argument("--versus", action="append", default=[], help="A=B: A − B paired by seed (repeatable)")
@@ -129,21 +137,23 @@ def main() -> None:
                          f"{args.experiment}` first")
             history = json.loads((run / "history.json").read_text())
             result = json.loads((run / "result.json").read_text())
-            row = {"condition": cond, "seed": seed, **check_run(history, d, args.window),
+            row = {"condition": cond, "seed": seed, **check_run(history, d, args.window, args.trend_window),
                    "train_seconds": round(result["train_seconds"], 1),
                    "seconds_per_epoch": round(result["seconds_per_epoch"], 1), "start_epoch": start_epoch(d),
                    "test": run_metrics(result)}
             row["flat"] = all(row[k] is not None and row[k] <= args.tol for k in ("rise VR r10", "rise VCMR 0.5-r10"))
             rows.append(row)
 
-    fmt = lambda v: "n/a" if v is None else f"{v:+.2f}"  # noqa: E731
-    print(f"\nconvergence ({exp.name}): flat = best of the last {args.window} epochs at most {args.tol} above the "
-          "best before them (VR at the end of a retriever phase)\n")
-    print("| condition | seed | epochs | best epoch | rise VR r10 | rise VCMR 0.5-r10 | flat | train wall-clock (s) |")
-    print("|---|---:|---:|---:|---:|---:|---|---:|")
+    print(f"\nconvergence ({exp.name}): converged = over the last {args.trend_window} epochs the slope of VR r10 and of "
+          "VCMR 0.5-r10 is not significantly positive (one-sided t, p >= 0.05; VR at the end of a retriever phase); "
+          f"flat = best of the last {args.window} epochs at most {args.tol} above the best before them\n")
+    print("| condition | seed | epochs | best epoch | slope VR r10 (p) | slope VCMR 0.5-r10 (p) | converged | flat | "
+          "train wall-clock (s) |")
+    print("|---|---:|---:|---:|---:|---:|---|---|---:|")
     for r in rows:
-        print(f"| {r['condition']} | {r['seed']} | {r['epochs']} | {r['best_epoch']} | {fmt(r['rise VR r10'])} | "
-              f"{fmt(r['rise VCMR 0.5-r10'])} | {'yes' if r['flat'] else 'NO'} | {r['train_seconds']:.0f} |")
+        print(f"| {r['condition']} | {r['seed']} | {r['epochs']} | {r['best_epoch']} | {r['slope VR r10']:+.3f} "
+              f"({r['p VR r10']:.2f}) | {r['slope VCMR 0.5-r10']:+.3f} ({r['p VCMR 0.5-r10']:.2f}) | "
+              f"{'yes' if r['converged'] else 'NO'} | {'yes' if r['flat'] else 'NO'} | {r['train_seconds']:.0f} |")
 
     fig, axes = figure(1, len(CURVES), figsize=(5 * len(CURVES), 4))
     for ax, (t, k) in zip(axes, CURVES):
@@ -167,10 +177,11 @@ def main() -> None:
         a, b = parse_versus(spec, conds)
         versus += paired(rows, a, b, tuple(args.metric) or METRICS)
     if versus:
-        print("\n| A − B (test, paired by seed) | metric | mean ± std | per seed |\n|---|---|---:|---|")
+        print("\n| A − B (test, paired by seed) | metric | mean ± std | 95 % t interval | verdict | per seed |\n"
+              "|---|---|---:|---:|---|---|")
         for v in versus:
-            print(f"| {v['versus']} | {v['metric']} | {v['mean']:+.2f} ± {v['std']:.2f} | "
-                  f"{', '.join(f'{x:+.2f}' for x in v['per_seed'])} |")
+            print(f"| {v['versus']} | {v['metric']} | {v['mean']:+.2f} ± {v['std']:.2f} | [{v['low']:+.2f}, "
+                  f"{v['high']:+.2f}] | {v['verdict']} | {', '.join(f'{x:+.2f}' for x in v['per_seed'])} |")
     summary = {"experiment": exp.name, "tag": args.tag, "window": args.window, "tol": args.tol, "runs": rows, "versus": versus}
     write_json(out / f"convergence{suffix}.json", summary)
     write_json(ROOT / "benchmarks" / "results" / f"convergence_{stem}.json", summary)

@@ -19,6 +19,9 @@ def test_paired_differences_by_seed_by_hand() -> None:
     assert row["mean"] == pytest.approx(2.0)
     assert row["std"] == pytest.approx(2.0)  # sample std of (2, 4, 0)
     assert row["versus"] == "A − B"
+    # the 95 % t interval: 2 ± t(0.975, 2) 2 / sqrt(3) = 2 ± 4.968 -> [-2.97, 6.97]: inconclusive
+    assert (row["low"], row["high"]) == (pytest.approx(-2.968, abs=1e-3), pytest.approx(6.968, abs=1e-3))
+    assert row["n"] == 3 and row["verdict"] == "inconclusive"
 
 
 def test_versus_names_may_hold_an_equals_sign() -> None:

@@ -9,6 +9,7 @@ import numpy as np
 
 from momentsearch.evaluation.ndcg_iou import NDCG_IOU_COLUMNS
 from momentsearch.evaluation.report import figure, print_table, save_png
+from momentsearch.experiments.stats import paired
 from momentsearch.fileio import atomic_open, write_json
 
 # the columns of the pairs paper's Tables 5-6 (+ VR r10: with under 100 test videos VR r100 is 100), then the
@@ -60,16 +61,10 @@ def aggregate(conditions: list[str], seeds: list[int], results: dict[tuple[str, 
     ref = conditions[0]
     for c in conditions:
         for col in [*COLUMNS, *NDCG_COLUMNS, *extra]:
-            mean, std, _ = paired_difference(out[c][col]["runs"], out[ref][col]["runs"])
-            out[c][col]["delta_mean"], out[c][col]["delta_std"] = mean, std
+            p = paired(out[c][col]["runs"], out[ref][col]["runs"])  # the t interval and the verdict (stats.py)
+            out[c][col].update(delta_mean=p.mean, delta_std=p.std, delta_low=p.low, delta_high=p.high,
+                               verdict=p.verdict)
     return out
-
-
-def paired_difference(a: list[float], b: list[float]) -> tuple[float, float, np.ndarray]:
-    """a − b paired by seed (the lists in the same seed order): the mean and sample std of the per-seed
-    differences (std 0 for one seed), and the differences themselves."""
-    d = np.asarray(a, float) - np.asarray(b, float)
-    return float(d.mean()), float(d.std(ddof=1)) if len(d) > 1 else 0.0, d
 
 
 def _cell(m: dict[str, Any]) -> str:
@@ -82,9 +77,13 @@ def markdown(agg: dict[str, dict[str, Any]], seeds: list[int]) -> str:
     body = "".join(f"| {c} | " + " | ".join(_cell(row[k]) for k in cols) + " |\n" for c, row in agg.items())
     ref = next(iter(agg))
     dcols = [c for c in COLUMNS if c != "VR r100"]
-    dhead = (f"\nDifference to {ref}, paired by seed (mean ± std of the per-seed differences):\n\n"
+    dhead = (f"\nDifference to {ref}, paired by seed: mean ± std of the per-seed differences [95 % t interval], and "
+             "the verdict on 'beats it' (borne out / refuted when the interval excludes 0, else inconclusive; "
+             "experiments/stats.py):\n\n"
              "| condition | " + " | ".join(dcols) + " |\n|---|" + "---:|" * len(dcols) + "\n")
-    dbody = "".join(f"| {c} | " + " | ".join(f"{row[k]['delta_mean']:+.2f} ± {row[k]['delta_std']:.2f}" for k in dcols)
+    dbody = "".join(f"| {c} | " + " | ".join(f"{row[k]['delta_mean']:+.2f} ± {row[k]['delta_std']:.2f} "
+                                            f"[{row[k]['delta_low']:+.2f}, {row[k]['delta_high']:+.2f}] "
+                                            f"{row[k]['verdict']}" for k in dcols)
                     + " |\n" for c, row in agg.items() if c != ref)
     out = head + body + f"\nMean ± standard deviation over seeds {seeds}.\n" + (dhead + dbody if dbody else "")
     mv = [c for c in agg[ref] if c in MVMR_COLUMNS or c.startswith("top")]
