@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -32,6 +33,23 @@ class AnnotationError(MomentSearchError, ValueError):
         if record is not None:
             where += f" (record {record})"
         super().__init__(f"{where}: {message}")
+
+
+def annotation_error(path: str | Path, line: int | None = None, cls: type[AnnotationError] | None = None
+                     ) -> Callable[[str], AnnotationError]:
+    """The ``error`` callback for :mod:`momentsearch.readers`: its "PATH[:LINE]: what" as an :class:`AnnotationError`
+    (or ``cls``, e.g. :class:`SubtitleError`) naming the file and the line; ``line``: the line to name instead
+    (a JSONL record's)."""
+    import re
+
+    kind = cls or AnnotationError
+
+    def error(message: str) -> AnnotationError:
+        m = re.match(rf"{re.escape(str(path))}(?::(\d+))?: (.*)", message, re.S)
+        if m is None:
+            return kind(path, message, line=line)
+        return kind(path, m.group(2), line=line if line is not None else (int(m.group(1)) if m.group(1) else None))
+    return error
 
 
 class CorpusError(MomentSearchError, ValueError):

@@ -60,7 +60,8 @@ def decode_text(path: str | Path, raw: bytes, error: ErrorType) -> str:
         return raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as e:
         line = raw.count(b"\n", 0, e.start) + 1
-        raise error(f"{path}:{line}: not valid UTF-8 (byte {raw[e.start]:#04x} at offset {e.start})") from None
+        raise error(f"{path}:{line}: not valid UTF-8: byte {raw[e.start]:#04x} at offset {e.start}; save the file "
+                    "as UTF-8") from None
 
 
 def parse_json_text(text: str, where: str, error: ErrorType, **kwargs: Any) -> Any:
@@ -71,7 +72,7 @@ def parse_json_text(text: str, where: str, error: ErrorType, **kwargs: Any) -> A
     except json.JSONDecodeError as e:
         raise error(f"{where}:{e.lineno}: invalid JSON: {e.msg} (column {e.colno})") from None
     except ValueError as e:  # an integer of more than sys.get_int_max_str_digits() digits
-        raise error(f"{where}: a value JSON cannot hold here ({str(e).split(';')[0][:160]})") from None
+        raise error(f"{where}: a number JSON cannot hold here ({str(e).split(';')[0][:160]})") from None
     except RecursionError:
         raise error(f"{where}: JSON nested too deeply to read") from None
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from momentsearch.data.corpus import Subtitle
-from momentsearch.errors import SubtitleError
+from momentsearch.errors import SubtitleError, annotation_error
 from momentsearch.readers import decode_text, read_bytes
 
 SUBTITLE_SUFFIXES = (".srt", ".vtt")
@@ -28,10 +28,7 @@ MAX_SUBTITLE_BYTES = 50_000_000
 
 def subtitle_error(p: Path) -> Callable[[str], SubtitleError]:
     """The ``error`` for :mod:`momentsearch.readers`: its "PATH:LINE: what" as a :class:`SubtitleError`."""
-    def error(message: str) -> SubtitleError:
-        m = re.match(rf"{re.escape(str(p))}(?::(\d+))?: (.*)", message, re.S)
-        return SubtitleError(p, m.group(2), line=int(m.group(1)) if m.group(1) else None) if m else SubtitleError(p, message)
-    return error
+    return annotation_error(p, cls=SubtitleError)  # type: ignore[return-value]
 
 
 def sidecar_text(p: Path, what: str) -> str:

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from momentsearch.data.corpus import Span, clean_span
-from momentsearch.errors import AnnotationError, CorpusError
+from momentsearch.errors import AnnotationError, CorpusError, annotation_error
+from momentsearch.readers import decode_text, parse_json_text
 
 SPLIT_WORDS = ("test_public", "test_challenge", "train", "val", "test")
 
@@ -53,15 +54,9 @@ def require_file(path: str | Path) -> Path:
 
 
 def read_text(path: Path) -> str:
-    """The file as UTF-8 text, a leading byte-order mark dropped; invalid UTF-8 names its line."""
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw.count(b"\n", 0, e.start) + 1
-        raise AnnotationError(path, f"not valid UTF-8: byte {raw[e.start]:#04x} at offset {e.start}; save the file "
-                                    "as UTF-8", line=line) from None
-    return text.removeprefix("\ufeff")
+    """The file as UTF-8 text, a leading byte-order mark dropped; invalid UTF-8 names its line
+    (:func:`momentsearch.readers.decode_text`)."""
+    return decode_text(path, path.read_bytes(), annotation_error(path))
 
 
 def text_lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -86,7 +81,7 @@ def parse_json(path: Path, text: str, line: int | None = None) -> Any:
     """``json.loads`` whose failures (syntax, nesting too deep, a key given twice in one object: one
     video's queries would silently replace the other's) name the file and the line."""
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicates)
+        return parse_json_text(text, str(path), annotation_error(path, line), object_pairs_hook=_no_duplicates)
     except _DuplicateKey as e:
         key = str(e.args[0])
         if line is None:  # the line of the key's second appearance
@@ -95,13 +90,6 @@ def parse_json(path: Path, text: str, line: int | None = None) -> Any:
             line = text.count("\n", 0, second) + 1 if second >= 0 else None
         raise AnnotationError(path, f"the key {key[:80]!r} appears twice in one object; every key (video id, "
                                     "field) must be unique", line=line) from None
-    except json.JSONDecodeError as e:
-        raise AnnotationError(path, f"invalid JSON: {e.msg} (column {e.colno})",
-                              line=e.lineno if line is None else line) from None
-    except ValueError as e:  # an integer of more than sys.get_int_max_str_digits() digits
-        raise AnnotationError(path, f"a number JSON cannot hold here ({str(e).split(';')[0][:120]})", line=line) from None
-    except RecursionError:
-        raise AnnotationError(path, "JSON nested too deeply to read", line=line) from None
 
 
 def read_json(path: Path) -> Any:
