@@ -111,3 +111,18 @@ def test_two_way_video_ndcg_ranks_each_videos_queries_by_the_scores() -> None:
         v1 = 1 / L3  # v1's queries: q0 (0.9, S 0) above q1 (S 1.0) either way
         assert ranked_ndcg(ranking, ranking, rel)["nDCG VR"] == pytest.approx(100 * (q0 + q1) / 2, abs=0.01)
         assert two_way_video_ndcg(ranking, rel) == pytest.approx(100 * ((q0 + q1) / 4 + (v0 + v1) / 4), abs=0.01)
+
+
+def test_eq2_as_written_cuts_at_the_number_of_relevant_items() -> None:
+    """Two relevant items (S = 1, 0.5) of four, ranked at positions 1 and 4. Eq. 2 as written stops at |R_q| = 2:
+    DCG = 1/log2(2) = 1; IDCG = 1 + 0.4142/log2(3) = 1.2613 -> 0.7928. Without the cut-off position 4 counts too:
+    DCG = 1 + 0.4142/log2(5) = 1.1784 -> 0.9343 (the nDCG columns' default)."""
+    import numpy as np
+
+    from momentsearch.evaluation.ndcg import EQ2, PAPER, ndcg_per_query
+
+    scores = np.array([[4.0, 3.0, 2.0, 1.0]])
+    rel = np.array([[1.0, 0.0, 0.0, 0.5]])
+    idcg = 1 + (2 ** 0.5 - 1) / np.log2(3)
+    assert ndcg_per_query(scores, rel, *EQ2)[0] == pytest.approx(1 / idcg, abs=1e-4)
+    assert ndcg_per_query(scores, rel, *PAPER)[0] == pytest.approx((1 + (2 ** 0.5 - 1) / np.log2(5)) / idcg, abs=1e-4)

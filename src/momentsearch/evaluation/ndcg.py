@@ -3,8 +3,11 @@
 For a query q with relevance S(q, z) in [0, 1] to every item z, and the items ranked by the
 model's score, position j = 1, 2, ...:
 
-    paper (Eq. 2):   DCG(q) = sum_j (2^{S(q, z_j)} - 1) / log(j + 1)      (items with S = 0 add 0)
-    authors' code:   DCG(q) = sum_{j <= |R_q|} S(q, z_j) / log2(j + 1),   R_q = {z : S(q, z) > 0}
+    Eq. 2 as written: DCG(q) = sum_{j <= |R_q|} (2^{S(q, z_j)} - 1) / log(j + 1),  R_q = {z : S(q, z) > 0}
+    the default here: Eq. 2's gain and discount over the whole ranking, without its cut-off at |R_q|
+                      (``cutoff="none"``: a relevant item ranked past position |R_q| still counts; the
+                      project's nDCG columns have always been this, and keep it; ``EQ2`` is Eq. 2 as written)
+    authors' code:    DCG(q) = sum_{j <= |R_q|} S(q, z_j) / log2(j + 1)
 
     nDCG(q) = DCG(q) / IDCG(q), IDCG = the DCG of the items ordered by relevance.
     Eq. 3:   nDCG(X, Y) = 1/2 mean_x nDCG(x) + 1/2 mean_y nDCG(y)   (both directions)
@@ -23,7 +26,8 @@ import numpy as np
 
 Gain = Literal["exp2", "linear"]
 Cutoff = Literal["none", "n_relevant"]
-PAPER: tuple[Gain, Cutoff] = ("exp2", "none")
+PAPER: tuple[Gain, Cutoff] = ("exp2", "none")  # Eq. 2's gain and discount, no cut-off: the nDCG columns
+EQ2: tuple[Gain, Cutoff] = ("exp2", "n_relevant")  # Eq. 2 as written, with the cut-off at |R_q| (issue 42)
 AUTHORS_CODE: tuple[Gain, Cutoff] = ("linear", "n_relevant")
 
 
