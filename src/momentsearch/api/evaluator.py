@@ -58,9 +58,10 @@ def graded_metrics(ranked: dict[str, RankedMoments], rel: MomentRelevance, equiv
 
 
 def every_s_ndcg(ranked: dict[str, RankedMoments], oracle: Any) -> dict[str, float]:
-    """Wray et al.'s Eqs. 2-3 as written, against the oracle's every S > 0 (the "nDCG VR" and "nDCG VCMR
-    0.5" columns cut its grades at 0.5): text <-> video averaged over both directions, and moment nDCG
-    (one direction: a moment has no ranking of queries)."""
+    """Wray et al.'s Eq. 3 (both directions) with Eq. 2's gain and discount, without its |R_q| cut-off
+    (``evaluation.ndcg``), against the oracle's every S > 0 (the "nDCG VR" and "nDCG VCMR 0.5" columns cut its
+    grades at 0.5): text <-> video averaged over both directions, and moment nDCG (one direction: a moment has
+    no ranking of queries)."""
     every = oracle.moment_relevance(min_relevance=1e-6)
     return {"nDCG VR 2-way": two_way_video_ndcg(ranked["VR"], every),
             "nDCG VCMR 0.5 S>0": ranked_ndcg(ranked["VR"], ranked["VCMR"], every)["nDCG VCMR 0.5"]}
