@@ -237,3 +237,18 @@ def test_an_index_behind_its_corpus_says_so_everywhere(said_index: Path, tmp_pat
     build_index(tmp_path / "index" / "model.pt", tmp_path / "corpus", tmp_path / "index", progress=False)
     assert momentsearch.load(tmp_path / "index").search("the toast is burning", k=1)[0].video_id in (
         "kitchen_h264", "kitchen2")
+
+
+def test_said_needs_minilm_vectors_not_any_384_d_stream(said_index: Path, tmp_path: Path) -> None:
+    """A corpus whose subtitle stream is 384-d but made by another encoder (a dataset's own features) is refused
+    by name, not searched with the wrong vectors."""
+    import shutil
+
+    from momentsearch.data.corpus_folder import CorpusFolder, write_manifest
+
+    shutil.copytree(said_index / "corpus", tmp_path / "c")
+    man = CorpusFolder.open(tmp_path / "c").manifest
+    man["streams"]["subtitle"]["encoder"] = {"name": "dataset:subtitle"}
+    write_manifest(tmp_path / "c", {k: v for k, v in man.items() if k not in ("format", "version", "fingerprint")})
+    with pytest.raises(SearchIndexError, match="subtitle stream was made by dataset:subtitle"):
+        build_index(said_index / "said.pt", tmp_path / "c", tmp_path / "i", progress=False)

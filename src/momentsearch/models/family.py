@@ -129,9 +129,10 @@ class ModelFamily(ABC):
         return InMemoryTextFeatures(cache_size, encoder=self.query_encoder(model))
 
     def check_features(self, model_features: dict[str, Any] | None, corpus_encoder: dict[str, Any],
-                       dims: dict[str, int]) -> str | None:
+                       dims: dict[str, int], streams: dict[str, dict[str, Any]] | None = None) -> str | None:
         """Why this model cannot read a corpus (None: it can). ``model_features``: what made the features it
-        was trained on; ``corpus_encoder``: the corpus's visual encoder; ``dims``: the corpus's stream dims."""
+        was trained on; ``corpus_encoder``: the corpus's visual encoder; ``dims``: the corpus's stream dims;
+        ``streams``: the corpus's streams as its manifest describes them (each one's encoder)."""
         want = int(getattr(self.cfg, "visual_dim", 0) or 0)
         if want and dims.get("visual") != want:
             return f"it reads {want}-d visual features and the corpus holds {dims.get('visual')}-d ones"

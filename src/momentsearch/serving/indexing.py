@@ -65,7 +65,7 @@ def read_index_info(folder: str | Path) -> IndexInfo:
 def check_compatible(ckpt: Checkpoint, corpus: CorpusFolder, where: str) -> None:
     """Refuse a model that cannot read the corpus's features, naming both sides."""
     dims = {k: int(s["dim"]) for k, s in corpus.streams.items()}
-    why = ckpt.family.check_features(ckpt.features, corpus.encoder, dims)
+    why = ckpt.family.check_features(ckpt.features, corpus.encoder, dims, corpus.streams)
     if why is not None:
         raise SearchIndexError(f"{where}: the model {ckpt.path} cannot search the corpus {corpus.root}: {why}")
     ds = ckpt.dataset()

@@ -158,7 +158,7 @@ class CLIPFamily(ModelFamily):
         return CLIPQueryEncoder(model=model, cfg=self.cfg)
 
     def check_features(self, model_features: dict[str, Any] | None, corpus_encoder: dict[str, Any],
-                       dims: dict[str, int]) -> str | None:
+                       dims: dict[str, int], streams: dict[str, dict[str, Any]] | None = None) -> str | None:
         from momentsearch.video.encoders.base import describe, same_encoder
 
         if self.cfg.vision and not same_encoder(self.cfg.image_encoder, corpus_encoder):
@@ -168,6 +168,11 @@ class CLIPFamily(ModelFamily):
             return ("it searches what is said, and the corpus holds nothing said (no subtitle stream of MiniLM "
                     "vectors): put VIDEO.srt, VIDEO.vtt or a whisper VIDEO.json beside the videos (or use files "
                     "with a subtitle stream) and ingest again")
+        made_by = ((streams or {}).get("subtitle") or {}).get("encoder")
+        if self.cfg.speech and made_by is not None and not (
+                made_by.get("name") == SENTENCE_ENCODER["name"] and made_by.get("config") == SENTENCE_ENCODER["config"]):
+            return (f"it searches what is said with MiniLM sentence vectors, and the corpus's subtitle stream was made "
+                    f"by {made_by.get('name', '?')}: ingest the videos (with their subtitles) to search what is said")
         return None
 
     def batches(self, data: TrainingData) -> BatchSource:
