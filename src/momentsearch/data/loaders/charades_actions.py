@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from momentsearch.data.loaders._common import names_its_file, read_text, require_file
+from momentsearch.data.corpus import Corpus
 from momentsearch.errors import AnnotationError
 
 CLASS = re.compile(r"c\d{3}")
@@ -81,3 +82,30 @@ def _parse(text: str, p: Path, line: int, table: ActionTable) -> list[Action]:
             table.reversed += 1
         out.append(Action(parts[0], st, ed))
     return out
+
+
+def tiou(a: tuple[float, float], b: tuple[float, float]) -> float:
+    inter = min(a[1], b[1]) - max(a[0], b[0])
+    union = max(a[1], b[1]) - min(a[0], b[0])
+    return max(0.0, inter) / union if union > 0 else 0.0
+
+
+def query_classes(corpus: Corpus, table: ActionTable, min_tiou: float = 0.5) -> dict[str, str | None]:
+    """query id -> its action class (None: no interval of its video overlaps its span at ``min_tiou``)."""
+    out: dict[str, str | None] = {}
+    for m in corpus.moments:
+        best, best_iou = None, -1.0
+        for a in table.actions.get(m.video_id or "", []):
+            iou = tiou(m.span, (a.start, a.end))
+            if iou > best_iou:
+                best, best_iou = a.cls, iou
+        out[m.query_id] = best if best_iou >= min_tiou else None
+    return out
+
+
+def grade(table: ActionTable, cls: str | None, video_id: str, start: float, end: float) -> float:
+    """The moment's grade for a query of class ``cls``: its best tIoU with a ``cls`` interval of the video."""
+    if cls is None:
+        return 0.0
+    return max((tiou((start, end), (a.start, a.end)) for a in table.actions.get(video_id, []) if a.cls == cls),
+               default=0.0)

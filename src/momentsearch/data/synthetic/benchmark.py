@@ -106,7 +106,26 @@ def _keep_extras(old: Path, new: Path) -> None:
             os.replace(p, new / rel)
 
 
+def _generate_real_captions(cfg: SyntheticConfig, out: Path, progress: bool) -> None:
+    """The ``source: charades-sta`` preset (:mod:`momentsearch.data.synthetic.charades`), in the same layout."""
+    from momentsearch.data.synthetic.charades import generate_charades_into
+
+    t0 = time.time()
+    corpus = generate_charades_into(cfg, out, progress)
+    write_jsonl_corpus(corpus, out / "corpus.jsonl")
+    write_tvr_files(corpus, out / "tvr")
+    stats = corpus.stats()
+    info = {"format": "momentsearch-synthetic", "version": FORMAT_VERSION, "config": to_dict(cfg),
+            "stats": {k: stats[k] for k in ("n_queries", "n_videos", "splits", "video_duration_s", "span_length_s")},
+            "n_events": sum(len(v.meta["actions"]) for v in corpus.videos.values()),
+            "seconds_to_generate": round(time.time() - t0, 2)}
+    with atomic_open(out / "benchmark.yaml") as fh:
+        yaml.safe_dump(info, fh, sort_keys=False)
+
+
 def _generate_into(cfg: SyntheticConfig, out: Path, progress: bool) -> None:
+    if cfg.source:
+        return _generate_real_captions(cfg, out, progress)
     t0 = time.time()
     inv = Inventory()
     world = World(cfg, inv)
@@ -193,8 +212,13 @@ class SyntheticBenchmark:
         sub = self.root / "features" / "subtitle.h5"
         return FeatureStore(self.root / "features" / "visual.h5", sub if sub.exists() else None)
 
-    def oracle(self, split: str | None = None) -> SyntheticOracle:
+    def oracle(self, split: str | None = None) -> Any:
+        """The graded truth: the synthetic oracle, or for the charades preset the action-class oracle."""
         corpus = self.corpus.split(split) if split else self.corpus
+        if self.config.source:
+            from momentsearch.data.synthetic.charades import ActionClassOracle
+
+            return ActionClassOracle(corpus)
         return SyntheticOracle(corpus, Inventory(), self.config.oracle)
 
     def write_ranking(self, path: str | Path, split: str = "test", min_relevance: float = 0.5,

@@ -8,7 +8,7 @@ from pathlib import Path
 from momentsearch.config import CONFIG_DIR, load_yaml_config
 from momentsearch.errors import ConfigError
 
-PRESETS = ("tiny", "small", "converge", "default", "large")
+PRESETS = ("tiny", "small", "converge", "default", "large", "charades")
 
 
 @dataclass(frozen=True)
@@ -66,8 +66,15 @@ class SyntheticConfig:
     mention_prob: float = 0.4  # events whose object a subtitle line names
     fillers_per_minute: float = 4.0
     oracle: OracleWeights = field(default_factory=OracleWeights)
+    # a real-caption benchmark (issue 43): "charades-sta" keeps Charades-STA's captions, spans, videos and
+    # durations and draws clip features from the real action timelines (data/synthetic/charades.py)
+    source: str = ""
+    data_dir: str = ""  # its charades_sta folder ("": $MOMENTSEARCH_SHARED_DATA/charades_sta, ../shared/data/...)
+    action_strength: float = 1.0  # the weight of an action class's prototype in the clips it covers
 
     def __post_init__(self) -> None:
+        if self.source not in ("", "charades-sta"):
+            raise ValueError(f"source must be '' (synthetic) or 'charades-sta', got {self.source!r}")
         if self.n_videos < 1:
             raise ValueError("n_videos must be >= 1")
         if abs(sum(self.splits.values()) - 1.0) > 1e-6 or any(v < 0 for v in self.splits.values()):
