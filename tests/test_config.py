@@ -11,7 +11,8 @@ from momentsearch.errors import ConfigError
 
 def test_presets_load() -> None:
     sizes = {p: load_preset(p).n_videos for p in PRESETS}
-    assert sizes == {"tiny": 60, "small": 600, "converge": 300, "default": 2000, "large": 100_000}
+    assert sizes == {"tiny": 60, "small": 600, "converge": 300, "default": 2000, "large": 100_000, "charades": 6672}
+    assert load_preset("charades").source == "charades-sta" and all(not load_preset(p).source for p in PRESETS[:5])
 
 
 def test_unknown_key_and_wrong_type_name_the_file(tmp_path: Path) -> None:
