@@ -25,13 +25,21 @@ SPECS = {"exact": ("exact", {}, 1.0), "scan": ("scan", {"rescore": "200"}, 0.95)
          "milvus": ("milvus", {}, 1.0)}
 
 
+def built_or_says_what_it_needs(make, name: str, needs: dict[str, str], error: type[Exception]):  # noqa: ANN001,ANN201
+    """``make(name)``, or None when it refuses to build by name alone with an ``error`` that says what it needs
+    (the needs a registered name may have are listed in ``needs``; any other refusal fails the test)."""
+    try:
+        return make(name)
+    except error as e:
+        assert name in needs, f"{name} does not build by name alone: say what it needs in the test's list ({e})"
+        assert needs[name] in str(e)
+        return None
+
+
 @pytest.mark.parametrize("name", encoder_names())
 def test_every_encoder_builds_and_encodes_or_says_what_it_needs(name: str) -> None:
-    try:
-        enc = create_encoder(name)
-    except EncoderError as e:
-        assert name in NEEDS, f"{name} does not build bare: say what it needs in NEEDS ({e})"
-        assert NEEDS[name] in str(e)
+    enc = built_or_says_what_it_needs(create_encoder, name, NEEDS, EncoderError)
+    if enc is None:
         return
     ident = enc.identity()
     assert ident["name"] == name and ident["dim"] > 0 and isinstance(ident["version"], int)
@@ -74,11 +82,8 @@ NEEDS_QUERY = {"clip": "the text tower inside a clip checkpoint"}
 def test_every_query_encoder_encodes_and_is_made_again_from_its_identity(name: str) -> None:
     from momentsearch.errors import QueryError
 
-    try:
-        enc = create_query_encoder(name)
-    except QueryError as e:
-        assert name in NEEDS_QUERY, f"{name} does not build by name: say what it needs in NEEDS_QUERY ({e})"
-        assert NEEDS_QUERY[name] in str(e)
+    enc = built_or_says_what_it_needs(create_query_encoder, name, NEEDS_QUERY, QueryError)
+    if enc is None:
         return
     texts = ["a person opens the fridge and takes out a bottle of milk", "dog"]
     out = enc.encode(texts)

@@ -85,7 +85,8 @@ def create_query_encoder(spec: str | Mapping[str, Any], **options: Any) -> Query
     return classes[name](identity=None if isinstance(spec, str) else dict(spec), **options)
 
 
-def _check(texts: Sequence[str]) -> None:
+def check_queries(texts: Sequence[str]) -> None:
+    """A :class:`QueryError` naming the first empty query."""
     for i, t in enumerate(texts):
         if not isinstance(t, str) or not t.strip():
             raise QueryError(f"query {i} is empty: a query needs at least one word")
@@ -109,7 +110,7 @@ class MiniLMTokens(QueryEncoder):
                 "encoder": self.encoder}
 
     def encode(self, texts: Sequence[str], progress: bool = False) -> list[np.ndarray]:
-        _check(texts)
+        check_queries(texts)
         return self.tokens.encode(texts, progress)
 
 
@@ -126,5 +127,5 @@ class MiniLMSentences(QueryEncoder):
         return {**SENTENCE_ENCODER, "kind": "embedding", "encoder": self.encoder}
 
     def encode(self, texts: Sequence[str], progress: bool = False) -> list[np.ndarray]:
-        _check(texts)
+        check_queries(texts)
         return list(self.sentences.encode(list(texts))[:, None])

@@ -36,7 +36,7 @@ from momentsearch.search.index import VideoIndex, concat_ragged
 from momentsearch.search.stages import SearchStages, Spans
 from momentsearch.text.encoders import SENTENCE_ENCODER, MiniLMSentenceEncoder
 from momentsearch.text.query_encoders import QueryEncoder as BaseQueryEncoder
-from momentsearch.text.query_encoders import register_query_encoder
+from momentsearch.text.query_encoders import check_queries, register_query_encoder
 
 NOT_TRAINED = ("model family 'clip' needs no training: pack it with `momentsearch pack clip --encoder hf_clip "
                "--encoder-weights DIR --out clip.pt` (or open_clip:ARCH[@TAG]; add --speech to search what is "
@@ -63,9 +63,7 @@ class CLIPQueryEncoder(BaseQueryEncoder):
         return CLIPFamily(self.cfg).text_encoder
 
     def encode(self, texts: Sequence[str], progress: bool = False) -> list[np.ndarray]:
-        for i, t in enumerate(texts):
-            if not t or not t.strip():
-                raise QueryError(f"query {i} is empty: a query needs at least one word")
+        check_queries(texts)
         out: list[np.ndarray] = []
         for s in range(0, len(texts), self.batch_size):
             chunk = [t.strip() for t in texts[s: s + self.batch_size]]
