@@ -84,7 +84,13 @@ def test_sigkill_under_load_then_restart_serves_the_same(tmp_path) -> None:
         stop.set()
         for t in threads:
             t.join(15)
-        assert _answers(base) == before
+        after = _answers(base)
+        # The same moments in the same order. Scores agree to float32 rounding only: the hammer's concurrent
+        # copies of QUERIES[0] reach the restarted server in micro-batches (with "ready?" among them), the
+        # query cache keeps that embedding, and MiniLM over a batch of another shape rounds differently in the
+        # last bits (CI saw 3e-9 on scores near 3e-3).
+        assert [[m[:3] for m in q] for q in after] == [[m[:3] for m in q] for q in before]
+        assert [[m[3] for m in q] for q in after] == [pytest.approx([m[3] for m in q], rel=1e-5) for q in before]
     finally:
         for p in (first, second):
             if p is not None and p.poll() is None:
