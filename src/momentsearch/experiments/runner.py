@@ -29,7 +29,7 @@ from momentsearch.fileio import write_json
 
 
 
-TABLE_KINDS = ("pairs", "proxy", "oracle", "oracle_confidence", "oracle_count")
+TABLE_KINDS = ("pairs", "proxy", "oracle", "oracle_confidence", "oracle_count", "shuffled")
 
 
 @dataclass(frozen=True)
@@ -37,9 +37,10 @@ class TableSpec:
     """A relevance table over the experiment's benchmark: ``momentsearch pairs`` or ``relevance``,
     or (``oracle``) the synthetic oracle's true relevance between training queries, or one of the
     diagnosis tables of :mod:`momentsearch.relevance.oracle_pairs`: ``oracle_confidence`` (the
-    detector's pairs, C = the true grade) and ``oracle_count`` (true pairs at the detector's count)."""
+    detector's pairs, C = the true grade), ``oracle_count`` (true pairs at the detector's count) and
+    ``shuffled`` (the detector's count and C per query, partners from unrelated videos: a control)."""
 
-    kind: str  # pairs | proxy | oracle | oracle_confidence | oracle_count
+    kind: str  # pairs | proxy | oracle | oracle_confidence | oracle_count | shuffled
     detector: str = "vp"  # pairs, oracle_*: sent | vp | np-vp
     proxy: str = "bow"  # proxy: bow | pos | synset | meteor | cosine
     top_k: int = 100  # proxy: stored entries per query (0: every S > 0, no cut)
@@ -161,7 +162,8 @@ def _table(bench: Path, folder: Path, spec: TableSpec, corpus: Any) -> Path:
         prefix = folder / f"{spec.kind}_{spec.detector}_{spec.theta:g}".replace(".", "p")
         if missing(prefix, "psi.npz"):
             video_of = {m.query_id: m.video_id for m in corpus.moments}
-            make = oracle_pairs.oracle_confidence if spec.kind == "oracle_confidence" else oracle_pairs.oracle_at_count
+            make = {"oracle_confidence": oracle_pairs.oracle_confidence, "oracle_count": oracle_pairs.oracle_at_count,
+                    "shuffled": oracle_pairs.shuffled_partners}[spec.kind]
             stats = make(detector, oracle, prefix, spec.theta, video_of)
             print(f"table {prefix.name}: " + ", ".join(f"{k} {v}" for k, v in stats.items() if k[0] != "o"))
     return prefix

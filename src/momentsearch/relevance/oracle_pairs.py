@@ -106,3 +106,42 @@ def oracle_at_count(detector: Path, oracle: Path, out: Path, theta: float, video
              "true_pairs_available": int(len(tr)), "pairs_drawn": int(len(pick)),
              "mean_grade_of_drawn": float(tv[pick].mean()) if len(pick) else float("nan")}
     return _save(out, ids, new_phi, new_psi, stats)
+
+
+def shuffled_partners(detector: Path, oracle: Path, out: Path, theta: float, video_of: Mapping[str, str],
+                      seed: int = 0) -> dict:
+    """The detector's pairs at ``theta`` with each partner replaced by a random query of another video that
+    holds nothing the oracle relates to the query; Phi and C (Psi) of each pair are kept, so the pair terms
+    weigh what they weighed, and only what the pairs say is lost."""
+    ids, phi, grade = _aligned(detector, oracle)
+    psi = _load(detector, "psi")
+    det_pos = {q: i for i, q in enumerate(table_query_ids(detector))}
+    rows_in_det = np.array([det_pos[q] for q in ids], np.int64)
+    psi = psi[rows_in_det][:, rows_in_det].tocsr()
+    videos = np.asarray([video_of[q] for q in ids])
+    _, video_idx = np.unique(videos, return_inverse=True)
+    members = sparse.csr_matrix((np.ones(len(ids), np.float32), (video_idx, np.arange(len(ids)))),
+                                shape=(video_idx.max() + 1, len(ids)))
+    related_videos = ((grade > 0).astype(np.float32) @ members.T).tocsr()  # (query, video): any moment graded > 0
+    rng = np.random.default_rng(seed)
+    r, c, d = _cross_video(phi, videos.tolist())
+    at = d >= np.float32(theta)
+    r, c, d = r[at], c[at], d[at]
+    conf = np.asarray(psi[r, c]).ravel().astype(np.float32) if len(r) else np.zeros(0, np.float32)
+    new_c = np.empty_like(c)
+    for i in np.unique(r):
+        sel = np.flatnonzero(r == i)
+        banned = set(related_videos[i].indices.tolist()) | {int(video_idx[i])}
+        free = np.flatnonzero(~np.isin(video_idx, list(banned)))
+        if len(free) < len(sel):
+            raise ValueError(f"query {ids[i]}: {len(sel)} pairs but only {len(free)} unrelated queries to draw from")
+        new_c[sel] = rng.choice(free, size=len(sel), replace=False)
+    shape = (len(ids), len(ids))
+    new_phi = sparse.csr_matrix((d, (r, new_c)), shape=shape)
+    new_psi = sparse.csr_matrix((conf, (r, new_c)), shape=shape)
+    drawn = np.asarray(grade[r, new_c]).ravel() if len(r) else np.zeros(0)
+    stats = {"detector": str(detector), "oracle": str(oracle), "theta": theta, "n_queries": len(ids),
+             "pairs_at_theta": int(len(r)), "detected_at_theta": _quality(r, c, grade),
+             "mean_grade_of_drawn": float(drawn.mean()) if len(drawn) else float("nan"),
+             "mean_confidence": float(conf.mean()) if len(conf) else float("nan"), "seed": seed}
+    return _save(out, ids, new_phi, new_psi, stats)

@@ -29,6 +29,9 @@ class RelevanceTrainConfig:
       (measured here: +PR collapsed to chance). ``unit`` maps R monotonically into [0, 1] before C
       scales it — (1 + s_vr) / 2 and sigmoid(R_vcmr) — where scaling by C < 1 always lowers a score,
       which is what the paper's reading of C (Fig. 4) needs. L_pos>neg is unchanged either way.
+    * ``pair_mean``: the paper's pair terms are means over the batch's pairs (``pairs``), so one lone pair
+      weighs as much as all of them; ``batch`` divides their sums by the batch size instead, as L_pos>neg is
+      (a control of issue 42 item 4: at theta 0.9 about 0.6 pairs remain per batch).
     """
 
     method: str = "none"  # none | pairs | threshold
@@ -45,6 +48,7 @@ class RelevanceTrainConfig:
     floor_mode: str = "shift"  # shift | clamp
     pair_score: str = "raw"  # raw | unit: the score C multiplies in Eqs. 11-12 (see below)
     segment_scale: float = 1.0  # R_vcmr is multiplied by this before the segment-level ranking terms
+    pair_mean: str = "pairs"  # pairs | batch: what the pair terms' sums are divided by
 
     def __post_init__(self) -> None:
         if self.method not in ("none", "pairs", "threshold"):
@@ -54,6 +58,8 @@ class RelevanceTrainConfig:
                              "`momentsearch pairs` or `momentsearch relevance`)")
         if self.pair_score not in ("raw", "unit"):
             raise ValueError(f"relevance.pair_score must be raw or unit, got {self.pair_score!r}")
+        if self.pair_mean not in ("pairs", "batch"):
+            raise ValueError(f"relevance.pair_mean must be pairs or batch, got {self.pair_mean!r}")
         if self.floor_mode not in ("shift", "clamp"):
             raise ValueError(f"relevance.floor_mode must be shift or clamp, got {self.floor_mode!r}")
         lambdas = [v for k, v in vars(self).items() if k.startswith("lambda_")]
