@@ -232,3 +232,26 @@ def test_a_run_is_keyed_by_the_values_set_apart_from_the_defaults() -> None:
     minute = to_dict(TrainConfig(dataset=DatasetConfig(benchmark="/b"), model=MINUTEConfig()))
     minute.update(seed=3, dataset={**minute["dataset"], "benchmark": "/b"})
     assert run_digest(minute) != key
+
+
+def test_proxy_tables_cut_at_a_threshold_get_their_own_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A proxy table stored from S >= 0.5 (what T = 0.5 trains on) is not the every-S > 0 table, and the runner
+    passes the threshold to ``run_relevance``."""
+    from momentsearch.api import relevance_tables
+    from momentsearch.experiments.runner import TableSpec, _table
+
+    calls: list[tuple[str, int, float]] = []
+
+    def fake(bench: Path, proxy: str, out: Path, top_k: int = 100, threshold: float = 0.0) -> dict:
+        calls.append((out.name, top_k, threshold))
+        for suffix in (".queries.json", ".qq.npz"):
+            out.with_suffix(suffix).write_text("")
+        return {}
+
+    monkeypatch.setattr(relevance_tables, "run_relevance", fake)
+    every = _table(tmp_path, tmp_path, TableSpec("proxy", proxy="bow", top_k=0), corpus=None)
+    cut = _table(tmp_path, tmp_path, TableSpec("proxy", proxy="bow", top_k=0, threshold=0.5), corpus=None)
+    assert calls == [("proxy_bow_all.npz", 0, 0.0), ("proxy_bow_all_s0p5.npz", 0, 0.5)]
+    assert (every.name, cut.name) == ("proxy_bow_all.npz", "proxy_bow_all_s0p5.npz")
+    _table(tmp_path, tmp_path, TableSpec("proxy", proxy="bow", top_k=0, threshold=0.5), corpus=None)
+    assert len(calls) == 2  # present: not computed again

@@ -44,6 +44,7 @@ class TableSpec:
     detector: str = "vp"  # pairs, oracle_*: sent | vp | np-vp
     proxy: str = "bow"  # proxy: bow | pos | synset | meteor | cosine
     top_k: int = 100  # proxy: stored entries per query (0: every S > 0, no cut)
+    threshold: float = 0.0  # proxy: only S >= this is stored (a threshold T >= it trains the same; far smaller)
     theta: float = 0.7  # oracle_*: the detector's threshold (the count to match; the precision reported)
 
 
@@ -151,10 +152,12 @@ def _table(bench: Path, folder: Path, spec: TableSpec, corpus: Any) -> Path:
             print("table: oracle relevance between training queries")
             run_oracle_pairs(bench, prefix)
     elif spec.kind == "proxy":
-        prefix = folder / (f"proxy_{spec.proxy}_top{spec.top_k}.npz" if spec.top_k else f"proxy_{spec.proxy}_all.npz")
+        cut = f"_s{spec.threshold:g}".replace(".", "p") if spec.threshold > 0 else ""
+        prefix = folder / (f"proxy_{spec.proxy}_top{spec.top_k}{cut}.npz" if spec.top_k else
+                           f"proxy_{spec.proxy}_all{cut}.npz")
         if missing(prefix, "qq.npz"):
             print(f"table: {spec.proxy} relevance over {bench}")
-            run_relevance(bench, spec.proxy, prefix, top_k=spec.top_k)
+            run_relevance(bench, spec.proxy, prefix, top_k=spec.top_k, threshold=spec.threshold)
     else:
         detector = _table(bench, folder, TableSpec("pairs", spec.detector), corpus)
         oracle = _table(bench, folder, TableSpec("oracle"), corpus)
