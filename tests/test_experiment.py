@@ -255,3 +255,47 @@ def test_proxy_tables_cut_at_a_threshold_get_their_own_files(tmp_path: Path, mon
     assert (every.name, cut.name) == ("proxy_bow_all.npz", "proxy_bow_all_s0p5.npz")
     _table(tmp_path, tmp_path, TableSpec("proxy", proxy="bow", top_k=0, threshold=0.5), corpus=None)
     assert len(calls) == 2  # present: not computed again
+
+
+@pytest.mark.slow
+def test_runs_scored_against_a_proxy_table(tiny_benchmark: Path, tmp_path: Path) -> None:
+    """``score_with: [bow]`` adds nDCG against the BoW table to every run (issue 42 item 6): the value evaluate()
+    gives with that table, stored once in result.json; a table stored from a threshold is refused."""
+    from momentsearch.api import evaluate
+
+    xml = tmp_path / "xml.yaml"
+    xml.write_text("epochs: 1\nbatch_size: 32\nlr: 0.001\nval_split: test\nval_max_queries: 20\n"
+                   "num_threads: 1\nmodel: {name: xml, hidden: 32}\n")
+    cfg = tmp_path / "exp.yaml"
+    cfg.write_text(f"""name: p
+preset: tiny
+train: {xml}
+benchmark_dir: {tiny_benchmark}
+out_dir: {tmp_path / 'out'}
+runs_dir: {tmp_path / 'runs'}
+seeds: [0]
+tables:
+  bow: {{kind: proxy, proxy: bow, top_k: 0}}
+score_with: [bow]
+conditions:
+  XML: {{}}
+""")
+    agg = run_experiment(cfg, jobs=1)
+    result_path = next((tmp_path / "runs").glob("*/seed0/result.json"))
+    stored = json.loads(result_path.read_text())
+    assert list(stored["proxy_ndcg"]) == ["bow:proxy_bow_all.npz"]
+    table = tiny_benchmark / "relevance" / "proxy_bow_all.npz"
+    direct = evaluate(result_path.parent / "checkpoints" / "best.pt", "test", progress=False, relevance=table)
+    assert direct.proxy_row is not None
+    for col in ("nDCG VR", "nDCG VCMR 0.5"):
+        assert agg["XML"][f"{col} (bow)"]["mean"] == pytest.approx(direct.proxy_row[col])
+        assert 0 < direct.proxy_row[col] < 100
+    assert agg["XML"]["nDCG VR (bow)"]["mean"] != agg["XML"]["nDCG VR"]["mean"]  # the proxy, not the oracle
+    assert "| XML | " in (tmp_path / "out" / "results.md").read_text().split("text proxies of `score_with`")[1]
+    before = result_path.stat().st_mtime_ns
+    run_experiment(cfg, jobs=1)
+    assert result_path.stat().st_mtime_ns == before  # scored once
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(cfg.read_text().replace("top_k: 0}", "top_k: 0, threshold: 0.5}"))
+    with pytest.raises(ConfigError, match="score_with 'bow' must name one of its proxy tables stored without"):
+        run_experiment(bad, jobs=1)

@@ -44,10 +44,16 @@ def mvmr_columns(results: dict[tuple[str, int], dict[str, Any]]) -> list[str]:
     return [c for c in [*MVMR_COLUMNS, *table2] if c in have]
 
 
+def proxy_columns(results: dict[tuple[str, int], dict[str, Any]]) -> list[str]:
+    """The "nDCG ... (table)" columns of experiments with ``score_with`` (nDCG against a text proxy)."""
+    have = set().union(*(r["metrics"] for r in results.values())) if results else set()
+    return sorted(k for k in have if k.startswith("nDCG ") and k.endswith(")") and " (" in k)
+
+
 def aggregate(conditions: list[str], seeds: list[int], results: dict[tuple[str, int], dict[str, Any]]
               ) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
-    extra = mvmr_columns(results)
+    extra = mvmr_columns(results) + proxy_columns(results)
     for c in conditions:
         runs = [results[(c, s)] for s in seeds]
         row: dict[str, Any] = {}
@@ -96,6 +102,16 @@ def markdown(agg: dict[str, dict[str, Any]], seeds: list[int]) -> str:
             if c != ref:
                 out += f"| {c} − {ref} | " + " | ".join(f"{r[k]['delta_mean']:+.2f} ± {r[k]['delta_std']:.2f}"
                                                      for k in mv) + " |\n"
+    px = [c for c in agg[ref] if c.startswith("nDCG ") and c.endswith(")") and " (" in c]
+    if px:
+        out += ("\nnDCG against the text proxies of `score_with` (mean ± std; paired difference to "
+                f"{ref} [95 % t interval] below each row):\n\n| condition | " + " | ".join(px) + " |\n|---|"
+                + "---:|" * len(px) + "\n")
+        for c, r in agg.items():
+            out += f"| {c} | " + " | ".join(_cell(r[k]) for k in px) + " |\n"
+            if c != ref:
+                out += f"| {c} − {ref} | " + " | ".join(f"{r[k]['delta_mean']:+.2f} [{r[k]['delta_low']:+.2f}, "
+                                                     f"{r[k]['delta_high']:+.2f}]" for k in px) + " |\n"
     if any(not np.isnan(row[c]["mean"]) for row in agg.values() for c in NDCG_COLUMNS):
         out += ("\nTVR-Ranking's NDCG@K,IoU against the oracle's grades (mean ± std; paired difference to "
                 f"{ref} below each row):\n\n| condition | " + " | ".join(NDCG_COLUMNS) + " |\n|---|"

@@ -78,6 +78,7 @@ class ExperimentConfig:
     #                     condition two experiments both have (e.g. the XML baseline) is trained once
     eval_split: str = "test"
     mvmr: MVMRSpec | None = None
+    score_with: list[str] = field(default_factory=list)  # proxy tables every run is also scored against (nDCG)
 
     def __post_init__(self) -> None:
         if not self.conditions:
@@ -90,6 +91,11 @@ class ExperimentConfig:
         for t in self.tables.values():
             if t.kind not in TABLE_KINDS:
                 raise ConfigError(f"experiment {self.name!r}: table kind must be one of {TABLE_KINDS}, got {t.kind!r}")
+        for name in self.score_with:
+            t = self.tables.get(name)
+            if t is None or t.kind != "proxy" or t.threshold > 0:
+                raise ConfigError(f"experiment {self.name!r}: score_with {name!r} must name one of its proxy tables "
+                                  "stored without a threshold (nDCG needs every S > 0)")
 
 
 def _resolve(p: str) -> Path:
@@ -412,4 +418,9 @@ def run_experiment(config: Path, jobs: int = 2, only: list[str] | None = None) -
             with_top = _with_mvmr(results[(c, s)], Path(d["out_dir"]), exp.eval_split, pools, str(ckpt[s]),
                                   exp.mvmr.top_videos)
             results[(c, s)]["metrics"].update(with_top["metrics"])
+    for name in exp.score_with:  # Wray et al.'s nDCG against a text proxy (issue 42 item 6)
+        from momentsearch.experiments.proxy_scores import with_proxy_ndcg
+
+        for c, s, d in tqdm(runs, desc=f"{exp.name}: nDCG against {name}", unit="run"):
+            results[(c, s)] = with_proxy_ndcg(results[(c, s)], Path(d["out_dir"]), exp.eval_split, name, tables[name])
     return write_report(exp.name, out, conditions, exp.seeds, results, str(config))
