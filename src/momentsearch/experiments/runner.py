@@ -287,7 +287,8 @@ def run_one(cfg_dict: dict[str, Any], split: str, pools: str | None = None) -> d
     epoch_s = [h["train_seconds"] for h in history]
     pairs = [h.get("pairs_per_batch", 0.0) for h in history]
     result = {"metrics": row, "seconds_per_epoch": sum(epoch_s) / len(epoch_s), "train_seconds": train_s,
-              "pairs_per_batch": sum(pairs) / len(pairs), "best_epoch": max(history, key=lambda h: h["selection"])["epoch"],
+              "pairs_per_batch": sum(pairs) / len(pairs), "best_epoch": (cfg.epochs if cfg.checkpoint == "last" else
+                                                  max(history, key=lambda h: h["selection"])["epoch"]),
               "eval_version": EVAL_VERSION}
     write_json(done, result)
     return _with_mvmr(result, out, split, pools)

@@ -50,6 +50,9 @@ class TrainConfig:
     # fine-tuning: a checkpoint whose model weights start this run (same family and network; the optimizer,
     # epochs and schedules start afresh), e.g. RMMN's CM-ANS stage on a trained model (Yang et al. Sec. 5.2)
     init_from: str = ""
+    # which model best.pt (the one evaluated, and the one init_from reads) holds: the epoch of the best validation
+    # selection score (best), or simply the last epoch (last: a fixed budget with no selection on validation)
+    checkpoint: str = "best"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "model", family_config(self.model, "model"))
@@ -65,6 +68,8 @@ class TrainConfig:
             raise ValueError("num_workers and num_threads must be >= 0, k_videos >= 1")
         if any(m < 0 for m in self.lr_milestones) or not 0 < self.lr_gamma <= 1 or self.max_grad_norm < 0:
             raise ValueError("lr_milestones must be >= 0, lr_gamma in (0, 1], max_grad_norm >= 0")
+        if self.checkpoint not in ("best", "last"):
+            raise ValueError(f"checkpoint must be best or last, got {self.checkpoint!r}")
         check_weight_schedule(self.model, self.weight_schedule)
 
 

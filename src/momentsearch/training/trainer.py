@@ -220,8 +220,8 @@ class Trainer:
             self.history.append(row)
             save_checkpoint(self.ckpt_dir / "last.pt", self.family, self.model, self.optimizer, epoch, self.cfg,
                             self.history, self.features_identity)
-            if sel > best:
-                best = sel
+            if sel > best or self.cfg.checkpoint == "last":
+                best = max(best, sel)
                 save_checkpoint(self.ckpt_dir / "best.pt", self.family, self.model, None, epoch, self.cfg,
                                 self.history, self.features_identity)
             if self.progress:
