@@ -77,6 +77,21 @@ def _cell(m: dict[str, Any]) -> str:
     return f"{m['mean']:.2f} ± {m['std']:.2f}"
 
 
+def _section(agg: dict[str, dict[str, Any]], cols: list[str], intro: str) -> str:
+    """A table of ``cols``: each condition's mean ± std, and below it its paired difference to the first condition
+    (mean ± std [95 % t interval])."""
+    ref = next(iter(agg))
+    out = (f"\n{intro}. Mean ± std; paired difference to {ref} [95 % t interval] below each row:\n\n"
+           "| condition | " + " | ".join(cols) + " |\n|---|" + "---:|" * len(cols) + "\n")
+    for c, r in agg.items():
+        out += f"| {c} | " + " | ".join(_cell(r[k]) for k in cols) + " |\n"
+        if c != ref:
+            out += f"| {c} − {ref} | " + " | ".join(f"{r[k]['delta_mean']:+.2f} ± {r[k]['delta_std']:.2f} "
+                                                 f"[{r[k]['delta_low']:+.2f}, {r[k]['delta_high']:+.2f}]"
+                                                 for k in cols) + " |\n"
+    return out
+
+
 def markdown(agg: dict[str, dict[str, Any]], seeds: list[int]) -> str:
     cols = [*COLUMNS, "seconds_per_epoch", "pairs_per_batch"]
     head = "| condition | " + " | ".join(cols) + " |\n|---|" + "---:|" * len(cols) + "\n"
@@ -94,33 +109,13 @@ def markdown(agg: dict[str, dict[str, Any]], seeds: list[int]) -> str:
     out = head + body + f"\nMean ± standard deviation over seeds {seeds}.\n" + (dhead + dbody if dbody else "")
     mv = [c for c in agg[ref] if c in MVMR_COLUMNS or c.startswith("top")]
     if mv:
-        out += ("\nThe MVMR protocol (NLVL: the gold video alone; MVMR: the query's pool; topK: the pool cut to the K "
-                f"videos the retriever ranks highest). Mean ± std; paired difference to {ref} below each row:\n\n"
-                "| condition | " + " | ".join(mv) + " |\n|---|" + "---:|" * len(mv) + "\n")
-        for c, r in agg.items():
-            out += f"| {c} | " + " | ".join(_cell(r[k]) for k in mv) + " |\n"
-            if c != ref:
-                out += f"| {c} − {ref} | " + " | ".join(f"{r[k]['delta_mean']:+.2f} ± {r[k]['delta_std']:.2f}"
-                                                     for k in mv) + " |\n"
+        out += _section(agg, mv, "The MVMR protocol (NLVL: the gold video alone; MVMR: the query's pool; topK: the pool "
+                                 "cut to the K videos the retriever ranks highest)")
     px = [c for c in agg[ref] if c.startswith("nDCG ") and c.endswith(")") and " (" in c]
     if px:
-        out += ("\nnDCG against the text proxies of `score_with` (mean ± std; paired difference to "
-                f"{ref} [95 % t interval] below each row):\n\n| condition | " + " | ".join(px) + " |\n|---|"
-                + "---:|" * len(px) + "\n")
-        for c, r in agg.items():
-            out += f"| {c} | " + " | ".join(_cell(r[k]) for k in px) + " |\n"
-            if c != ref:
-                out += f"| {c} − {ref} | " + " | ".join(f"{r[k]['delta_mean']:+.2f} [{r[k]['delta_low']:+.2f}, "
-                                                     f"{r[k]['delta_high']:+.2f}]" for k in px) + " |\n"
+        out += _section(agg, px, "nDCG against the text proxies of `score_with`")
     if any(not np.isnan(row[c]["mean"]) for row in agg.values() for c in NDCG_COLUMNS):
-        out += ("\nTVR-Ranking's NDCG@K,IoU against the oracle's grades (mean ± std; paired difference to "
-                f"{ref} below each row):\n\n| condition | " + " | ".join(NDCG_COLUMNS) + " |\n|---|"
-                + "---:|" * len(NDCG_COLUMNS) + "\n")
-        for c, row in agg.items():
-            out += f"| {c} | " + " | ".join(_cell(row[k]) for k in NDCG_COLUMNS) + " |\n"
-            if c != ref:
-                out += (f"| {c} − {ref} | " + " | ".join(f"{row[k]['delta_mean']:+.2f} ± {row[k]['delta_std']:.2f}"
-                                                       for k in NDCG_COLUMNS) + " |\n")
+        out += _section(agg, NDCG_COLUMNS, "TVR-Ranking's NDCG@K,IoU against the oracle's grades")
     return out
 
 
