@@ -130,11 +130,11 @@ def test_a_condition_fine_tunes_another_conditions_model(tiny_benchmark: Path, t
 
 def test_diagnosis_tables_at_two_thetas_get_their_own_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A table named after theta 0.7 must not share files with theta 0.9 (Path.with_suffix cuts at the dot)."""
-    from momentsearch.experiments.runner import TableSpec, _table
+    from momentsearch.experiments.tables import TableSpec, table_files
     from momentsearch.relevance import oracle_pairs
 
     for name in ("pairs_np-vp.queries.json", "pairs_np-vp.psi.npz", "oracle_train.queries.json", "oracle_train.qq.npz"):
-        (tmp_path / name).write_text("")  # present: _table does not recompute them
+        (tmp_path / name).write_text("")  # present: table_files does not recompute them
 
     def fake(detector: Path, oracle: Path, out: Path, theta: float, video_of: object) -> dict:
         for suffix in (".queries.json", ".psi.npz"):
@@ -142,8 +142,8 @@ def test_diagnosis_tables_at_two_thetas_get_their_own_files(tmp_path: Path, monk
         return {}
 
     monkeypatch.setattr(oracle_pairs, "oracle_confidence", fake)
-    a = _table(tmp_path, tmp_path, TableSpec("oracle_confidence", "np-vp", theta=0.7), corpus=type("C", (), {"moments": []}))
-    b = _table(tmp_path, tmp_path, TableSpec("oracle_confidence", "np-vp", theta=0.9), corpus=type("C", (), {"moments": []}))
+    a = table_files(tmp_path, tmp_path, TableSpec("oracle_confidence", "np-vp", theta=0.7), corpus=type("C", (), {"moments": []}))
+    b = table_files(tmp_path, tmp_path, TableSpec("oracle_confidence", "np-vp", theta=0.9), corpus=type("C", (), {"moments": []}))
     assert a != b
     assert a.with_suffix(".psi.npz").read_text() == "0.7" and b.with_suffix(".psi.npz").read_text() == "0.9"
 
@@ -238,7 +238,7 @@ def test_proxy_tables_cut_at_a_threshold_get_their_own_files(tmp_path: Path, mon
     """A proxy table stored from S >= 0.5 (what T = 0.5 trains on) is not the every-S > 0 table, and the runner
     passes the threshold to ``run_relevance``."""
     from momentsearch.api import relevance_tables
-    from momentsearch.experiments.runner import TableSpec, _table
+    from momentsearch.experiments.tables import TableSpec, table_files
 
     calls: list[tuple[str, int, float]] = []
 
@@ -249,11 +249,11 @@ def test_proxy_tables_cut_at_a_threshold_get_their_own_files(tmp_path: Path, mon
         return {}
 
     monkeypatch.setattr(relevance_tables, "run_relevance", fake)
-    every = _table(tmp_path, tmp_path, TableSpec("proxy", proxy="bow", top_k=0), corpus=None)
-    cut = _table(tmp_path, tmp_path, TableSpec("proxy", proxy="bow", top_k=0, threshold=0.5), corpus=None)
+    every = table_files(tmp_path, tmp_path, TableSpec("proxy", proxy="bow", top_k=0), corpus=None)
+    cut = table_files(tmp_path, tmp_path, TableSpec("proxy", proxy="bow", top_k=0, threshold=0.5), corpus=None)
     assert calls == [("proxy_bow_all.npz", 0, 0.0), ("proxy_bow_all_s0p5.npz", 0, 0.5)]
     assert (every.name, cut.name) == ("proxy_bow_all.npz", "proxy_bow_all_s0p5.npz")
-    _table(tmp_path, tmp_path, TableSpec("proxy", proxy="bow", top_k=0, threshold=0.5), corpus=None)
+    table_files(tmp_path, tmp_path, TableSpec("proxy", proxy="bow", top_k=0, threshold=0.5), corpus=None)
     assert len(calls) == 2  # present: not computed again
 
 
