@@ -11,24 +11,28 @@ from momentsearch.experiments import run_experiment
 from momentsearch.errors import ConfigError
 
 
+def _train_yaml(path: Path, val_max_queries: int = 20, model: str = "{name: xml, hidden: 32}") -> Path:
+    """A one-epoch training config for the tiny benchmark."""
+    path.write_text(f"epochs: 1\nbatch_size: 32\nlr: 0.001\nval_split: test\nval_max_queries: {val_max_queries}\n"
+                    f"num_threads: 1\nmodel: {model}\n")
+    return path
+
+
+def _head(name: str, train: Path, bench: Path, out: Path, runs: Path, seeds: str = "[0]") -> str:
+    """The start of an experiment YAML over the tiny benchmark (tables, conditions and the rest follow)."""
+    return (f"name: {name}\npreset: tiny\ntrain: {train}\nbenchmark_dir: {bench}\nout_dir: {out}\n"
+            f"runs_dir: {runs}\nseeds: {seeds}\n")
+
+
 @pytest.mark.slow
 def test_experiment_runs_conditions_over_seeds_and_resumes(tiny_benchmark: Path, tmp_path: Path) -> None:
-    train = tmp_path / "train.yaml"
-    train.write_text("epochs: 1\nbatch_size: 32\nlr: 0.001\nval_split: test\nval_max_queries: 40\n"
-                     "num_threads: 1\nmodel: {name: xml, hidden: 32}\n")
+    train = _train_yaml(tmp_path / "train.yaml", 40)
     cfg = tmp_path / "exp.yaml"
-    cfg.write_text(f"""name: t
-preset: tiny
-train: {train}
-benchmark_dir: {tiny_benchmark}
-out_dir: {tmp_path / 'out'}
-runs_dir: {tmp_path / 'runs'}
-seeds: [0, 1]
-tables:
-  sent: {{kind: pairs, detector: sent}}
+    cfg.write_text(_head("t", train, tiny_benchmark, tmp_path / "out", tmp_path / "runs", "[0, 1]") + """tables:
+  sent: {kind: pairs, detector: sent}
 conditions:
-  XML: {{}}
-  +PR: {{model: {{relevance: {{method: pairs, table: sent, theta: 0.6}}}}}}
+  XML: {}
+  +PR: {model: {relevance: {method: pairs, table: sent, theta: 0.6}}}
 """)
     agg = run_experiment(cfg, jobs=1)
     assert list(agg) == ["XML", "+PR"]
@@ -73,24 +77,15 @@ def test_a_longer_condition_continues_the_shorter_run(tiny_benchmark: Path, tmp_
 
     def experiment(name: str, epochs: int, runs: str) -> Path:
         cfg = tmp_path / f"{name}.yaml"
-        cfg.write_text(f"""name: {name}
-preset: tiny
-train: {train}
-benchmark_dir: {tiny_benchmark}
-out_dir: {tmp_path / name}
-runs_dir: {tmp_path / runs}
-seeds: [0]
-conditions:
+        cfg.write_text(_head(name, train, tiny_benchmark, tmp_path / name, tmp_path / runs) + f"""conditions:
   XML: {{epochs: {epochs}}}
 """)
         run_experiment(cfg, jobs=1)
-        return next((tmp_path / runs).glob(f"*/seed0/history.json")).parent if epochs == 1 else \
+        return next((tmp_path / runs).glob("*/seed0/history.json")).parent if epochs == 1 else \
             next(p.parent for p in (tmp_path / runs).glob("*/seed0/history.json")
                  if len(json.loads(p.read_text())) == epochs)
 
-    train = tmp_path / "train.yaml"
-    train.write_text("epochs: 1\nbatch_size: 32\nlr: 0.001\nval_split: test\nval_max_queries: 40\n"
-                     "num_threads: 1\nmodel: {name: xml, hidden: 32}\n")
+    train = _train_yaml(tmp_path / "train.yaml", 40)
     short = experiment("short", 1, "runs")
     longer = experiment("longer", 3, "runs")  # continues `short`
     scratch = experiment("scratch", 3, "fresh")  # another runs folder: nothing to continue
@@ -108,14 +103,11 @@ conditions:
 def test_a_condition_fine_tunes_another_conditions_model(tiny_benchmark: Path, tmp_path: Path) -> None:
     """``init_from: <condition>`` starts each seed's run from that condition's best.pt of the same seed,
     trained first whatever the order of the conditions; chains are refused."""
-    train = tmp_path / "train.yaml"
-    train.write_text("epochs: 1\nbatch_size: 32\nlr: 0.001\nval_split: test\nval_max_queries: 20\n"
-                     "num_threads: 1\nmodel: {name: xml, hidden: 32}\n")
+    train = _train_yaml(tmp_path / "train.yaml")
 
     def experiment(conditions: str) -> Path:
         cfg = tmp_path / "exp.yaml"
-        cfg.write_text(f"name: f\npreset: tiny\ntrain: {train}\nbenchmark_dir: {tiny_benchmark}\n"
-                       f"out_dir: {tmp_path / 'out'}\nruns_dir: {tmp_path / 'runs'}\nseeds: [0]\n"
+        cfg.write_text(_head("f", train, tiny_benchmark, tmp_path / "out", tmp_path / "runs") +
                        f"conditions:\n{conditions}")
         return cfg
 
@@ -149,21 +141,11 @@ def test_diagnosis_tables_at_two_thetas_get_their_own_files(tmp_path: Path, monk
 
 
 def test_mvmr_experiment_adds_pool_and_retriever_columns(tiny_benchmark: Path, tmp_path: Path) -> None:
-    xml = tmp_path / "xml.yaml"
-    xml.write_text("epochs: 1\nbatch_size: 32\nlr: 0.001\nval_split: test\nval_max_queries: 20\n"
-                   "num_threads: 1\nmodel: {name: xml, hidden: 32}\n")
-    mmn = tmp_path / "mmn.yaml"
-    mmn.write_text("epochs: 1\nbatch_size: 32\nlr: 0.001\nval_split: test\nval_max_queries: 20\nnum_threads: 1\n"
-                   "model: {name: mmn, hidden: 16, joint_dim: 16, num_clips: 8, conv_layers: 1, kernel_size: 3, "
-                   "n_heads: 2}\n")
+    xml = _train_yaml(tmp_path / "xml.yaml")
+    mmn = _train_yaml(tmp_path / "mmn.yaml", model="{name: mmn, hidden: 16, joint_dim: 16, num_clips: 8, "
+                      "conv_layers: 1, kernel_size: 3, n_heads: 2}")
     cfg = tmp_path / "exp.yaml"
-    cfg.write_text(f"""name: m
-preset: tiny
-train: {mmn}
-benchmark_dir: {tiny_benchmark}
-out_dir: {tmp_path / 'out'}
-runs_dir: {tmp_path / 'runs'}
-seeds: [0]
+    cfg.write_text(_head("m", mmn, tiny_benchmark, tmp_path / "out", tmp_path / "runs") + f"""\
 mvmr: {{n: 5, k: 3, t_pos: 0.8, t_neg: 0.5, retriever: XML, top_videos: 2}}
 conditions:
   XML: {{train: {xml}}}
@@ -263,22 +245,13 @@ def test_runs_scored_against_a_proxy_table(tiny_benchmark: Path, tmp_path: Path)
     gives with that table, stored once in result.json; a table stored from a threshold is refused."""
     from momentsearch.api import evaluate
 
-    xml = tmp_path / "xml.yaml"
-    xml.write_text("epochs: 1\nbatch_size: 32\nlr: 0.001\nval_split: test\nval_max_queries: 20\n"
-                   "num_threads: 1\nmodel: {name: xml, hidden: 32}\n")
+    xml = _train_yaml(tmp_path / "xml.yaml")
     cfg = tmp_path / "exp.yaml"
-    cfg.write_text(f"""name: p
-preset: tiny
-train: {xml}
-benchmark_dir: {tiny_benchmark}
-out_dir: {tmp_path / 'out'}
-runs_dir: {tmp_path / 'runs'}
-seeds: [0]
-tables:
-  bow: {{kind: proxy, proxy: bow, top_k: 0}}
+    cfg.write_text(_head("p", xml, tiny_benchmark, tmp_path / "out", tmp_path / "runs") + """tables:
+  bow: {kind: proxy, proxy: bow, top_k: 0}
 score_with: [bow]
 conditions:
-  XML: {{}}
+  XML: {}
 """)
     agg = run_experiment(cfg, jobs=1)
     result_path = next((tmp_path / "runs").glob("*/seed0/result.json"))
