@@ -15,7 +15,9 @@ item j's negative query, so that R^(i, i-) = scores[i, neg_v[i]] and R^(j-, j) =
 
 Each sum runs over the batch's potentially relevant pairs, once per direction (row: the pair's
 item is a potentially relevant item for query i; column: the pair's query is a potentially relevant
-query for item j). N_pairs counts the pairs of the batch. With no pair in a batch every term is 0.
+query for item j). N_pairs counts the pairs of the batch (``over="pairs"``, the paper's); ``over="batch"``
+divides by the batch size B instead, as L_pos>neg is (a control: a lone pair no longer weighs as much as many).
+With no pair in a batch every term is 0.
 """
 
 from __future__ import annotations
@@ -26,14 +28,19 @@ import torch
 import torch.nn.functional as F
 
 FloorMode = Literal["shift", "clamp"]
+Over = Literal["pairs", "batch"]
 
 
 def _zero(scores: torch.Tensor) -> torch.Tensor:
     return scores.sum() * 0.0  # keeps the graph (and the dtype/device) for an empty pair set
 
 
+def _denominator(pairs: torch.Tensor, n_pairs: torch.Tensor, over: Over) -> torch.Tensor | int:
+    return n_pairs if over == "pairs" else pairs.shape[0]
+
+
 def rel_neg_loss(scores: torch.Tensor, pairs: torch.Tensor, conf: torch.Tensor, neg_v: torch.Tensor,
-                 neg_q: torch.Tensor, margin: float = 0.1) -> torch.Tensor:
+                 neg_q: torch.Tensor, margin: float = 0.1, over: Over = "pairs") -> torch.Tensor:
     """Eq. 11: a potentially relevant pair, weighted by its confidence, above the negative."""
     n_pairs = pairs.sum()
     if n_pairs == 0:
@@ -42,10 +49,10 @@ def rel_neg_loss(scores: torch.Tensor, pairs: torch.Tensor, conf: torch.Tensor, 
     weighted = conf * scores
     row = (margin + scores[ar, neg_v][:, None] - weighted).clamp(min=0)
     col = (margin + scores[neg_q, ar][None, :] - weighted).clamp(min=0)
-    return ((row + col) * pairs).sum() / n_pairs
+    return ((row + col) * pairs).sum() / _denominator(pairs, n_pairs, over)
 
 
-def pos_rel_loss(scores: torch.Tensor, pairs: torch.Tensor, conf: torch.Tensor) -> torch.Tensor:
+def pos_rel_loss(scores: torch.Tensor, pairs: torch.Tensor, conf: torch.Tensor, over: Over = "pairs") -> torch.Tensor:
     """Eq. 12: the positive pair, scaled by the confidence, at least as high as the potentially relevant one."""
     n_pairs = pairs.sum()
     if n_pairs == 0:
@@ -53,7 +60,7 @@ def pos_rel_loss(scores: torch.Tensor, pairs: torch.Tensor, conf: torch.Tensor) 
     pos = scores.diagonal()
     row = (scores - conf * pos[:, None]).clamp(min=0)
     col = (scores - conf * pos[None, :]).clamp(min=0)
-    return ((row + col) * pairs).sum() / n_pairs
+    return ((row + col) * pairs).sum() / _denominator(pairs, n_pairs, over)
 
 
 def floor_logits(o: torch.Tensor, clip_mask: torch.Tensor, floor: float = 1e-6, mode: FloorMode = "shift") -> torch.Tensor:
@@ -91,7 +98,7 @@ def segment_scores(o_st: torch.Tensor, o_ed: torch.Tensor, clip_mask: torch.Tens
 
 
 def pair_nll_loss(o_st: torch.Tensor, o_ed: torch.Tensor, video_col: torch.Tensor, st: torch.Tensor,
-                  ed: torch.Tensor, pairs: torch.Tensor, conf: torch.Tensor) -> torch.Tensor:
+                  ed: torch.Tensor, pairs: torch.Tensor, conf: torch.Tensor, over: Over = "pairs") -> torch.Tensor:
     """Eq. 17: start/end NLL of query i on item j's moment, over the pairs, weighted by C.
 
     o_st, o_ed (B, U, T) logits (padding at -1e10, so it has no probability)."""
@@ -101,7 +108,7 @@ def pair_nll_loss(o_st: torch.Tensor, o_ed: torch.Tensor, video_col: torch.Tenso
     b = o_st.shape[0]
     lp_st = F.log_softmax(o_st, dim=-1)[:, video_col].gather(-1, st[None, :, None].expand(b, -1, 1)).squeeze(-1)
     lp_ed = F.log_softmax(o_ed, dim=-1)[:, video_col].gather(-1, ed[None, :, None].expand(b, -1, 1)).squeeze(-1)
-    return -(conf * (lp_st + lp_ed) * pairs).sum() / n_pairs
+    return -(conf * (lp_st + lp_ed) * pairs).sum() / _denominator(pairs, n_pairs, over)
 
 
 def threshold_triplet_loss(scores: torch.Tensor, positive: torch.Tensor, neg_v: torch.Tensor,

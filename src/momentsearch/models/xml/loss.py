@@ -43,13 +43,6 @@ def _confidence(batch: Batch, cfg: XMLConfig) -> torch.Tensor:
     return batch.pairs.float() if cfg.relevance.confidence_one else batch.conf
 
 
-def _pair_scale(batch: Batch, cfg: XMLConfig) -> float:
-    """1 for the paper's mean over the pairs; (pairs / batch size) turns it into a mean over the batch."""
-    if cfg.relevance.pair_mean == "pairs" or batch.pairs is None:
-        return 1.0
-    return float(batch.pairs.sum()) / batch.pairs.shape[0]
-
-
 def per_video(mask: torch.Tensor, video_col: torch.Tensor) -> torch.Tensor:
     """A (B, B) column mask -> True at (i, j) when column j's video holds a True column of row i (for scores
     defined per video, the columns of one video are one item)."""
@@ -87,10 +80,8 @@ def _ranking(scores: torch.Tensor, batch: Batch, cfg: XMLConfig, pool: int | Non
         assert pairs is not None
         conf = _confidence(batch, cfg)
         r = to_unit(scores) if rc.pair_score == "unit" else scores
-        rn = rel_neg_loss(r, pairs, conf, neg_v, neg_q, cfg.margin)
-        pr = pos_rel_loss(r, pairs, conf)
-        scale = _pair_scale(batch, cfg)
-        rn, pr = rn * scale, pr * scale
+        rn = rel_neg_loss(r, pairs, conf, neg_v, neg_q, cfg.margin, rc.pair_mean)  # type: ignore[arg-type]
+        pr = pos_rel_loss(r, pairs, conf, rc.pair_mean)  # type: ignore[arg-type]
         loss = loss + lam_rel_neg * rn + lam_pos_rel * pr
         parts |= {"rel>neg": rn.item(), "pos>=rel": pr.item()}
     return loss, parts
@@ -121,7 +112,7 @@ def batch_loss(model: XML, batch: Batch, cfg: XMLConfig, pool: int | None,
     if with_pairs and rc.lambda_tl2 > 0:
         assert batch.pairs is not None
         nll2 = pair_nll_loss(o_st_all, o_ed_all, batch.video_col, batch.st, batch.ed, batch.pairs,
-                             _confidence(batch, cfg)) * _pair_scale(batch, cfg)
+                             _confidence(batch, cfg), rc.pair_mean)  # type: ignore[arg-type]
         l_tl = l_tl + rc.lambda_tl2 * nll2
         stats["nll2"] = nll2.item()
     loss = l_vr + cfg.lambda_tl * l_tl
