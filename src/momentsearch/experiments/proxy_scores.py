@@ -12,6 +12,7 @@ runner refuses it.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,17 +29,25 @@ def proxy_metrics(name: str, row: dict[str, float]) -> dict[str, float]:
     return {f"{c} ({name})": float(row[c]) for c in COLUMNS if c in row}
 
 
+def stored_once(out: Path, field: str, key: str, compute: Callable[[], dict[str, float]]) -> dict[str, float]:
+    """A row kept in the run's result.json under ``field`` / ``key``, computed (and stored) only where missing: the
+    MVMR rows of the runner and the proxy rows here."""
+    stored = json.loads((out / "result.json").read_text())
+    if key not in stored.get(field, {}):
+        stored[field] = {**stored.get(field, {}), key: compute()}
+        write_json(out / "result.json", stored)
+    return stored[field][key]
+
+
 def with_proxy_ndcg(result: dict[str, Any], out: Path, split: str, name: str, table: Path | str) -> dict[str, Any]:
     """``result`` with the run's nDCG against ``table`` in its metrics, evaluated and stored where missing."""
     from momentsearch.api import evaluate
 
-    key = proxy_key(name, table)
-    stored = json.loads((out / "result.json").read_text())
-    if key not in stored.get("proxy_ndcg", {}):
+    def compute() -> dict[str, float]:
         ev = evaluate(out / "checkpoints" / "best.pt", split, out / f"eval_{split}_{name}", progress=False,
                       relevance=table)
         assert ev.proxy_row is not None
-        stored["proxy_ndcg"] = {**stored.get("proxy_ndcg", {}),
-                                key: {c: ev.proxy_row[c] for c in COLUMNS if c in ev.proxy_row}}
-        write_json(out / "result.json", stored)
-    return {**result, "metrics": {**result["metrics"], **proxy_metrics(name, stored["proxy_ndcg"][key])}}
+        return {c: ev.proxy_row[c] for c in COLUMNS if c in ev.proxy_row}
+
+    row = stored_once(out, "proxy_ndcg", proxy_key(name, table), compute)
+    return {**result, "metrics": {**result["metrics"], **proxy_metrics(name, row)}}

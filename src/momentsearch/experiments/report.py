@@ -36,18 +36,26 @@ def plot_columns(agg: dict[str, dict[str, Any]]) -> list[str]:
     return [*MVMR_PLOT_COLUMNS, *(c for c in have if c.startswith("top") and c.endswith(" MVMR 0.5-r1"))]
 
 
+def _metric_names(results: dict[tuple[str, int], dict[str, Any]]) -> set[str]:
+    """Every metric any run has."""
+    return set().union(*(r["metrics"] for r in results.values())) if results else set()
+
+
 def mvmr_columns(results: dict[tuple[str, int], dict[str, Any]]) -> list[str]:
     """The MVMR columns the runs have: MVMR_COLUMNS, then each "topK " variant of the R@1 / R@5 ones."""
-    have = set().union(*(r["metrics"] for r in results.values())) if results else set()
+    have = _metric_names(results)
     tops = sorted({k.split(" ", 1)[0] for k in have if k.startswith("top") and " MVMR " in k})
     table2 = [f"{t} MVMR {iou}-r{k}" for t in tops for k in (1, 5) for iou in (0.3, 0.5)]
     return [c for c in [*MVMR_COLUMNS, *table2] if c in have]
 
 
+def is_proxy_column(name: str) -> bool:
+    """An "nDCG ... (table)" column of an experiment with ``score_with`` (nDCG against a text proxy)."""
+    return name.startswith("nDCG ") and name.endswith(")") and " (" in name
+
+
 def proxy_columns(results: dict[tuple[str, int], dict[str, Any]]) -> list[str]:
-    """The "nDCG ... (table)" columns of experiments with ``score_with`` (nDCG against a text proxy)."""
-    have = set().union(*(r["metrics"] for r in results.values())) if results else set()
-    return sorted(k for k in have if k.startswith("nDCG ") and k.endswith(")") and " (" in k)
+    return sorted(k for k in _metric_names(results) if is_proxy_column(k))
 
 
 def aggregate(conditions: list[str], seeds: list[int], results: dict[tuple[str, int], dict[str, Any]]
@@ -111,7 +119,7 @@ def markdown(agg: dict[str, dict[str, Any]], seeds: list[int]) -> str:
     if mv:
         out += _section(agg, mv, "The MVMR protocol (NLVL: the gold video alone; MVMR: the query's pool; topK: the pool "
                                  "cut to the K videos the retriever ranks highest)")
-    px = [c for c in agg[ref] if c.startswith("nDCG ") and c.endswith(")") and " (" in c]
+    px = [c for c in agg[ref] if is_proxy_column(c)]
     if px:
         out += _section(agg, px, "nDCG against the text proxies of `score_with`")
     if any(not np.isnan(row[c]["mean"]) for row in agg.values() for c in NDCG_COLUMNS):

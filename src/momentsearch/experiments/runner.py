@@ -26,6 +26,7 @@ from typing import Any
 from momentsearch.config import from_dict, load_yaml_config, merge, read_yaml, resolve_config, to_dict
 from momentsearch.errors import ConfigError
 from momentsearch.fileio import write_json
+from momentsearch.experiments.proxy_scores import stored_once, with_proxy_ndcg
 from momentsearch.experiments.tables import TABLE_KINDS, TableSpec, table_files
 
 
@@ -310,15 +311,11 @@ def _with_mvmr(result: dict[str, Any], out: Path, split: str, pools: str | None,
     from momentsearch.api import evaluate_mvmr
 
     key = mvmr_key(pools, retriever, top_videos)
-    stored = json.loads((out / "result.json").read_text())
-    if key not in stored.get("mvmr", {}):
-        ev = evaluate_mvmr(out / "checkpoints" / "best.pt", pools, split,
-                           out / (f"eval_mvmr_top{top_videos}_{Path(retriever).parent.parent.parent.name}"
-                                  if retriever else "eval_mvmr"), progress=False,
-                           video_retriever=retriever, top_videos=top_videos)
-        stored["mvmr"] = {**stored.get("mvmr", {}), key: ev.row}
-        write_json(out / "result.json", stored)
-    return {**result, "metrics": {**result["metrics"], **mvmr_metrics(key, stored["mvmr"][key])}}
+    row = stored_once(out, "mvmr", key, lambda: evaluate_mvmr(
+        out / "checkpoints" / "best.pt", pools, split,
+        out / (f"eval_mvmr_top{top_videos}_{Path(retriever).parent.parent.parent.name}" if retriever else "eval_mvmr"),
+        progress=False, video_retriever=retriever, top_videos=top_videos).row)
+    return {**result, "metrics": {**result["metrics"], **mvmr_metrics(key, row)}}
 
 
 def run_experiment(config: Path, jobs: int = 2, only: list[str] | None = None) -> dict[str, Any]:
@@ -363,8 +360,6 @@ def run_experiment(config: Path, jobs: int = 2, only: list[str] | None = None) -
                                   exp.mvmr.top_videos)
             results[(c, s)]["metrics"].update(with_top["metrics"])
     for name in exp.score_with:  # Wray et al.'s nDCG against a text proxy (issue 42 item 6)
-        from momentsearch.experiments.proxy_scores import with_proxy_ndcg
-
         for c, s, d in tqdm(runs, desc=f"{exp.name}: nDCG against {name}", unit="run"):
             results[(c, s)] = with_proxy_ndcg(results[(c, s)], Path(d["out_dir"]), exp.eval_split, name, tables[name])
     return write_report(exp.name, out, conditions, exp.seeds, results, str(config))

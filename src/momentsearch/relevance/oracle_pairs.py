@@ -37,16 +37,21 @@ def _save(prefix: Path, ids: list[str], phi: sparse.csr_matrix, psi: sparse.csr_
     return stats
 
 
-def _aligned(detector: Path, oracle: Path) -> tuple[list[str], sparse.csr_matrix, sparse.csr_matrix]:
-    """The detector's Phi and the oracle's grades, both over the oracle table's (training) queries."""
-    det_ids, ids = table_query_ids(detector), table_query_ids(oracle)
-    pos = {q: i for i, q in enumerate(det_ids)}
+def _detector_matrix(detector: Path, oracle: Path, ids: list[str], name: str) -> sparse.csr_matrix:
+    """The detector's ``name`` matrix (phi or psi) over ``ids``, the oracle table's queries, in that order."""
+    pos = {q: i for i, q in enumerate(table_query_ids(detector))}
     missing = [q for q in ids if q not in pos]
     if missing:
         raise ValueError(f"{detector}: {len(missing)} queries of {oracle} are not in the detector's table, "
                          f"e.g. {missing[:3]}")
     rows = np.array([pos[q] for q in ids], np.int64)
-    return ids, _load(detector, "phi")[rows][:, rows].tocsr(), _load(oracle, "psi")
+    return _load(detector, name)[rows][:, rows].tocsr()
+
+
+def _aligned(detector: Path, oracle: Path) -> tuple[list[str], sparse.csr_matrix, sparse.csr_matrix]:
+    """The detector's Phi and the oracle's grades, both over the oracle table's (training) queries."""
+    ids = table_query_ids(oracle)
+    return ids, _detector_matrix(detector, oracle, ids, "phi"), _load(oracle, "psi")
 
 
 def _cross_video(m: sparse.csr_matrix, video_of: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -114,10 +119,7 @@ def shuffled_partners(detector: Path, oracle: Path, out: Path, theta: float, vid
     holds nothing the oracle relates to the query; Phi and C (Psi) of each pair are kept, so the pair terms
     weigh what they weighed, and only what the pairs say is lost."""
     ids, phi, grade = _aligned(detector, oracle)
-    psi = _load(detector, "psi")
-    det_pos = {q: i for i, q in enumerate(table_query_ids(detector))}
-    rows_in_det = np.array([det_pos[q] for q in ids], np.int64)
-    psi = psi[rows_in_det][:, rows_in_det].tocsr()
+    psi = _detector_matrix(detector, oracle, ids, "psi")
     videos = np.asarray([video_of[q] for q in ids])
     _, video_idx = np.unique(videos, return_inverse=True)
     members = sparse.csr_matrix((np.ones(len(ids), np.float32), (video_idx, np.arange(len(ids)))),
