@@ -82,7 +82,7 @@ WRITERS = {
         """, """
         from momentsearch.serving.checkpoint import load_checkpoint
         ck = load_checkpoint(target)
-        vals = {float(p.detach().flatten()[0]) for p in ck.model.parameters()} | {float(ck.state["epoch"])}
+        vals = {float(p.detach().flatten()[0]) for p in ck.model.parameters()} | {float(ck.header.epoch)}
         assert len(vals) == 1, vals
         return int(vals.pop())
         """),

@@ -47,7 +47,7 @@ def test_a_second_family_runs_end_to_end_on_the_shared_trainer_and_engine(
     assert losses[-1] < 0.8 * losses[0] and {"loss_nce", "loss_span"} <= set(trainer.history[0])
     ckpt = trainer.ckpt_dir / "last.pt"  # "best" is chosen on the 85 test queries: noise at this size
     loaded = load_checkpoint(ckpt)
-    assert loaded.family.name == "toy" and loaded.state["model_config"]["visual_dim"] == 32  # filled from the data
+    assert loaded.family.name == "toy" and loaded.header.model_config["visual_dim"] == 32  # filled from the data
     # What was learnt survives the checkpoint, the index and the engine: measured on the 445 training queries
     # over 42 videos. (The 9 test videos and 85 test queries cannot show this linear toy's gain: over seeds 0-4
     # its test VR r1 spans 14.1-21.2 against 12.9 by chance, one binomial SE being about 4 points.)

@@ -79,7 +79,7 @@ def test_checkpoint_last_keeps_the_last_epoch_not_the_best(tiny_benchmark: Path,
     """``checkpoint: last`` (a fixed budget, no selection on validation: issue 42 item 5) makes best.pt the last
     epoch's model; the default keeps the epoch of the best selection score (here, made to fall: epoch 1)."""
     import momentsearch.training.trainer as trainer_module
-    from momentsearch.serving.checkpoint import read_state
+    from momentsearch.serving.checkpoint import StoredCheckpoint
 
     falling = iter(range(100, 0, -1))
     monkeypatch.setattr(trainer_module, "selection_score", lambda metrics: float(next(falling)))
@@ -87,9 +87,9 @@ def test_checkpoint_last_keeps_the_last_epoch_not_the_best(tiny_benchmark: Path,
         cfg = dataclasses.replace(tiny_cfg(tiny_benchmark, tmp_path / mode, 2), checkpoint=mode)
         tr = Trainer(cfg, progress=False)
         tr.fit()
-        best, last = read_state(tr.ckpt_dir / "best.pt"), read_state(tr.ckpt_dir / "last.pt")
-        assert (best["epoch"], last["epoch"]) == (want, 1)
-        same = all(torch.equal(a, b) for a, b in zip(best["model"].values(), last["model"].values(), strict=True))
+        best, last = (StoredCheckpoint.read(tr.ckpt_dir / f) for f in ("best.pt", "last.pt"))
+        assert (best.header.epoch, last.header.epoch) == (want, 1)
+        same = all(torch.equal(a, b) for a, b in zip(best.model.values(), last.model.values(), strict=True))
         assert same == (mode == "last")
     with pytest.raises(ConfigError, match="checkpoint must be best or last"):
         from_dict(TrainConfig, {"dataset": {"benchmark": str(tmp_path)}, "model": {"name": "xml"}, "checkpoint": "mid"})

@@ -43,8 +43,8 @@ def test_resume_gives_identical_weights(tiny_benchmark: Path, tmp_path: Path) ->
     for (k, a), (_, b) in zip(straight.model.state_dict().items(), resumed.model.state_dict().items(), strict=True):
         assert torch.equal(a, b), k
     ck = load_checkpoint(tmp_path / "b" / "checkpoints" / "last.pt")
-    assert ck.state["epoch"] == 1 and len(ck.state["history"]) == 2 and train_config_of(ck).epochs == 2
-    assert ck.family.name == "xml" and ck.state["versions"]["momentsearch"] == momentsearch.__version__
+    assert ck.header.epoch == 1 and len(ck.header.history) == 2 and train_config_of(ck).epochs == 2
+    assert ck.family.name == "xml" and ck.header.versions["momentsearch"] == momentsearch.__version__
     other = Trainer(dataclasses.replace(tiny_cfg(tiny_benchmark, tmp_path / "b", 2), lr=0.5), progress=False)
     with pytest.raises(CheckpointError, match=r"another config \(differs in \['lr'\]\).*--out-dir"):
         other.resume()

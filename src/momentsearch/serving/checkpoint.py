@@ -11,7 +11,7 @@ its family gives a :class:`CheckpointError` that says which.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -33,48 +33,76 @@ K_VIDEOS = 100  # videos the localizer sees per query, where a checkpoint says n
 NMS_THRESHOLD = 0.7  # temporal NMS's tIoU threshold, likewise
 
 
+@dataclass(frozen=True)
+class CheckpointHeader:
+    """Everything a checkpoint file holds but its tensors: the format's one typed record.
+
+    ``train_config``: the training run's config as a dict (None: a model packed without a training run);
+    ``dataset_relative``: its dataset's paths relative to the checkpoint's folder (a moved run folder still
+    finds them); ``features``: the identity of the visual features the model reads (encoder name, version,
+    config, dim); ``text_encoder``: the query encoder's identity (``text.query_encoders``)."""
+    family: str
+    model_config: dict[str, Any]
+    family_version: Any = None
+    versions: dict[str, Any] = field(default_factory=dict)
+    epoch: int = 0
+    train_config: dict[str, Any] | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
+    dataset_relative: dict[str, Any] = field(default_factory=dict)
+    features: dict[str, Any] | None = None
+    text_encoder: dict[str, Any] | str | None = None
+
+
+@dataclass
+class StoredCheckpoint:
+    """One checkpoint file: its header, its weights and (while training) the optimizer's state; one reader
+    (:meth:`read`) and one writer (:meth:`write`)."""
+    header: CheckpointHeader
+    model: dict[str, torch.Tensor]
+    optimizer: dict[str, Any] | None = None
+
+    @classmethod
+    def read(cls, path: str | Path) -> StoredCheckpoint:
+        p = Path(path)
+        if not p.is_file():
+            raise CheckpointError(f"{p}: checkpoint not found")
+        try:
+            state = torch.load(p, map_location="cpu", weights_only=True)
+        except Exception as e:  # noqa: BLE001 - torch raises many kinds for a corrupt or unsafe file
+            first = (str(e).splitlines() or [""])[0][:200]
+            raise CheckpointError(f"{p}: not a readable momentsearch checkpoint ({type(e).__name__}: {first}); "
+                                  f"{_what_it_is(p)}") from None
+        if not isinstance(state, dict) or not _equals(state.get("format"), FORMAT):
+            old = isinstance(state, dict) and "model_config" in state and "family" not in state
+            raise CheckpointError(
+                f"{p}: written by momentsearch 0.1 (checkpoint format 1, no model family); this version reads format "
+                f"{FORMAT_VERSION}: retrain with `momentsearch train`" if old else f"{p}: not a momentsearch checkpoint")
+        if not _equals(state.get("format_version"), FORMAT_VERSION):
+            raise CheckpointError(f"{p}: checkpoint format {str(state.get('format_version'))[:40]}, this momentsearch "
+                                  f"({__version__}) reads format {FORMAT_VERSION}")
+        _check_fields(state, p)
+        header = CheckpointHeader(**{f.name: state[f.name] for f in fields(CheckpointHeader) if f.name in state})
+        return cls(header, state["model"], state.get("optimizer"))
+
+    def write(self, path: Path) -> None:
+        """``path``, atomically: a plain dict of tensors, numbers, strings, lists and dicts."""
+        from momentsearch.fileio import atomic_path
+
+        state = {"format": FORMAT, "format_version": FORMAT_VERSION, **asdict(self.header), "model": self.model,
+                 "optimizer": self.optimizer}
+        with atomic_path(path) as tmp:
+            torch.save(state, tmp)
+
+
 def write_checkpoint(path: Path, family: ModelFamily, model: nn.Module, optimizer: torch.optim.Optimizer | None,
                      epoch: int, run: dict[str, Any] | None, dataset_relative: dict[str, Any],
                      history: list[dict[str, Any]], features: dict[str, Any] | None = None) -> None:
-    """``run``: the training run's config as a dict (None: a model packed without a training run);
-    ``dataset_relative``: its dataset's paths relative to the checkpoint's folder (a moved run folder still
-    finds them). ``features``: the identity of the visual features the model reads (encoder name, version,
-    config, dim)."""
-    from momentsearch.fileio import atomic_path
-
-    state = {
-        "format": FORMAT, "format_version": FORMAT_VERSION,
-        "family": family.name, "family_version": family.version, "model_config": to_dict(family.cfg),
-        "versions": {"momentsearch": __version__, "torch": str(torch.__version__)},
-        "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-        "optimizer": optimizer.state_dict() if optimizer is not None else None,
-        "epoch": epoch, "train_config": run, "history": history, "dataset_relative": dataset_relative,
-        "features": features, "text_encoder": family.text_encoder,
-    }
-    with atomic_path(path) as tmp:
-        torch.save(state, tmp)
-
-
-def read_state(path: str | Path) -> dict[str, Any]:
-    p = Path(path)
-    if not p.is_file():
-        raise CheckpointError(f"{p}: checkpoint not found")
-    try:
-        state = torch.load(p, map_location="cpu", weights_only=True)
-    except Exception as e:  # noqa: BLE001 - torch raises many kinds for a corrupt or unsafe file
-        first = (str(e).splitlines() or [""])[0][:200]
-        raise CheckpointError(f"{p}: not a readable momentsearch checkpoint ({type(e).__name__}: {first}); "
-                              f"{_what_it_is(p)}") from None
-    if not isinstance(state, dict) or not _equals(state.get("format"), FORMAT):
-        old = isinstance(state, dict) and "model_config" in state and "family" not in state
-        raise CheckpointError(
-            f"{p}: written by momentsearch 0.1 (checkpoint format 1, no model family); this version reads format "
-            f"{FORMAT_VERSION}: retrain with `momentsearch train`" if old else f"{p}: not a momentsearch checkpoint")
-    if not _equals(state.get("format_version"), FORMAT_VERSION):
-        raise CheckpointError(f"{p}: checkpoint format {str(state.get('format_version'))[:40]}, this momentsearch "
-                              f"({__version__}) reads format {FORMAT_VERSION}")
-    _check_fields(state, p)
-    return state
+    """A checkpoint of ``model`` as ``family`` (the fields: :class:`CheckpointHeader`)."""
+    header = CheckpointHeader(family.name, to_dict(family.cfg), family.version,
+                              {"momentsearch": __version__, "torch": str(torch.__version__)}, epoch, run, history,
+                              dataset_relative, features, family.text_encoder)
+    StoredCheckpoint(header, {k: v.detach().cpu() for k, v in model.state_dict().items()},
+                     optimizer.state_dict() if optimizer is not None else None).write(path)
 
 
 def _equals(value: Any, expected: Any) -> bool:
@@ -145,21 +173,25 @@ class Checkpoint:
     path: Path
     family: ModelFamily
     model: nn.Module
-    state: dict[str, Any]
+    stored: StoredCheckpoint
     _fingerprint: str | None = None
+
+    @property
+    def header(self) -> CheckpointHeader:
+        return self.stored.header
 
     @property
     def run(self) -> dict[str, Any] | None:
         """The training run's config as stored (None: packed without a training run)."""
-        return self.state.get("train_config")
+        return self.header.train_config
 
     @property
     def fingerprint(self) -> str:
         """Identifies these weights by content (family, config and every tensor), wherever the file lies."""
         if self._fingerprint is None:
             h = hashlib.sha1(f"{self.family.name}:{self.family.version}".encode())
-            h.update(repr(sorted(self.state["model_config"].items(), key=str)).encode())
-            for k, v in sorted(self.state["model"].items()):
+            h.update(repr(sorted(self.header.model_config.items(), key=str)).encode())
+            for k, v in sorted(self.stored.model.items()):
                 h.update(k.encode())
                 h.update(v.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
             self._fingerprint = h.hexdigest()[:16]
@@ -168,7 +200,7 @@ class Checkpoint:
     @property
     def features(self) -> dict[str, Any] | None:
         """What made the features the model was trained on (None: a checkpoint from before this was recorded)."""
-        return self.state.get("features")
+        return self.header.features
 
     def search_settings(self) -> SearchSettings:
         """How the run searched (k_videos, nms_threshold), or the defaults for a packed model."""
@@ -187,7 +219,7 @@ class Checkpoint:
         if not isinstance(run.get("dataset"), dict):
             raise CheckpointError(f"{self.path}: its run config names no dataset")
         cfg = from_dict(DatasetConfig, run["dataset"], f"{self.path} (dataset)")
-        return cfg.relocated(self.state.get("dataset_relative", {}), self.path.parent)
+        return cfg.relocated(self.header.dataset_relative, self.path.parent)
 
     def require_dataset(self) -> DatasetConfig:
         cfg = self.dataset()
@@ -197,19 +229,19 @@ class Checkpoint:
         return cfg
 
 
-def family_of(state: dict[str, Any], where: str) -> ModelFamily:
-    name = state.get("family")
+def family_of(header: CheckpointHeader, where: str) -> ModelFamily:
+    name = header.family
     if name not in family_names():
         raise CheckpointError(f"{where}: a checkpoint of model family {name!r}, which this installation does "
                               f"not have (it has {family_names()})")
     try:
-        family = create_family(stored_family_config(state["model_config"]))
+        family = create_family(stored_family_config(header.model_config))
     except ConfigError as e:
         raise CheckpointError(f"{where}: its model config does not load: {e}") from None
-    if not _equals(state.get("family_version"), family.version):
-        raise CheckpointError(f"{where}: written by version {state.get('family_version')} of family {name!r}; "
+    if not _equals(header.family_version, family.version):
+        raise CheckpointError(f"{where}: written by version {header.family_version} of family {name!r}; "
                               f"this momentsearch has version {family.version}: retrain, or use the momentsearch "
-                              f"{state.get('versions', {}).get('momentsearch', '?')} that wrote it")
+                              f"{header.versions.get('momentsearch', '?')} that wrote it")
     return family
 
 
@@ -217,16 +249,16 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     """The model (eval mode, on the CPU) and its family from a checkpoint file; the run's config stays as
     stored (``training.checkpoint.train_config_of`` reads it typed)."""
     p = Path(path)
-    state = read_state(p)
-    family = family_of(state, str(p))
+    stored = StoredCheckpoint.read(p)
+    family = family_of(stored.header, str(p))
     try:
         model = family.restore()
     except Exception as e:  # noqa: BLE001 - a config value no network can be built with (a stored config checks less)
         raise CheckpointError(f"{p}: its model config builds no network ({type(e).__name__}: {str(e)[:200]})") from None
     try:
-        model.load_state_dict(state["model"])
+        model.load_state_dict(stored.model)
     except RuntimeError as e:
         raise CheckpointError(f"{p}: the weights do not fit family {family.name!r}'s network: "
                               f"{str(e).splitlines()[0][:300]}") from None
     model.eval()
-    return Checkpoint(p, family, model, state)
+    return Checkpoint(p, family, model, stored)

@@ -17,6 +17,7 @@ folder is written as a set (a temporary folder renamed over the old).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -161,8 +162,7 @@ def build_index(checkpoint: str | Path, corpus: str | Path, out: str | Path, dev
                                    folder.fingerprint, folder.encoder),
                          sigs, str(Path(checkpoint).resolve()), ckpt.family.text_encoder, ckpt.features, len(ids),
                          int(index.offsets[-1]))
-        state = dict(ckpt.state, optimizer=None)
-        torch.save(state, tmp / "model.pt")
+        dataclasses.replace(ckpt.stored, optimizer=None).write(tmp / "model.pt")
         info.write(tmp)
         if old is not None:
             old_row = np.asarray([old_rows[v] if v in kept else -1 for v in ids], np.int64)

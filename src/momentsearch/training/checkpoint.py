@@ -42,7 +42,7 @@ def train_config_of(ckpt: Checkpoint) -> TrainConfig | None:
     if ckpt.run is None:
         return None
     cfg = from_dict(TrainConfig, stored_train_config(ckpt.run), str(ckpt.path))
-    return dataclasses.replace(cfg, dataset=cfg.dataset.relocated(ckpt.state.get("dataset_relative", {}),
+    return dataclasses.replace(cfg, dataset=cfg.dataset.relocated(ckpt.header.dataset_relative,
                                                                   ckpt.path.parent))
 
 

@@ -35,7 +35,7 @@ from momentsearch.models.family import InputDims, ModelFamily, Step, TrainingDat
 from momentsearch.models.registry import create_family
 from momentsearch.evaluation.ranking import rank_split
 from momentsearch.text.queries import dataset_query_features
-from momentsearch.serving.checkpoint import read_state
+from momentsearch.serving.checkpoint import StoredCheckpoint
 from momentsearch.training.checkpoint import save_checkpoint, stored_train_config
 from momentsearch.training.config import TrainConfig
 from momentsearch.training.schedule import lr_factor, model_config_at, set_model_config
@@ -113,15 +113,18 @@ class Trainer:
         last = self.ckpt_dir / "last.pt"
         if not last.exists():
             return False
-        state = read_state(last)
-        diff = resume_mismatch(state["train_config"], self.cfg)
+        stored = StoredCheckpoint.read(last)
+        diff = resume_mismatch(stored.header.train_config or {}, self.cfg)
         if diff is not None:
             raise CheckpointError(f"{last} was trained with another config (differs in {diff}); give this run "
                                   "its own folder with --out-dir (--no-resume would overwrite that run's checkpoints)")
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.history = state["history"]
-        self.start_epoch = state["epoch"] + 1
+        self.model.load_state_dict(stored.model)
+        if stored.optimizer is None:
+            raise CheckpointError(f"{last}: holds no optimizer state (a packed model?), so the run cannot resume; "
+                                  "give this run its own folder with --out-dir")
+        self.optimizer.load_state_dict(stored.optimizer)
+        self.history = stored.header.history
+        self.start_epoch = stored.header.epoch + 1
         return True
 
     def _batches(self, idx_lists: list[list[int]]) -> Iterator[Any]:
@@ -249,17 +252,17 @@ def plot_training(history: list[dict[str, Any]], path: Path, family: str = "") -
 def init_weights(model: nn.Module, family: ModelFamily, path: str) -> None:
     """``model`` starts from the weights of the checkpoint at ``path`` (fine-tuning); a checkpoint of another
     family or another network shape is refused with what differs."""
-    state = read_state(path)
-    if state["family"] != family.name:
-        raise CheckpointError(f"init_from {path}: a checkpoint of family {state['family']!r}, this run trains "
+    stored = StoredCheckpoint.read(path)
+    if stored.header.family != family.name:
+        raise CheckpointError(f"init_from {path}: a checkpoint of family {stored.header.family!r}, this run trains "
                               f"{family.name!r}")
     own = model.state_dict()
-    theirs = state["model"]
+    theirs = stored.model
     missing, extra = sorted(set(own) - set(theirs)), sorted(set(theirs) - set(own))
     shapes = sorted(k for k in set(own) & set(theirs) if tuple(own[k].shape) != tuple(theirs[k].shape))
     if missing or extra or shapes:
         mine = to_dict(family.cfg)
-        differ = {k: (v, mine.get(k)) for k, v in state["model_config"].items() if mine.get(k) != v}
+        differ = {k: (v, mine.get(k)) for k, v in stored.header.model_config.items() if mine.get(k) != v}
         raise CheckpointError(f"init_from {path}: its network differs from this run's; model config (theirs, "
                               f"this run's): {differ}; {len(shapes)} tensors of other shape (e.g. {shapes[:2]}), "
                               f"{len(missing)} missing, {len(extra)} unexpected")
