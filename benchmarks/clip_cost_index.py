@@ -11,7 +11,6 @@ query is that of the real thing, but for tokenizing: a word-level tokenizer stan
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -36,7 +35,7 @@ def main() -> None:
     ap.add_argument("--like", type=Path, required=True, help="an index folder whose videos' time grids to copy")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
-    from momentsearch.data.corpus_folder import FORMAT, MANIFEST, VERSION, fingerprint_of
+    from momentsearch.data.corpus_folder import CorpusManifest
     from momentsearch.data.features import checksum
     from momentsearch.search.index import VideoIndex
     from momentsearch.serving.indexing import build_index
@@ -61,12 +60,8 @@ def main() -> None:
         np.save(feats / f"{vid}.npy", arr)
         videos.append({"id": vid, "path": None, "duration": float(n) * float(length), "clip_length": float(length),
                        "n_clips": int(n), "crc32": {"visual": checksum(arr)}})
-    man = {"format": FORMAT, "version": VERSION, "name": "clip_cost", "source": None, "encoder": identity,
-           "clip_seconds": float(like.clip_lengths[0]), "fps": 1.0, "videos": videos, "failures": [],
-           "streams": {"visual": {"path": str(feats.resolve()), "kind": "npy", "dim": int(identity["dim"]),
-                                  "encoder": identity}}}
-    man["fingerprint"] = fingerprint_of(man)
-    (corpus / MANIFEST).write_text(json.dumps(man))
+    streams = {"visual": {"path": str(feats.resolve()), "kind": "npy", "dim": int(identity["dim"]), "encoder": identity}}
+    CorpusManifest(identity, streams, videos, "clip_cost", None, float(like.clip_lengths[0]), 1.0).write(corpus)
     build_index(ckpt, corpus, args.out / "index", device="cpu", progress=True)
     print(f"wrote {args.out / 'index'}: {len(videos)} videos, clip family (ViT-B/32-shaped text tower, random weights)")
 

@@ -17,7 +17,7 @@ from video_files import write_video
 import momentsearch
 from momentsearch.serving.indexing import build_index
 from momentsearch.serving.packing import pack
-from momentsearch.data.corpus_folder import FORMAT, MANIFEST, VERSION, fingerprint_of
+from momentsearch.data.corpus_folder import CorpusManifest
 from momentsearch.data.features import checksum
 from momentsearch.errors import ConfigError, EncoderError, SearchIndexError
 from momentsearch.models.clip.moments import similarity_moments, smoothed
@@ -81,11 +81,8 @@ def _planted_corpus(root: Path, identity: dict, vectors: dict[str, np.ndarray], 
         np.save(feats / f"{vid}.npy", arr.astype(np.float32))
         videos.append({"id": vid, "path": None, "duration": len(arr) * clip_length, "clip_length": clip_length,
                        "n_clips": len(arr), "crc32": {"visual": checksum(arr.astype(np.float32))}})
-    man = {"format": FORMAT, "version": VERSION, "name": "planted", "source": None, "encoder": identity,
-           "clip_seconds": clip_length, "fps": 1.0, "videos": videos, "failures": [],
-           "streams": {"visual": {"path": str(feats), "kind": "npy", "dim": int(identity["dim"]), "encoder": identity}}}
-    man["fingerprint"] = fingerprint_of(man)
-    (root / MANIFEST).write_text(json.dumps(man))
+    streams = {"visual": {"path": str(feats), "kind": "npy", "dim": int(identity["dim"]), "encoder": identity}}
+    CorpusManifest(identity, streams, videos, "planted", None, clip_length, 1.0).write(root)
     return root
 
 

@@ -103,7 +103,7 @@ def _restricted(searcher, keep: set[str]) -> list:
 
 
 def test_ingest_records_dates_and_the_searcher_filters(searcher) -> None:
-    entries = {v["id"]: v for v in searcher.corpus.manifest["videos"]}
+    entries = {v["id"]: v for v in searcher.corpus.manifest.videos}
     assert entries["clip0"]["path"] == "clip0.mp4"
     for v in entries.values():  # written by this test run's ingest, minutes ago at most
         age = datetime.now(timezone.utc) - parse_utc(v["ingested_at"])

@@ -5,6 +5,7 @@ videos, through ``momentsearch index`` too."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -197,29 +198,26 @@ def test_momentsearch_index_grows_the_scan_stage_of_a_grown_corpus(tiny_benchmar
 
     from momentsearch.api import load
     from momentsearch.serving.indexing import IndexFolder, build_index
-    from momentsearch.data.corpus_folder import fingerprint_of, write_dataset_corpus
+    from momentsearch.data.corpus_folder import CorpusManifest, write_dataset_corpus
     from momentsearch.data.dataset import DatasetConfig, open_dataset
 
     corpus = write_dataset_corpus(open_dataset(DatasetConfig(benchmark=str(tiny_benchmark))), "train",
                                   tmp_path / "corpus")
     ckpt = packed_xml(tmp_path / "xml.pt", corpus.encoder, dim=int(corpus.streams["visual"]["dim"]))
-    man_path = tmp_path / "corpus" / "corpus.json"
-    full = json.loads(man_path.read_text())
-    small = {**full, "videos": full["videos"][:-6]}  # the corpus before 6 videos arrived
-    small["fingerprint"] = fingerprint_of(small)
-    man_path.write_text(json.dumps(small))
+    full = CorpusManifest.read(tmp_path / "corpus")
+    dataclasses.replace(full, videos=full.videos[:-6]).write(tmp_path / "corpus")  # the corpus before 6 videos arrived
     build_index(ckpt, tmp_path / "corpus", tmp_path / "index", device="cpu", progress=False)
     load(tmp_path / "index", device="cpu", first_stage="scan")  # builds INDEX/first_stage/scan_*
     (before,) = (tmp_path / "index" / "first_stage").glob("scan_*")
     books = np.load(before / "codebooks.npy")
-    man_path.write_text(json.dumps(full))  # the 6 videos arrive
+    full.write(tmp_path / "corpus")  # the 6 videos arrive
     rep = build_index(ckpt, tmp_path / "corpus", tmp_path / "index", device="cpu", progress=False)
     assert len(rep.encoded) == 6 and rep.first_stages_grown == 1 and "1 scan first stage(s) grown" in rep.summary()
     (after,) = (tmp_path / "index" / "first_stage").glob("scan_*")
     assert np.array_equal(np.load(after / "codebooks.npy"), books)  # grown, not trained again
     searcher = load(tmp_path / "index", device="cpu", first_stage="scan")
     folder = IndexFolder.open(tmp_path / "index")
-    assert searcher.first_stage.folder == after and len(searcher.index) == len(folder.index) == len(full["videos"])
+    assert searcher.first_stage.folder == after and len(searcher.index) == len(folder.index) == len(full.videos)
     retr = searcher.engine.stages.retriever
     anew = ScanFirstStage(retr, books, ScanFirstStage.encode(retr, books))
     for a, b in zip(searcher.first_stage.codes, anew.codes, strict=True):

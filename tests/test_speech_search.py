@@ -244,11 +244,11 @@ def test_said_needs_minilm_vectors_not_any_384_d_stream(said_index: Path, tmp_pa
     by name, not searched with the wrong vectors."""
     import shutil
 
-    from momentsearch.data.corpus_folder import CorpusFolder, write_manifest
+    from momentsearch.data.corpus_folder import CorpusFolder
 
     shutil.copytree(said_index / "corpus", tmp_path / "c")
     man = CorpusFolder.open(tmp_path / "c").manifest
-    man["streams"]["subtitle"]["encoder"] = {"name": "dataset:subtitle"}
-    write_manifest(tmp_path / "c", {k: v for k, v in man.items() if k not in ("format", "version", "fingerprint")})
+    man.streams["subtitle"]["encoder"] = {"name": "dataset:subtitle"}
+    man.write(tmp_path / "c")
     with pytest.raises(SearchIndexError, match="subtitle stream was made by dataset:subtitle"):
         build_index(said_index / "said.pt", tmp_path / "c", tmp_path / "i", progress=False)

@@ -47,7 +47,7 @@ def test_a_malformed_vtt_costs_only_the_subtitles_and_says_where(user_corpus):
     assert "garden_vp9.vtt:3: malformed timing line '00:00:01.000 -> 00:00:02.000'" in w
     assert "garden_vp9.webm was ingested without it" in w
     assert corpus.entry("garden_vp9")["transcript"] is None and corpus.transcript("garden_vp9") == []
-    assert corpus.manifest["warnings"] == report.warnings  # recorded in corpus.json too
+    assert corpus.manifest.warnings == report.warnings  # recorded in corpus.json too
     assert "1 warning(s)" in report.summary() and "warning garden_vp9.webm" in report.summary()
 
 
@@ -86,7 +86,7 @@ def test_a_fixed_sidecar_is_read_on_the_next_ingest(user_corpus, tmp_path):
     again = ingest(tmp_path / "v", tmp_path / "c", progress=False)
     assert again.encoded == ["garden_vp9"] and again.warnings == []
     c = CorpusFolder.open(tmp_path / "c")
-    assert [x.text for x in c.transcript("garden_vp9")] == ["the roses need water"] and c.manifest["warnings"] == []
+    assert [x.text for x in c.transcript("garden_vp9")] == ["the roses need water"] and c.manifest.warnings == []
 
 
 @pytest.mark.parametrize("body, message", [

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,40 +45,48 @@ def is_corpus_folder(path: str | Path) -> bool:
     return (Path(path) / MANIFEST).is_file()
 
 
-def fingerprint_of(manifest: dict[str, Any]) -> str:
-    """A hash of what search over the corpus depends on: ids, time grids, feature checksums, streams' encoders."""
-    rows = [[v["id"], round(float(v["duration"]), 4), round(float(v["clip_length"]), 6), v["n_clips"],
-             sorted(v.get("crc32", {}).items())] for v in manifest["videos"]]
-    streams = {k: [s.get("dim"), s.get("encoder")] for k, s in manifest.get("streams", {}).items()}
-    blob = json.dumps([rows, streams], sort_keys=True, default=str).encode()
-    return hashlib.sha1(blob).hexdigest()[:16]
-
-
-def write_manifest(folder: Path, manifest: dict[str, Any]) -> Path:
-    """The one writer of ``corpus.json`` (ingest's and a dataset's): the format and version stamped, the
-    fingerprint computed, written atomically (last, after the feature files it names)."""
-    from momentsearch.fileio import write_json
-
-    man = {"format": FORMAT, "version": VERSION, **manifest}
-    man["fingerprint"] = fingerprint_of(man)
-    write_json(Path(folder) / MANIFEST, man, indent=None)
-    return Path(folder) / MANIFEST
-
-
 def _check(cond: bool, path: Path, what: str) -> None:
     if not cond:
         raise CorpusFolderError(f"{path}: {what}")
 
 
 @dataclass
-class CorpusFolder:
-    root: Path
-    manifest: dict[str, Any]
-    _by_id: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False, compare=False)
+class CorpusManifest:
+    """``corpus.json``, the format's one typed record: one reader (:meth:`read`) and one writer (:meth:`write`,
+    for ingest's corpora and a dataset's). Each of ``videos`` is a mapping with at least ``VIDEO_FIELDS``
+    (and optionally path, size, mtime_ns, ingested_at, codec, fps, transcript, annotations, warnings)."""
+    encoder: dict[str, Any]
+    streams: dict[str, dict[str, Any]]
+    videos: list[dict[str, Any]]
+    name: str | None = None
+    source: str | None = None  # the folder the videos were ingested from (None: a dataset's corpus)
+    clip_seconds: float | None = None
+    fps: float | None = None
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def fingerprint(self) -> str:
+        """A hash of what search over the corpus depends on: ids, time grids, feature checksums, streams' encoders."""
+        rows = [[v["id"], round(float(v["duration"]), 4), round(float(v["clip_length"]), 6), v["n_clips"],
+                 sorted(v.get("crc32", {}).items())] for v in self.videos]
+        streams = {k: [s.get("dim"), s.get("encoder")] for k, s in self.streams.items()}
+        blob = json.dumps([rows, streams], sort_keys=True, default=str).encode()
+        return hashlib.sha1(blob).hexdigest()[:16]
+
+    def write(self, folder: str | Path) -> Path:
+        """``folder/corpus.json`` with the format, version and fingerprint, atomically (written last, after the
+        feature files it names)."""
+        from momentsearch.fileio import write_json
+
+        out = Path(folder) / MANIFEST
+        write_json(out, {"format": FORMAT, "version": VERSION, **asdict(self), "fingerprint": self.fingerprint},
+                   indent=None)
+        return out
 
     @classmethod
-    def open(cls, root: str | Path) -> CorpusFolder:
-        r = Path(root)
+    def read(cls, folder: str | Path) -> CorpusManifest:
+        r = Path(folder)
         f = r / MANIFEST
         if not f.is_file():
             hint = " (an ingest is under way or was interrupted: run it again to finish)" if (
@@ -93,9 +101,12 @@ class CorpusFolder:
         for key, kind in (("encoder", dict), ("streams", dict), ("videos", list)):
             _check(isinstance(man.get(key), kind), f, f"field {key!r} must be a {kind.__name__}")
         _check("visual" in man["streams"], f, "streams: no 'visual' stream")
-        _check(isinstance(man.get("source"), (str, type(None))) and isinstance(man.get("failures", []), list)
-               and all(isinstance(x, dict) for x in man.get("failures", [])), f,
-               "source must be a string or null, failures a list of objects")
+        _check(isinstance(man.get("source"), (str, type(None))) and isinstance(man.get("name"), (str, type(None)))
+               and all(isinstance(man.get(k, []), list) and all(isinstance(x, dict) for x in man.get(k, []))
+                       for k in ("failures", "warnings")), f,
+               "name and source must be strings or null, failures and warnings lists of objects")
+        _check(all(isinstance(man.get(k), (int, float, type(None))) and not isinstance(man.get(k), bool)
+                   for k in ("clip_seconds", "fps")), f, "clip_seconds and fps must be numbers or null")
         for name, s in man["streams"].items():
             _check(isinstance(s, dict) and isinstance(s.get("path"), str) and s.get("kind") in ("npy", "hdf5")
                    and isinstance(s.get("dim"), int) and s["dim"] > 0, f,
@@ -117,42 +128,54 @@ class CorpusFolder:
             sums = v.get("crc32", {})
             _check(isinstance(sums, dict) and all(type(c) is int and 0 <= c < 2**32 for c in sums.values()), f,
                    f"videos[{i}].crc32 must map stream names to CRC-32 values (integers)")
-        return cls(r, man)
+        return cls(man["encoder"], man["streams"], man["videos"], man.get("name"), man.get("source"),
+                   man.get("clip_seconds"), man.get("fps"), man.get("failures", []), man.get("warnings", []))
+
+
+@dataclass
+class CorpusFolder:
+    root: Path
+    manifest: CorpusManifest
+    _by_id: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def open(cls, root: str | Path) -> CorpusFolder:
+        return cls(Path(root), CorpusManifest.read(root))
 
     # ---- what the corpus is ------------------------------------------------------------------
     @property
     def encoder(self) -> dict[str, Any]:
-        return dict(self.manifest["encoder"])
+        return dict(self.manifest.encoder)
 
     @property
     def streams(self) -> dict[str, dict[str, Any]]:
-        return self.manifest["streams"]
+        return self.manifest.streams
 
     @property
     def fingerprint(self) -> str:
-        return fingerprint_of(self.manifest)
+        return self.manifest.fingerprint
 
     @property
     def video_ids(self) -> list[str]:
-        return [v["id"] for v in self.manifest["videos"]]
+        return [v["id"] for v in self.manifest.videos]
 
     @property
     def failures(self) -> list[dict[str, Any]]:
-        return list(self.manifest.get("failures", []))
+        return list(self.manifest.failures)
 
     def entry(self, video_id: str) -> dict[str, Any]:
         if not self._by_id:  # built once: a service looks videos up per request
-            self._by_id.update((v["id"], v) for v in self.manifest["videos"])
+            self._by_id.update((v["id"], v) for v in self.manifest.videos)
         if video_id in self._by_id:
             return self._by_id[video_id]
         raise CorpusFolderError(f"{self.root}: no video {video_id!r} in the corpus")
 
     def videos(self) -> list[Video]:
         return [Video(v["id"], float(v["duration"]), clip_length=float(v["clip_length"]),
-                      meta={"source": v.get("path")}) for v in self.manifest["videos"]]
+                      meta={"source": v.get("path")}) for v in self.manifest.videos]
 
     def clip_lengths(self) -> dict[str, float]:
-        return {v["id"]: float(v["clip_length"]) for v in self.manifest["videos"]}
+        return {v["id"]: float(v["clip_length"]) for v in self.manifest.videos}
 
     def video_signature(self, video_id: str) -> str:
         """Changes exactly when what an index stores for the video could change."""
@@ -163,7 +186,7 @@ class CorpusFolder:
     def video_path(self, video_id: str) -> Path | None:
         """The source video file, where the corpus was ingested from videos and the file is still there."""
         rel = self.entry(video_id).get("path")
-        src = self.manifest.get("source")
+        src = self.manifest.source
         if not rel or not src:
             return None
         p = Path(src) / rel
@@ -203,7 +226,7 @@ class CorpusFolder:
             raise CorpusFolderError(f"{self.root / MANIFEST}: stream {name!r}: {str(path)[:300]} is missing")
         if s["kind"] == "hdf5":
             return HDF5Features(path, s["dim"], verify=verify)
-        sums = ({v["id"]: int(v["crc32"][name]) for v in self.manifest["videos"] if name in v["crc32"]}
+        sums = ({v["id"]: int(v["crc32"][name]) for v in self.manifest.videos if name in v["crc32"]}
                 if s.get("crc_of") == "stored" else None)  # ingest's: of the stored bytes, checked on read
         return NpyDirFeatures(path, s["dim"], verify=verify, checksums=sums)
 
@@ -237,8 +260,7 @@ def write_dataset_corpus(dataset: Any, split: str, out: str | Path, video_dir: s
         streams = {k: {"path": str(Path(src.path).resolve()), "kind": "npy" if Path(src.path).is_dir() else "hdf5",
                        "dim": int(src.dim), "encoder": ident if k == "visual" else {"name": f"dataset:{k}"}}
                    for k, src in names.items()}
-    man = {"name": f"{dataset.name}:{split}", "source": None if source is None else str(source),
-           "encoder": ident, "clip_seconds": None, "fps": None, "streams": streams, "videos": videos, "failures": []}
+    man = CorpusManifest(ident, streams, videos, f"{dataset.name}:{split}", None if source is None else str(source))
     with atomic_dir(out) as tmp:
-        write_manifest(tmp, man)
+        man.write(tmp)
     return CorpusFolder.open(out)

@@ -133,7 +133,7 @@ class Searcher:
     def table(self) -> VideoTable:
         """What filters read of each video (durations from the index; paths and ingest dates from the corpus)."""
         if self._table is None:
-            entries = None if self.corpus is None else {v["id"]: v for v in self.corpus.manifest["videos"]}
+            entries = None if self.corpus is None else {v["id"]: v for v in self.corpus.manifest.videos}
             self._table = VideoTable.of_entries(self.video_ids, self.index.durations, entries)
         return self._table
 

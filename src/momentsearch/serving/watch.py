@@ -90,10 +90,10 @@ class Watcher:
             return {"encoder": self.encoder or "builtin", "encoder_options": self.encoder_options,
                     "clip_seconds": self.clip_seconds, "fps": self.fps}
         man = CorpusFolder.open(self.corpus).manifest
-        ident = man["encoder"]
+        ident = man.encoder
         options = self.encoder_options or {k: v for k, v in (ident.get("config") or {}).items() if k == "weights"}
         return {"encoder": self.encoder or ident["name"], "encoder_options": options,
-                "clip_seconds": man["clip_seconds"], "fps": man["fps"]}
+                "clip_seconds": man.clip_seconds, "fps": man.fps}
 
     def step(self, now: float | None = None) -> Update | None:
         """List the folder; ingest and index once a change has settled (the first call's listing counts as a

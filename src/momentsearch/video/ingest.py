@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from momentsearch.data.corpus_folder import MANIFEST, CorpusFolder, write_manifest
+from momentsearch.data.corpus_folder import MANIFEST, CorpusFolder, CorpusManifest
 from momentsearch.data.features import _check_array, _h5_key, checksum
 from momentsearch.data.transcripts import SIDECAR_SUFFIXES, TRANSCRIPTS, Transcript, sidecars
 from momentsearch.errors import ConfigError, CorpusFolderError, MomentSearchError
@@ -152,20 +152,20 @@ def _changed(path: Path, sig: dict[str, Any]) -> str | None:
 
 
 def _previous_state(out: Path, identity: dict[str, Any], clip_seconds: float, fps: float
-                    ) -> tuple[dict[str, dict[str, Any]], dict[str, Any] | None]:
+                    ) -> tuple[dict[str, dict[str, Any]], CorpusManifest | None]:
     """Entries already done (manifest, then journal) and the old manifest, checked against this run's settings."""
     entries: dict[str, dict[str, Any]] = {}
     old = None
     if (out / MANIFEST).is_file():
         old = CorpusFolder.open(out).manifest
-        if old.get("source") is None:
+        if old.source is None:
             raise CorpusFolderError(f"{out}: holds a corpus written from a dataset, not ingested; use another --out")
-        if not same_encoder(old["encoder"], identity) or old.get("clip_seconds") != clip_seconds or old.get("fps") != fps:
+        if not same_encoder(old.encoder, identity) or old.clip_seconds != clip_seconds or old.fps != fps:
             raise CorpusFolderError(
-                f"{out}: this corpus was made by {describe(old['encoder'])} at {old.get('clip_seconds')} s clips, "
-                f"{old.get('fps')} fps; this ingest asks for {describe(identity)} at {clip_seconds} s, {fps} fps. "
+                f"{out}: this corpus was made by {describe(old.encoder)} at {old.clip_seconds} s clips, "
+                f"{old.fps} fps; this ingest asks for {describe(identity)} at {clip_seconds} s, {fps} fps. "
                 "Use another --out, or the corpus's settings")
-        entries = {v["id"]: v for v in old["videos"]}
+        entries = {v["id"]: v for v in old.videos}
     journal = out / JOURNAL
     if journal.is_file():
         for line in journal.read_text(encoding="utf-8", errors="replace").splitlines():
@@ -301,12 +301,9 @@ def _finish(dst: Path, src: Path, identity: dict[str, Any], clip_seconds: float,
     if has_sub:
         streams["subtitle"] = {"path": "features/subtitle", "kind": "npy", "dim": SUBTITLE_ENCODER["dim"],
                                "encoder": SUBTITLE_ENCODER, "crc_of": "stored"}
-    man = {"name": src.resolve().name, "source": str(src.resolve()),
-           "encoder": identity, "clip_seconds": clip_seconds, "fps": fps, "streams": streams,
-           "videos": [videos[k] for k in sorted(videos)], "failures": report.failures,
-           "warnings": [{"path": v["path"], "warning": w} for k in sorted(videos) for v in [videos[k]]
-                        for w in v.get("warnings", [])]}
-    write_manifest(dst, man)
+    said = [{"path": v["path"], "warning": w} for k in sorted(videos) for v in [videos[k]] for w in v.get("warnings", [])]
+    CorpusManifest(identity, streams, [videos[k] for k in sorted(videos)], src.resolve().name, str(src.resolve()),
+                   clip_seconds, fps, report.failures, said).write(dst)
     (dst / JOURNAL).unlink(missing_ok=True)
     for vid in report.removed:  # after the manifest stopped naming them
         for d in (dst / "features" / "visual", sub_dir):
