@@ -118,10 +118,10 @@ class Trainer:
         if diff is not None:
             raise CheckpointError(f"{last} was trained with another config (differs in {diff}); give this run "
                                   "its own folder with --out-dir (--no-resume would overwrite that run's checkpoints)")
-        self.model.load_state_dict(stored.model)
         if stored.optimizer is None:
             raise CheckpointError(f"{last}: holds no optimizer state (a packed model?), so the run cannot resume; "
                                   "give this run its own folder with --out-dir")
+        self.model.load_state_dict(stored.model)
         self.optimizer.load_state_dict(stored.optimizer)
         self.history = stored.header.history
         self.start_epoch = stored.header.epoch + 1

@@ -151,11 +151,9 @@ def _changed(path: Path, sig: dict[str, Any]) -> str | None:
     return None
 
 
-def _previous_state(out: Path, identity: dict[str, Any], clip_seconds: float, fps: float
-                    ) -> tuple[dict[str, dict[str, Any]], CorpusManifest | None]:
-    """Entries already done (manifest, then journal) and the old manifest, checked against this run's settings."""
+def _previous_state(out: Path, identity: dict[str, Any], clip_seconds: float, fps: float) -> dict[str, dict[str, Any]]:
+    """Entries already done (manifest, then journal), the old manifest checked against this run's settings."""
     entries: dict[str, dict[str, Any]] = {}
-    old = None
     if (out / MANIFEST).is_file():
         old = CorpusFolder.open(out).manifest
         if old.source is None:
@@ -178,7 +176,7 @@ def _previous_state(out: Path, identity: dict[str, Any], clip_seconds: float, fp
                                         f"({describe(rec['settings'][0])}); finish it with those, or delete {out}")
             if isinstance(rec, dict) and isinstance(rec.get("video"), dict) and "id" in rec["video"]:
                 entries[rec["video"]["id"]] = rec["video"]
-    return entries, old
+    return entries
 
 
 def ingest(videos_dir: str | Path, out: str | Path, encoder: str | VisualEncoder = "builtin",
@@ -209,7 +207,7 @@ def ingest(videos_dir: str | Path, out: str | Path, encoder: str | VisualEncoder
     enc = encoder if isinstance(encoder, VisualEncoder) else create_encoder(encoder, **(encoder_options or {}))
     identity = enc.identity()
     make_folder(dst, dst)
-    entries, old = _previous_state(dst, identity, clip_seconds, fps)
+    entries = _previous_state(dst, identity, clip_seconds, fps)
     files = scan(src, exclude=dst.resolve())
     report = IngestReport(dst)
     vis_dir, sub_dir, said_dir = dst / "features" / "visual", dst / "features" / "subtitle", dst / TRANSCRIPTS
@@ -301,9 +299,10 @@ def _finish(dst: Path, src: Path, identity: dict[str, Any], clip_seconds: float,
     if has_sub:
         streams["subtitle"] = {"path": "features/subtitle", "kind": "npy", "dim": SUBTITLE_ENCODER["dim"],
                                "encoder": SUBTITLE_ENCODER, "crc_of": "stored"}
-    said = [{"path": v["path"], "warning": w} for k in sorted(videos) for v in [videos[k]] for w in v.get("warnings", [])]
+    warnings = [{"path": v["path"], "warning": w} for k in sorted(videos) for v in [videos[k]]
+                for w in v.get("warnings", [])]
     CorpusManifest(identity, streams, [videos[k] for k in sorted(videos)], src.resolve().name, str(src.resolve()),
-                   clip_seconds, fps, report.failures, said).write(dst)
+                   clip_seconds, fps, report.failures, warnings).write(dst)
     (dst / JOURNAL).unlink(missing_ok=True)
     for vid in report.removed:  # after the manifest stopped naming them
         for d in (dst / "features" / "visual", sub_dir):
