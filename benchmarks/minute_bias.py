@@ -11,8 +11,10 @@ same weights, then
 
     python benchmarks/minute_bias.py configs/experiments/minute_vs_xml.yaml
 
-prints the tables and writes bias.json / bias.md into the experiment's folder and the PNG plots
-into docs/figures/ (``--figures``). Mean +- std over seeds; differences paired by seed.
+prints the tables and writes bias.json / bias.md into the experiment's folder, bias_<experiment>.json into
+benchmarks/results/ and the PNG plots, <experiment>_bias_recall_by_k.png and <experiment>_bias_top1_rank.png,
+into docs/figures/ (``--figures``). Mean +- std over seeds; differences paired by seed, with the 95 % t interval
+and the verdict of ``experiments/stats.py``.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from momentsearch.evaluation.ranking import rank_split  # noqa: E402
 from momentsearch.text.queries import dataset_query_features  # noqa: E402
 from momentsearch.serving.checkpoint import load_checkpoint  # noqa: E402
 from momentsearch.device import torch_settings  # noqa: E402
+from momentsearch.experiments.stats import Paired, paired  # noqa: E402
 
 KS = [1, 2, 3, 5, 10, 20, 50, 100]
 
@@ -136,7 +139,7 @@ def report(per_seed: dict[str, list[dict[str, object]]], out: Path, figures: Pat
     axes[-1].legend(fontsize=8)
     fig.tight_layout()
     figures.mkdir(parents=True, exist_ok=True)
-    fig.savefig(figures / "minute_bias_recall_by_k.png", dpi=110)
+    fig.savefig(figures / f"{name}_bias_recall_by_k.png", dpi=110)
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(8, 4))
     labels = bin_labels()
@@ -152,7 +155,7 @@ def report(per_seed: dict[str, list[dict[str, object]]], out: Path, figures: Pat
     ax.set_ylabel("% of queries")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(figures / "minute_bias_top1_rank.png", dpi=110)
+    fig.savefig(figures / f"{name}_bias_top1_rank.png", dpi=110)
     plt.close(fig)
     for m in metrics:
         lines.append(f"\n**{m}**\n\n| system | " + " | ".join(f"K={k}" for k in KS) + " |\n|---|" + "---|" * len(KS))
@@ -166,22 +169,25 @@ def report(per_seed: dict[str, list[dict[str, object]]], out: Path, figures: Pat
         lines.append(f"| {sys_name} | " + " | ".join(f"{a:.1f}" for a in e["mean"]) + " |")
     e = summary["systems"][names[0]]["correct video"]  # type: ignore[index]
     lines.append(f"| (correct video, {names[0]}'s retrieval) | " + " | ".join(f"{a:.1f}" for a in e["mean"]) + " |")
-    paired = paired_gain(per_seed)
-    summary["paired"] = paired
-    lines.append("\n**Paired by seed: VCMR 0.5-r1 at K = 100 minus at K = 1 (does recall rise with K?)**\n")
-    for sys_name, (mu, sd) in paired.items():
-        lines.append(f"- {sys_name}: {mu:+.2f} ± {sd:.2f}")
+    gains = paired_gain(per_seed)
+    summary["paired"] = {k: as_json(p) for k, p in gains.items()}
+    lines.append("\n**Paired by seed: VCMR 0.5-r1 at K = 100 minus at K = 1 (does recall rise with K?), "
+                 "mean ± sd [95 % t interval], verdict**\n")
+    for sys_name, p in gains.items():
+        lines.append(f"- {sys_name}: {p.cell()} {p.verdict}")
     contrasts = paired_contrasts(per_seed)
-    summary["contrasts"] = contrasts
+    summary["contrasts"] = {k: {m: as_json(p) for m, p in v.items()} for k, v in contrasts.items()}
     if contrasts:
-        lines.append("\n**Paired by seed, at K = 100 (mean ± std of the per-seed differences)**\n\n"
-                     "| difference | " + " | ".join(CONTRAST_METRICS) + " |\n|---|" + "---:|" * len(CONTRAST_METRICS))
+        lines.append("\n**Paired by seed, at K = 100 (mean ± sd of the per-seed differences [95 % t interval], "
+                     "verdict)**\n\n| difference | " + " | ".join(CONTRAST_METRICS) + " |\n|---|"
+                     + "---:|" * len(CONTRAST_METRICS))
         for label, vals in contrasts.items():
-            lines.append(f"| {label} | " + " | ".join(f"{vals[m][0]:+.2f} ± {vals[m][1]:.2f}" for m in CONTRAST_METRICS)
+            lines.append(f"| {label} | " + " | ".join(f"{vals[m].cell()} {vals[m].verdict}" for m in CONTRAST_METRICS)
                          + " |")
     text = "\n".join(lines) + "\n"
     print(text)
     write_json(out / "bias.json", summary)
+    write_json(ROOT / "benchmarks" / "results" / f"bias_{name}.json", summary)
     with atomic_open(out / "bias.md") as fh:
         fh.write(text)
 
@@ -195,30 +201,31 @@ def _at_k100(run: dict[str, object], metric: str) -> float:
     return float(run["recall"][metric][-1])  # type: ignore[index]
 
 
-def paired_contrasts(per_seed: dict[str, list[dict[str, object]]]) -> dict[str, dict[str, tuple[float, float]]]:
+def as_json(p: Paired) -> dict[str, object]:
+    return {"mean": p.mean, "std": p.std, "n": p.n, "low": p.low, "high": p.high, "verdict": p.verdict,
+            "per_seed": list(p.diffs)}
+
+
+def paired_contrasts(per_seed: dict[str, list[dict[str, object]]]) -> dict[str, dict[str, Paired]]:
     """Shared-Norm minus two-stage (same weights), and each MINUTE scoring minus XML, paired by seed."""
     names = list(per_seed)
     sn = next((n for n in names if "Shared-Norm" in n), None)
     ts = next((n for n in names if "two-stage" in n), None)
     xml = next((n for n in names if "(" not in n), None)
     pairs = [(a, b) for a, b in ((sn, ts), (sn, xml), (ts, xml)) if a and b]
-    out: dict[str, dict[str, tuple[float, float]]] = {}
+    out: dict[str, dict[str, Paired]] = {}
     for a, b in pairs:
         n = min(len(per_seed[a]), len(per_seed[b]))
-        row = {}
-        for m in CONTRAST_METRICS:
-            d = [_at_k100(per_seed[a][i], m) - _at_k100(per_seed[b][i], m) for i in range(n)]
-            row[m] = (float(np.mean(d)), float(np.std(d, ddof=1)) if n > 1 else 0.0)
-        out[f"{a} − {b}"] = row
+        out[f"{a} − {b}"] = {m: paired([_at_k100(per_seed[a][i], m) for i in range(n)],
+                                       [_at_k100(per_seed[b][i], m) for i in range(n)]) for m in CONTRAST_METRICS}
     return out
 
 
-def paired_gain(per_seed: dict[str, list[dict[str, object]]]) -> dict[str, tuple[float, float]]:
-    out = {}
-    for sys_name, runs in per_seed.items():
-        d = [r["recall"]["VCMR 0.5-r1"][-1] - r["recall"]["VCMR 0.5-r1"][0] for r in runs]  # type: ignore[index]
-        out[sys_name] = (float(np.mean(d)), float(np.std(d, ddof=1)) if len(d) > 1 else 0.0)
-    return out
+def paired_gain(per_seed: dict[str, list[dict[str, object]]]) -> dict[str, Paired]:
+    """VCMR 0.5-r1 keeping the top 100 videos minus keeping the top 1, paired by seed, per system."""
+    return {sys_name: paired([r["recall"]["VCMR 0.5-r1"][-1] for r in runs],  # type: ignore[index]
+                             [r["recall"]["VCMR 0.5-r1"][0] for r in runs])  # type: ignore[index]
+            for sys_name, runs in per_seed.items()}
 
 
 if __name__ == "__main__":

@@ -1,0 +1,56 @@
+"""benchmarks/minute_bias.py's paired statistics and report, on hand-made per-seed results (no model)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks.minute_bias import KS, paired_contrasts, paired_gain, report
+from momentsearch.evaluation.bias import bin_labels
+
+METRICS = ("VR r@K", "VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.7-r1")
+
+
+def run(r1_k1: float, r1_k100: float, top_video: float) -> dict[str, object]:
+    ramp = [r1_k1 + (r1_k100 - r1_k1) * i / (len(KS) - 1) for i in range(len(KS))]
+    ranks = [top_video] + [(100.0 - top_video) / (len(bin_labels()) - 1)] * (len(bin_labels()) - 1)
+    return {"recall": {m: ramp for m in METRICS}, "ranks": {"top-1 moment's video": ranks, "correct video": ranks}}
+
+
+PER_SEED = {
+    "XML": [run(40, 40, 80), run(42, 43, 82), run(38, 38, 79)],
+    "MINUTE (Shared-Norm, Eq. 13)": [run(20, 30, 50), run(22, 29, 52), run(21, 33, 49)],
+    "MINUTE (two-stage, Eqs. 5-7)": [run(20, 24, 75), run(22, 25, 77), run(21, 24, 74)],
+}
+
+
+def test_the_gain_with_k_is_paired_by_seed_with_its_t_interval():
+    g = paired_gain(PER_SEED)["MINUTE (Shared-Norm, Eq. 13)"]
+    assert g.diffs == pytest.approx((10, 7, 12))
+    assert g.mean == pytest.approx(29 / 3) and g.std == pytest.approx(2.5166, abs=1e-4)
+    # t(0.975, 2) = 4.302653: 29/3 ± 4.302653 * 2.5166 / sqrt 3
+    assert g.low == pytest.approx(3.4150, abs=1e-3) and g.verdict == "borne out"
+    assert paired_gain(PER_SEED)["XML"].verdict == "inconclusive"  # +0, +1, +0
+
+
+def test_the_contrasts_are_shared_norm_against_two_stage_and_each_against_xml():
+    c = paired_contrasts(PER_SEED)
+    assert list(c) == ["MINUTE (Shared-Norm, Eq. 13) − MINUTE (two-stage, Eqs. 5-7)",
+                       "MINUTE (Shared-Norm, Eq. 13) − XML", "MINUTE (two-stage, Eqs. 5-7) − XML"]
+    top = c["MINUTE (Shared-Norm, Eq. 13) − MINUTE (two-stage, Eqs. 5-7)"]["top-1 from the top video (%)"]
+    assert top.diffs == pytest.approx((-25, -25, -25)) and top.verdict == "refuted"
+
+
+def test_the_report_names_its_files_after_the_experiment(tmp_path, monkeypatch):
+    import benchmarks.minute_bias as mb
+
+    monkeypatch.setattr(mb, "ROOT", tmp_path)
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    report(PER_SEED, tmp_path / "out", tmp_path / "figures", "some_exp")
+    assert (tmp_path / "figures" / "some_exp_bias_recall_by_k.png").stat().st_size > 0
+    assert (tmp_path / "figures" / "some_exp_bias_top1_rank.png").stat().st_size > 0
+    saved = json.loads((tmp_path / "benchmarks" / "results" / "bias_some_exp.json").read_text())
+    assert saved == json.loads((tmp_path / "out" / "bias.json").read_text())
+    assert saved["paired"]["MINUTE (Shared-Norm, Eq. 13)"]["verdict"] == "borne out"
+    assert "borne out" in (tmp_path / "out" / "bias.md").read_text()
