@@ -38,8 +38,9 @@ def test_the_contrasts_are_shared_norm_against_two_stage_and_each_against_xml():
     c = paired_contrasts(PER_SEED)
     assert list(c) == ["MINUTE (Shared-Norm, Eq. 13) − MINUTE (two-stage, Eqs. 5-7)",
                        "MINUTE (Shared-Norm, Eq. 13) − XML", "MINUTE (two-stage, Eqs. 5-7) − XML"]
-    top = c["MINUTE (Shared-Norm, Eq. 13) − MINUTE (two-stage, Eqs. 5-7)"]["top-1 from the top video (%)"]
-    assert top.diffs == pytest.approx((-25, -25, -25)) and top.verdict == "refuted"
+    # Shared-Norm's top-1 moments come from the top video 50, 52, 49 % of the time, two-stage's 75, 77, 74 %
+    below = c["MINUTE (Shared-Norm, Eq. 13) − MINUTE (two-stage, Eqs. 5-7)"]["top-1 from below the top video (%)"]
+    assert below.diffs == pytest.approx((25, 25, 25)) and below.verdict == "borne out"
 
 
 def test_the_report_names_its_files_after_the_experiment(tmp_path, monkeypatch):
