@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from momentsearch.experiments import ExperimentConfig, mvmr_metrics, prepare, run_config  # noqa: E402
-from momentsearch.experiments.stats import paired as paired_stats, trend  # noqa: E402
+from momentsearch.experiments.stats import Trend, paired as paired_stats, trend  # noqa: E402
 from momentsearch.config import load_yaml_config  # noqa: E402
 from momentsearch.evaluation.report import figure, save_png  # noqa: E402
 from momentsearch.fileio import write_json  # noqa: E402
@@ -94,13 +94,18 @@ def rise(values: list[float], end: int, window: int) -> float | None:
     return max(values[end - window:end]) - max(values[:end - window])
 
 
+def trends(curves: dict[str, list[float]], vr_end: int, trend_window: int = 10) -> tuple[Trend, Trend]:
+    """The trend test's two halves: validation VR r10 up to the end of its phase, and VCMR 0.5-r10 to the end."""
+    return trend(curves["VR r10"][:vr_end], trend_window), trend(curves["VCMR 0.5-r10"], trend_window)
+
+
 def check_run(history: list[dict[str, Any]], train_cfg: dict[str, Any], window: int,
               trend_window: int = 10) -> dict[str, Any]:
     model = train_cfg.get("model", {})
     vr_end = int(model.get("retriever_epochs", 0)) or len(history)  # a two-phase family: VR moves only before
     vr_end = min(vr_end, len(history))
     curves = {f"{t} {k}": [float(h["val"][t][k]) for h in history] for t, k in CURVES}
-    t_vr, t_vcmr = trend(curves["VR r10"][:vr_end], trend_window), trend(curves["VCMR 0.5-r10"], trend_window)
+    t_vr, t_vcmr = trends(curves, vr_end, trend_window)
     return {"epochs": len(history), "vr_phase_end": vr_end,
             "rise VR r10": rise(curves["VR r10"], vr_end, window),
             "rise VCMR 0.5-r10": rise(curves["VCMR 0.5-r10"], len(history), window),

@@ -170,13 +170,13 @@ def report(per_seed: dict[str, list[dict[str, object]]], out: Path, figures: Pat
     e = summary["systems"][names[0]]["correct video"]  # type: ignore[index]
     lines.append(f"| (correct video, {names[0]}'s retrieval) | " + " | ".join(f"{a:.1f}" for a in e["mean"]) + " |")
     gains = paired_gain(per_seed)
-    summary["paired"] = {k: as_json(p) for k, p in gains.items()}
+    summary["paired"] = {k: p.as_dict() for k, p in gains.items()}
     lines.append("\n**Paired by seed: VCMR 0.5-r1 at K = 100 minus at K = 1 (does recall rise with K?), "
                  "mean ± sd [95 % t interval], verdict**\n")
     for sys_name, p in gains.items():
         lines.append(f"- {sys_name}: {p.cell()} {p.verdict}")
     contrasts = paired_contrasts(per_seed)
-    summary["contrasts"] = {k: {m: as_json(p) for m, p in v.items()} for k, v in contrasts.items()}
+    summary["contrasts"] = {k: {m: p.as_dict() for m, p in v.items()} for k, v in contrasts.items()}
     if contrasts:
         lines.append("\n**Paired by seed, at K = 100 (mean ± sd of the per-seed differences [95 % t interval], "
                      "verdict)**\n\n| difference | " + " | ".join(CONTRAST_METRICS) + " |\n|---|"
@@ -199,11 +199,6 @@ def _at_k100(run: dict[str, object], metric: str) -> float:
     if metric == "top-1 from below the top video (%)":  # positive A − B: A is less bound to its top video
         return 100.0 - float(run["ranks"]["top-1 moment's video"][0])  # type: ignore[index]
     return float(run["recall"][metric][-1])  # type: ignore[index]
-
-
-def as_json(p: Paired) -> dict[str, object]:
-    return {"mean": p.mean, "std": p.std, "n": p.n, "low": p.low, "high": p.high, "verdict": p.verdict,
-            "per_seed": list(p.diffs)}
 
 
 def paired_contrasts(per_seed: dict[str, list[dict[str, object]]]) -> dict[str, dict[str, Paired]]:

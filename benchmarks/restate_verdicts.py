@@ -19,8 +19,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from momentsearch.experiments.stats import paired, trend  # noqa: E402
+from convergence import trends  # noqa: E402
+from momentsearch.experiments.stats import paired  # noqa: E402
 from momentsearch.fileio import write_json  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
@@ -54,9 +56,9 @@ CLAIMS = [
 
 
 def converged(run: dict) -> bool:
+    """convergence.py's trend test on a stored run's curves (MINUTE's VR up to the end of its retriever phase)."""
     curves = run["curves"]
-    vr_end = run.get("vr_phase_end") or len(curves["VR r10"])
-    return trend(curves["VR r10"][:vr_end]).converged and trend(curves["VCMR 0.5-r10"]).converged
+    return all(t.converged for t in trends(curves, run.get("vr_phase_end") or len(curves["VR r10"])))
 
 
 def restate(name: str, a: str, b: str | None, metric: str) -> dict:
@@ -78,9 +80,7 @@ def restate(name: str, a: str, b: str | None, metric: str) -> dict:
         seeds = sorted(set(ra) & set(rb))
         p = paired([ra[s]["test"][metric] for s in seeds], [rb[s]["test"][metric] for s in seeds])
         mine = [ra[s] for s in seeds] + [rb[s] for s in seeds]
-    return {"mean": p.mean, "std": p.std, "n": p.n, "low": p.low, "high": p.high, "verdict": p.verdict,
-            "seeds": seeds, "per_seed": list(p.diffs), "converged": sum(converged(r) for r in mine),
-            "runs": len(mine)}
+    return {**p.as_dict(), "seeds": seeds, "converged": sum(converged(r) for r in mine), "runs": len(mine)}
 
 
 def main() -> None:

@@ -16,6 +16,8 @@ def test_paired_t_interval_by_hand() -> None:
     assert (p.mean, p.n) == (3.0, 5) and p.std == pytest.approx(math.sqrt(2.5))
     assert (p.low, p.high) == (pytest.approx(3 - 1.96324, abs=1e-4), pytest.approx(3 + 1.96324, abs=1e-4))
     assert p.verdict == "borne out" and p.cell() == "+3.00 ± 1.58 [+1.04, +4.96]"
+    assert p.as_dict() == {"mean": 3.0, "std": p.std, "n": 5, "low": p.low, "high": p.high, "verdict": "borne out",
+                           "per_seed": [1.0, 2.0, 3.0, 4.0, 5.0]}
     # the issue's +PR at theta 0.9: +3.93 ± 2.05 over 3 seeds -> t(0.975, 2) = 4.3027 -> [-1.16, 9.02]
     q = paired([3.93 - 2.05, 3.93, 3.93 + 2.05], [0, 0, 0])
     assert q.low == pytest.approx(3.93 - 4.3027 * 2.05 / math.sqrt(3), abs=1e-3) and q.verdict == "inconclusive"

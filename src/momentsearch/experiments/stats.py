@@ -37,6 +37,11 @@ class Paired:
             return "inconclusive"
         return "borne out" if self.low > 0 else "refuted" if self.high < 0 else "inconclusive"
 
+    def as_dict(self) -> dict[str, object]:
+        """The JSON form a report stores: the statistics, the verdict and the per-seed differences."""
+        return {"mean": self.mean, "std": self.std, "n": self.n, "low": self.low, "high": self.high,
+                "verdict": self.verdict, "per_seed": list(self.diffs)}
+
     def cell(self) -> str:
         """``+3.93 ± 2.05 [-1.16, 9.02]``: mean ± sd of the per-seed differences, then the 95 % interval."""
         return f"{self.mean:+.2f} ± {self.std:.2f} [{self.low:+.2f}, {self.high:+.2f}]"
