@@ -160,19 +160,27 @@ def main() -> None:
               f"({r['p VR r10']:.2f}) | {r['slope VCMR 0.5-r10']:+.3f} ({r['p VCMR 0.5-r10']:.2f}) | "
               f"{'yes' if r['converged'] else 'NO'} | {'yes' if r['flat'] else 'NO'} | {r['train_seconds']:.0f} |")
 
-    fig, axes = figure(1, len(CURVES), figsize=(5 * len(CURVES), 4))
+    many = len(conds) > 8  # then the legend goes right of the panels (12 names a column), colours from tab20
+    ncol = -(-len(conds) // 12)
+    fig, axes = figure(1, len(CURVES), figsize=(5 * len(CURVES) + (3.6 * ncol if many else 0), 4))
+    import matplotlib  # figure() has loaded it on the Agg backend
+
+    colour = (lambda ci: matplotlib.colormaps["tab20"](ci % 20)) if many else (lambda ci: f"C{ci}")
     for ax, (t, k) in zip(axes, CURVES):
         for ci, cond in enumerate(conds):
             for r in (r for r in rows if r["condition"] == cond):
                 ys = r["curves"][f"{t} {k}"]
                 x0 = r["start_epoch"]
-                ax.plot(range(x0 + 1, x0 + len(ys) + 1), ys, color=f"C{ci}", alpha=0.8,
+                ax.plot(range(x0 + 1, x0 + len(ys) + 1), ys, color=colour(ci), alpha=0.8,
                         label=cond if r["seed"] == exp.seeds[0] else None)
         ax.set_title(f"validation {t} {k}")
         ax.set_xlabel("epoch")
         ax.set_ylabel("recall (%)")
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7, loc="lower right")  # rising curves leave the lower right empty
+    if many:
+        axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), ncol=ncol)
+    else:
+        axes[0].legend(fontsize=7, loc="lower right")  # rising curves leave the lower right empty
     fig.suptitle(f"{exp.name}: one line per seed")
     suffix = f"_{args.tag}" if args.tag else ""
     stem = exp.name + suffix
