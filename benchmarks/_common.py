@@ -46,6 +46,11 @@ def report(name: str, rows: list[dict[str, Any]], command: str, out: Path | None
     print(f"\nwrote {out}")
 
 
+def interval(r: dict[str, Any]) -> str:
+    """A stored paired difference (keys mean, low, high) as "+mean [+low, +high]"."""
+    return f"{r['mean']:+.2f} [{r['low']:+.2f}, {r['high']:+.2f}]"
+
+
 def _fmt(v: Any) -> str:
     return f"{v:.3f}" if isinstance(v, float) else str(v)
 

@@ -21,7 +21,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _common import interval  # noqa: E402
 from momentsearch.evaluation.report import figure as subplots, save_png  # noqa: E402
 
 ROW = re.compile(r"^CM-ANS a=(?P<a>[\d.]+) b=(?P<b>-?[\d.]+), (?P<n>\d+) epochs − control, (?P=n) epochs at lr x 0\.1$")
@@ -56,7 +58,7 @@ def table(rows: dict[tuple[str, str], dict[int, dict]]) -> str:
         cells = []
         for n in budgets:
             r = per.get(n)
-            cells.append("" if r is None else f"{r['mean']:+.2f} [{r['low']:+.2f}, {r['high']:+.2f}]"
+            cells.append("" if r is None else interval(r)
                          + ("" if r["verdict"] == "inconclusive" else f" **{r['verdict']}**"))
         lines.append(f"| {metric} | {ab} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -81,8 +83,7 @@ def figure(rows: dict[tuple[str, str], dict[int, dict]], path: Path) -> None:
         ax.set_title(f"{metric}: CM-ANS − control")
         ax.set_ylabel("paired mean, 95 % t interval (points)")
     axes[0][0].legend(fontsize=8)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    save_png(fig, path)
+    save_png(fig, path)  # atomic, and makes the folder
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -24,7 +24,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _common import interval  # noqa: E402
 from momentsearch.experiments.stats import paired  # noqa: E402
 from momentsearch.fileio import write_json  # noqa: E402
 
@@ -86,7 +88,7 @@ def main() -> None:
           "| verdict |")
     print("|---|---|---:|---|---:|---|")
     for r in rows:
-        cells = [(f"{r[p]['mean']:+.2f} [{r[p]['low']:+.2f}, {r[p]['high']:+.2f}]", r[p]["verdict"]) if r[p] else
+        cells = [(interval(r[p]), r[p]["verdict"]) if r[p] else
                  ("not run", "") for p in PRESETS]
         print(f"| {r['claim']} | {r['metric']} | {cells[0][0]} | {cells[0][1]} | {cells[1][0]} | {cells[1][1]} |")
     out = ROOT / "benchmarks" / "results" / "transfer_table.json"
