@@ -34,3 +34,27 @@ def test_unknown_key_and_wrong_type_name_the_file(tmp_path: Path) -> None:
 def test_unknown_preset() -> None:
     with pytest.raises(ConfigError, match="unknown preset 'huge'"):
         load_preset("huge")
+
+
+def test_exponent_floats_without_a_dot_are_numbers(tmp_path: Path) -> None:
+    """YAML 1.1 (PyYAML) reads `1e-4` and `1e-06` as strings; JSON and YAML 1.2 read numbers. A run's own
+    train_config.json (json.dumps writes 1e-06) must load back as the config that made it, and `lr: 1e-4` is
+    what users write."""
+    import json
+
+    from momentsearch.api.training import load_train_config
+    from momentsearch.config import to_dict
+
+    cfg = load_train_config("configs/xml/converge.yaml", {"dataset": {"benchmark": "b"}, "lr": 1e-4,
+                                                                "model": {"relevance": {"floor": 1e-6}}})
+    p = tmp_path / "train_config.json"
+    p.write_text(json.dumps(to_dict(cfg), indent=2))
+    assert '"floor": 1e-06' in p.read_text() and '"lr": 0.0001' in p.read_text()
+    back = load_train_config(p)
+    assert back == cfg and back.model.relevance.floor == 1e-6
+    y = tmp_path / "c.yaml"
+    y.write_text("n_videos: 10\nnoise: 2e-1\n")
+    assert load_yaml_config(SyntheticConfig, y).noise == pytest.approx(0.2)
+    y.write_text("n_videos: 1e1\n")  # a float is still not an integer
+    with pytest.raises(ConfigError, match=r"n_videos: expected an integer, got 10.0"):
+        load_yaml_config(SyntheticConfig, y)
