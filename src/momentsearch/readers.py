@@ -12,6 +12,7 @@ wrong. The array checks say which dataset or key is of the wrong kind or shape.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable
@@ -106,26 +107,20 @@ def _count_nodes(obj: Any, where: str, error: ErrorType) -> None:
             todo.extend(o)
 
 
-_LOADER: Any = None
-
-
+@functools.cache
 def _loader() -> Any:
     """PyYAML's SafeLoader, with YAML 1.2's floats: `1e-4` and `1e-06` (no dot) are numbers, as in JSON,
     not the strings YAML 1.1 makes of them, so `lr: 1e-4` and a run's own train_config.json read back."""
-    global _LOADER
-    if _LOADER is None:
-        import yaml
+    import yaml
 
-        class Loader(yaml.SafeLoader):
-            pass
+    class Loader(yaml.SafeLoader):
+        pass
 
-        Loader.yaml_implicit_resolvers = {k: list(v) for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
-        Loader.add_implicit_resolver(
-            "tag:yaml.org,2002:float",
-            re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
-            list("-+0123456789."))
-        _LOADER = Loader
-    return _LOADER
+    Loader.yaml_implicit_resolvers = {k: list(v) for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    Loader.add_implicit_resolver("tag:yaml.org,2002:float",
+                                 re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+                                 list("-+0123456789."))
+    return Loader
 
 
 def read_yaml_text(text: str, where: str, error: ErrorType) -> Any:
