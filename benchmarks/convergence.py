@@ -16,6 +16,9 @@ For every condition and seed of an experiment (configs/experiments/), read the r
 * with ``--versus A=B``, print A − B on the test split paired by seed (mean ± std of the per-seed
   differences, the 95 % t interval and the verdict), for every metric in ``--metric`` the runs have.
 A run that fine-tunes another condition's model (``init_from``) is drawn from that model's best epoch on.
+With ``--continue-rising STEP --max-epochs N`` (as given to ``momentsearch experiment``) each (condition, seed) is
+read from the last run of its chain of continuations: runs still rising by the trend test continued by STEP
+epochs until they pass it or reach N (``momentsearch.experiments.continuation``).
 
     python benchmarks/convergence.py configs/experiments/minute_vs_xml_converge.yaml [--window 5 --tol 1.0]
         [--only XML --only MINUTE] [--versus "MINUTE=XML"]
@@ -34,8 +37,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from momentsearch.experiments import ExperimentConfig, mvmr_metrics, prepare, run_config  # noqa: E402
-from momentsearch.experiments.stats import Trend, paired as paired_stats, trend  # noqa: E402
+from momentsearch.experiments import (  # noqa: E402
+    Continuation, ExperimentConfig, final_run, mvmr_metrics, prepare, run_config)
+from momentsearch.experiments.continuation import curve_trends as trends, vr_phase_end  # noqa: E402
+from momentsearch.experiments.stats import paired as paired_stats  # noqa: E402
 from momentsearch.config import load_yaml_config  # noqa: E402
 from momentsearch.evaluation.report import figure, save_png  # noqa: E402
 from momentsearch.fileio import write_json  # noqa: E402
@@ -94,16 +99,9 @@ def rise(values: list[float], end: int, window: int) -> float | None:
     return max(values[end - window:end]) - max(values[:end - window])
 
 
-def trends(curves: dict[str, list[float]], vr_end: int, trend_window: int = 10) -> tuple[Trend, Trend]:
-    """The trend test's two halves: validation VR r10 up to the end of its phase, and VCMR 0.5-r10 to the end."""
-    return trend(curves["VR r10"][:vr_end], trend_window), trend(curves["VCMR 0.5-r10"], trend_window)
-
-
 def check_run(history: list[dict[str, Any]], train_cfg: dict[str, Any], window: int,
               trend_window: int = 10) -> dict[str, Any]:
-    model = train_cfg.get("model", {})
-    vr_end = int(model.get("retriever_epochs", 0)) or len(history)  # a two-phase family: VR moves only before
-    vr_end = min(vr_end, len(history))
+    vr_end = vr_phase_end(history, train_cfg)  # a two-phase family: VR moves only before
     curves = {f"{t} {k}": [float(h["val"][t][k]) for h in history] for t, k in CURVES}
     t_vr, t_vcmr = trends(curves, vr_end, trend_window)
     return {"epochs": len(history), "vr_phase_end": vr_end,
@@ -124,6 +122,9 @@ def main() -> None:
     ap.add_argument("--only", action="append", default=[], help="only this condition (repeatable)")
     ap.add_argument("--versus", action="append", default=[], help="A=B: A − B paired by seed (repeatable)")
     ap.add_argument("--metric", action="append", default=[], help=f"metrics for --versus (default {METRICS})")
+    ap.add_argument("--continue-rising", type=int, default=0, help="as `momentsearch experiment --continue-rising`: "
+                    "each (condition, seed) is read from the last run of its chain of continuations")
+    ap.add_argument("--max-epochs", type=int, default=0, help="as `momentsearch experiment --max-epochs`")
     ap.add_argument("--tag", default="", help="a second view of one experiment (another --only set): written as "
                     "convergence_<experiment>_<tag>.json and <experiment>_<tag>_curves.png beside the first")
     args = ap.parse_args()
@@ -133,9 +134,15 @@ def main() -> None:
     runs_dir = Path(exp.runs_dir) if exp.runs_dir else Path("runs/experiments/runs") / bench.name
     rows: list[dict[str, Any]] = []
     conds = args.only or list(exp.conditions)
+    cont = Continuation(args.continue_rising, args.max_epochs, args.trend_window) \
+        if args.continue_rising or args.max_epochs else None
     for cond in conds:
         for seed in exp.seeds:
-            d = run_config(exp, cond, seed, bench, tables, runs_dir)
+            d, missing = final_run(run_config(exp, cond, seed, bench, tables, runs_dir), cont)
+            if missing is not None:
+                sys.exit(f"error: {cond} seed {seed} still rises at {d['epochs']} epochs and its continuation to "
+                         f"{missing['epochs']} has not finished; run `momentsearch experiment {args.experiment} "
+                         f"--continue-rising {args.continue_rising} --max-epochs {args.max_epochs}` first")
             run = Path(d["out_dir"])
             if not (run / "history.json").exists() or not (run / "result.json").exists():
                 sys.exit(f"error: {cond} seed {seed} has not finished ({run}); run `momentsearch experiment "

@@ -291,13 +291,26 @@ def experiment_cmd(
     config: Annotated[Path, typer.Argument(help="An experiment YAML, e.g. configs/experiments/pr_tables_5_6.yaml.")],
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Runs trained at the same time (processes).")] = 2,
     only: Annotated[Optional[list[str]], typer.Option(help="Run only this condition (repeatable).")] = None,
+    continue_rising: Annotated[int, typer.Option(
+        help="Continue a run still rising by the trend test (the slope of validation VR r10 or VCMR 0.5-r10 over "
+             "the last --trend-window epochs significantly positive) by this many epochs, until it passes or "
+             "reaches --max-epochs; the last run is the one reported. 0: no continuation.")] = 0,
+    max_epochs: Annotated[int, typer.Option(help="No run is continued past this many epochs.")] = 0,
+    trend_window: Annotated[int, typer.Option(help="The trend test's window (epochs).")] = 10,
 ) -> None:
     """Train every condition of an experiment over its seeds; one table (mean ± std) and a PNG.
     Finished runs are kept, so rerunning resumes an interrupted experiment."""
     _require_models()
-    from momentsearch.experiments import run_experiment
+    from momentsearch.errors import ConfigError
+    from momentsearch.experiments import Continuation, run_experiment
 
-    run_experiment(config, jobs, only)
+    cont = None
+    if continue_rising or max_epochs:
+        try:
+            cont = Continuation(continue_rising, max_epochs, trend_window)
+        except ConfigError as e:
+            raise typer.BadParameter(str(e)) from None
+    run_experiment(config, jobs, only, cont)
 
 
 @app.command("demo")

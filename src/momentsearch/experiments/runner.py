@@ -13,10 +13,9 @@ mid-training resumes from its ``last.pt``). The results are aggregated into ``re
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
@@ -26,6 +25,8 @@ from typing import Any
 from momentsearch.config import from_dict, load_yaml_config, merge, read_yaml, resolve_config, to_dict
 from momentsearch.errors import ConfigError
 from momentsearch.fileio import write_json
+from momentsearch.experiments.continuation import Continuation, continue_shorter_run, next_run
+from momentsearch.experiments.digest import run_digest
 from momentsearch.experiments.proxy_scores import stored_once, with_proxy_ndcg
 from momentsearch.experiments.tables import TABLE_KINDS, TableSpec, table_files
 
@@ -124,53 +125,6 @@ def mvmr_pools(bench: Path, spec: MVMRSpec, split: str) -> Path:
 
 EVAL_VERSION = 2  # 2: the oracle's every-S nDCG columns ("nDCG VR 2-way", "nDCG VCMR 0.5 S>0"; issue 25)
 
-HASH_IGNORED = ("device", "amp", "num_workers")  # where a run trains does not make it another run
-_MISSING = object()
-
-
-def _set_apart(d: Any, defaults: Any) -> Any:
-    """The parts of ``d`` that differ from ``defaults`` (nested dicts compared key by key; _MISSING: none)."""
-    if isinstance(d, dict) and isinstance(defaults, dict):
-        out = {}
-        for k, v in d.items():
-            diff = _set_apart(v, defaults.get(k, _MISSING))
-            if diff is not _MISSING:
-                out[k] = diff
-        return out if out else _MISSING
-    return _MISSING if d == defaults else d
-
-
-def _defaults(cls: type) -> dict[str, Any]:
-    """A config dataclass's default values, as ``to_dict`` writes them (fields without a default left out)."""
-    import dataclasses
-
-    out: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        if f.default is not dataclasses.MISSING:
-            out[f.name] = to_dict(f.default) if dataclasses.is_dataclass(f.default) else f.default
-        elif f.default_factory is not dataclasses.MISSING:
-            v = f.default_factory()
-            out[f.name] = to_dict(v) if dataclasses.is_dataclass(v) else v
-    return out
-
-
-def run_digest(d: dict[str, Any]) -> str:
-    """A hash of the values a run's training config sets apart from the defaults (``TrainConfig``'s, and its
-    model family's config's): a setting at its default, written or not, and an option added later at its
-    default, leave the run (and its folder) as it was; where a run trains (device, amp, workers) is not hashed."""
-    from momentsearch.data.dataset import DatasetConfig
-    from momentsearch.models.registry import get_family
-    from momentsearch.training.config import TrainConfig
-
-    name = (d.get("model") or {}).get("name", "xml")
-    defaults = {**_defaults(TrainConfig), "dataset": _defaults(DatasetConfig),
-                "model": _defaults(get_family(name).config_class)}
-    h = {k: v for k, v in d.items() if k not in HASH_IGNORED}
-    apart = _set_apart(h, {k: v for k, v in defaults.items() if k not in HASH_IGNORED})
-    apart = {} if apart is _MISSING else apart
-    apart.setdefault("model", {})["name"] = name  # the family always names the run
-    return hashlib.sha1(json.dumps(apart, sort_keys=True, default=str).encode()).hexdigest()[:8]
-
 
 def run_config(exp: ExperimentConfig, condition: str, seed: int, bench: Path, tables: dict[str, Path],
                runs: Path) -> dict[str, Any]:
@@ -221,7 +175,7 @@ def run_one(cfg_dict: dict[str, Any], split: str, pools: str | None = None) -> d
         return _with_mvmr(_with_new_columns(json.loads(done.read_text()), out, split), out, split, pools)
     earlier = 0.0
     if not (out / "checkpoints" / "last.pt").exists():
-        earlier = _continue_shorter_run(cfg_dict, out)
+        earlier = continue_shorter_run(cfg_dict, out)
     t0 = time.time()
     trainer = Trainer(cfg, progress=False)
     trainer.resume()
@@ -249,37 +203,6 @@ def _with_new_columns(result: dict[str, Any], out: Path, split: str) -> dict[str
     result = {**result, "metrics": {**row, **result["metrics"]}, "eval_version": EVAL_VERSION}
     write_json(out / "result.json", result)
     return result
-
-
-def _continue_shorter_run(cfg_dict: dict[str, Any], out: Path) -> float:
-    """A run asked for with more epochs than a finished run of the same config starts from that run's
-    checkpoints (copied into ``out``) and trains only the epochs it lacks: the trainer resumes exactly (a
-    resumed run equals one not stopped), so this equals training from scratch. Returns the earlier run's
-    training seconds (0 when there is none)."""
-    import shutil
-
-    from momentsearch.training.config import TrainConfig
-    from momentsearch.training.trainer import resume_mismatch
-
-    cfg = from_dict(TrainConfig, cfg_dict)
-    best: tuple[int, Path] | None = None
-    for tc in out.parent.parent.glob(f"*/{out.name}/train_config.json"):
-        run = tc.parent
-        if run == out or not (run / "result.json").exists() or not (run / "checkpoints" / "last.pt").exists():
-            continue
-        d = json.loads(tc.read_text())
-        longer = best is None or d["epochs"] > best[0]
-        if longer and d["epochs"] < cfg_dict["epochs"] and resume_mismatch(d, cfg) is None:
-            best = (d["epochs"], run)
-    if best is None:
-        return 0.0
-    tmp = out.with_name(out.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(best[1], tmp, ignore=shutil.ignore_patterns("result.json", "eval_*"))
-    if out.exists():  # no checkpoint in it: an attempt stopped before its first epoch ended
-        shutil.rmtree(out)
-    tmp.replace(out)
-    return float(json.loads((best[1] / "result.json").read_text())["train_seconds"])
 
 
 # Stored MVMR rows are keyed by protocol: "mvmr2" is full pools, the authors' NMS for every family and every
@@ -318,7 +241,11 @@ def _with_mvmr(result: dict[str, Any], out: Path, split: str, pools: str | None,
     return {**result, "metrics": {**result["metrics"], **mvmr_metrics(key, row)}}
 
 
-def run_experiment(config: Path, jobs: int = 2, only: list[str] | None = None) -> dict[str, Any]:
+def run_experiment(config: Path, jobs: int = 2, only: list[str] | None = None,
+                   continuation: Continuation | None = None) -> dict[str, Any]:
+    """Train and evaluate every (condition, seed) run of an experiment, then write its report. With
+    ``continuation`` a run the trend test finds still rising is continued (``experiments.continuation``) and the
+    last run of its chain is the one reported."""
     from momentsearch.experiments.report import write_report
 
     exp = load_yaml_config(ExperimentConfig, config)
@@ -335,24 +262,46 @@ def run_experiment(config: Path, jobs: int = 2, only: list[str] | None = None) -
     later = {c for c in conditions if (exp.conditions[c] or {}).get("init_from") in exp.conditions}
     waves = [[r for r in runs if r[0] not in later], [r for r in runs if r[0] in later]]
     results: dict[tuple[str, int], dict[str, Any]] = {}
+    final = {(c, s): d for c, s, d in runs}
     print(f"experiment {exp.name}: {len(conditions)} conditions x {len(exp.seeds)} seeds = {len(runs)} runs, "
-               f"{jobs} at a time; runs under {runs_dir}, results under {out}")
+          f"{jobs} at a time; runs under {runs_dir}, results under {out}" + (
+              f"; runs still rising continued by {continuation.step} epochs up to {continuation.max_epochs}"
+              if continuation else ""))
     from tqdm import tqdm
 
     pools = str(tables["mvmr pools"]) if "mvmr pools" in tables else None
     bar = tqdm(total=len(runs), desc=exp.name, unit="run")
+
+    def settle(c: str, s: int, d: dict[str, Any], result: dict[str, Any]) -> dict[str, Any] | None:
+        """Keep a finished run's result; its continuation when it is still rising (None: done)."""
+        results[(c, s)], final[(c, s)] = result, d
+        bar.update()
+        nxt = next_run(d, continuation)
+        if nxt is not None:
+            bar.total += 1
+            bar.refresh()
+            if not (Path(nxt["out_dir"]) / "result.json").exists():
+                tqdm.write(f"{c} seed {s}: still rising at {d['epochs']} epochs; continued to {nxt['epochs']}")
+        return nxt
+
     for wave in waves:
         if jobs <= 1:
             for c, s, d in wave:
-                results[(c, s)] = run_one(d, exp.eval_split, pools)
-                bar.update()
+                step: dict[str, Any] | None = d
+                while step is not None:
+                    step = settle(c, s, step, run_one(step, exp.eval_split, pools))
             continue
         with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-            futures = {pool.submit(run_one, d, exp.eval_split, pools): (c, s) for c, s, d in wave}
-            for f in as_completed(futures):
-                results[futures[f]] = f.result()
-                bar.update()
+            pending = {pool.submit(run_one, d, exp.eval_split, pools): (c, s, d) for c, s, d in wave}
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for f in done:
+                    c, s, d = pending.pop(f)
+                    nxt = settle(c, s, d, f.result())
+                    if nxt is not None:
+                        pending[pool.submit(run_one, nxt, exp.eval_split, pools)] = (c, s, nxt)
     bar.close()
+    runs = [(c, s, final[(c, s)]) for c, s, _ in runs]  # the last run of each chain
     if exp.mvmr is not None and exp.mvmr.retriever:  # Table 2: the retriever's model of the same seed in front
         ckpt = {s: Path(d["out_dir"]) / "checkpoints" / "best.pt" for c, s, d in runs if c == exp.mvmr.retriever}
         for c, s, d in tqdm(runs, desc=f"{exp.name}: top {exp.mvmr.top_videos} by {exp.mvmr.retriever}", unit="run"):

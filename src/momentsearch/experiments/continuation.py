@@ -1,0 +1,116 @@
+"""Runs still rising are continued (issue 42, item 3).
+
+A finished run is **still rising** when the trend test of ``stats.trend`` finds the slope of its validation VR r10
+or VCMR 0.5-r10 over the last ``window`` epochs significantly positive (one-sided t, p < 0.05; a two-phase family
+such as MINUTE has its VR tested at the end of its retriever phase, where VR stops changing). With a
+``Continuation(step, max_epochs)`` such a run is continued: the same config with ``step`` more epochs, which
+starts from the finished run's checkpoints (``continue_shorter_run``: the trainer resumes exactly, so this equals
+training the longer run from scratch), then tested again, until the test passes or ``max_epochs`` is reached.
+The run an experiment reports for a (condition, seed) is the last of that chain (``final_run``), so its
+verdicts compare runs at convergence by the test, or a run that still rises at ``max_epochs``, reported as such.
+A condition that fine-tunes another's model (``init_from``) starts from the source run as configured, not
+from its continuation.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from momentsearch.config import from_dict
+from momentsearch.errors import ConfigError
+from momentsearch.experiments.digest import run_digest
+from momentsearch.experiments.stats import Trend, trend
+
+
+@dataclass(frozen=True)
+class Continuation:
+    step: int  # epochs added to a run the trend test finds still rising
+    max_epochs: int  # no run is continued past this many epochs
+    window: int = 10  # the trend test's window (the last epochs)
+
+    def __post_init__(self) -> None:
+        if self.step < 1 or self.max_epochs < 1:
+            raise ConfigError(f"--continue-rising and --max-epochs must be at least 1, got {self.step} and "
+                              f"{self.max_epochs}")
+        if self.window < 3:
+            raise ConfigError(f"the trend test's window must be at least 3 epochs, got {self.window}")
+
+
+def curve_trends(curves: dict[str, Sequence[float]], vr_end: int, window: int = 10) -> tuple[Trend, Trend]:
+    """The trend test's two halves: validation VR r10 up to the end of its phase, and VCMR 0.5-r10 to the end."""
+    return trend(list(curves["VR r10"])[:vr_end], window), trend(curves["VCMR 0.5-r10"], window)
+
+
+def vr_phase_end(history: Sequence[dict[str, Any]], train_cfg: dict[str, Any]) -> int:
+    """The epochs during which VR can change: a two-phase family's ``retriever_epochs``, else the whole run."""
+    return min(int((train_cfg.get("model") or {}).get("retriever_epochs", 0)) or len(history), len(history))
+
+
+def run_trends(history: Sequence[dict[str, Any]], train_cfg: dict[str, Any], window: int = 10) -> tuple[Trend, Trend]:
+    """The trend test of a run's ``history.json`` (validation after every epoch)."""
+    curves = {"VR r10": [float(h["val"]["VR"]["r10"]) for h in history],
+              "VCMR 0.5-r10": [float(h["val"]["VCMR"]["0.5-r10"]) for h in history]}
+    return curve_trends(curves, vr_phase_end(history, train_cfg), window)
+
+
+def longer(d: dict[str, Any], epochs: int) -> dict[str, Any]:
+    """Run config ``d`` with ``epochs`` epochs, in the folder its hash names (beside ``d``'s)."""
+    out = Path(d["out_dir"])
+    e = {**d, "epochs": epochs, "out_dir": ""}
+    e["out_dir"] = str(out.parent.parent / run_digest(e) / out.name)
+    return e
+
+
+def next_run(d: dict[str, Any], cont: Continuation | None) -> dict[str, Any] | None:
+    """The run that continues finished run ``d`` when it is still rising and may grow; else None."""
+    history = Path(d["out_dir"]) / "history.json"
+    if cont is None or not (Path(d["out_dir"]) / "result.json").exists() or not history.exists():
+        return None
+    if d["epochs"] + cont.step > cont.max_epochs:
+        return None
+    if all(t.converged for t in run_trends(json.loads(history.read_text()), d, cont.window)):
+        return None
+    return longer(d, d["epochs"] + cont.step)
+
+
+def final_run(d: dict[str, Any], cont: Continuation | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The last finished run of ``d``'s chain of continuations, and the continuation it still lacks (None when
+    the chain is complete: the last run passes the trend test, or has reached ``max_epochs``)."""
+    while (nxt := next_run(d, cont)) is not None:
+        if not (Path(nxt["out_dir"]) / "result.json").exists():
+            return d, nxt
+        d = nxt
+    return d, None
+
+
+def continue_shorter_run(cfg_dict: dict[str, Any], out: Path) -> float:
+    """A run asked for with more epochs than a finished run of the same config starts from that run's
+    checkpoints (copied into ``out``) and trains only the epochs it lacks: the trainer resumes exactly (a
+    resumed run equals one not stopped), so this equals training from scratch. Returns the earlier run's
+    training seconds (0 when there is none)."""
+    from momentsearch.training.config import TrainConfig
+    from momentsearch.training.trainer import resume_mismatch
+
+    cfg = from_dict(TrainConfig, cfg_dict)
+    best: tuple[int, Path] | None = None
+    for tc in out.parent.parent.glob(f"*/{out.name}/train_config.json"):
+        run = tc.parent
+        if run == out or not (run / "result.json").exists() or not (run / "checkpoints" / "last.pt").exists():
+            continue
+        d = json.loads(tc.read_text())
+        if (best is None or d["epochs"] > best[0]) and d["epochs"] < cfg_dict["epochs"] and resume_mismatch(d, cfg) is None:
+            best = (d["epochs"], run)
+    if best is None:
+        return 0.0
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(best[1], tmp, ignore=shutil.ignore_patterns("result.json", "eval_*"))
+    if out.exists():  # no checkpoint in it: an attempt stopped before its first epoch ended
+        shutil.rmtree(out)
+    tmp.replace(out)
+    return float(json.loads((best[1] / "result.json").read_text())["train_seconds"])

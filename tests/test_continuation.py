@@ -1,0 +1,108 @@
+"""Runs still rising are continued (issue 42, item 3): the trend test on a run's history, the chain of
+continuations, and the experiment runner reporting the last run of each chain."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from momentsearch.errors import ConfigError
+from momentsearch.experiments import Continuation, final_run, run_digest, run_experiment, run_trends
+from momentsearch.experiments.continuation import next_run
+
+
+def _history(vr: list[float], vcmr: list[float]) -> list[dict]:
+    return [{"epoch": i + 1, "selection": b, "val": {"VR": {"r10": a}, "VCMR": {"0.5-r10": b}}}
+            for i, (a, b) in enumerate(zip(vr, vcmr))]
+
+
+def _finished(run: Path, d: dict, history: list[dict]) -> None:
+    run.mkdir(parents=True)
+    (run / "history.json").write_text(json.dumps(history))
+    (run / "train_config.json").write_text(json.dumps(d))
+    (run / "result.json").write_text(json.dumps({"metrics": {}, "train_seconds": 1.0}))
+
+
+def _line(n: int) -> list[dict]:
+    """VR rising 0.5 an epoch, VCMR flat, over n epochs."""
+    return _history([i / 2 for i in range(n)], [5.0] * n)
+
+
+RISING = _line(12)
+FLAT = _history([30.0, 31.0, 30.0, 31.0] * 3, [5.0, 6.0] * 6)
+
+
+def test_trend_test_of_a_history_by_hand() -> None:
+    vr, vcmr = run_trends(RISING, {"model": {"name": "xml"}}, window=10)
+    # a straight line: slope 0.5 exactly, no residual, so a rise with p = 0; a constant: slope 0, p = 1
+    assert vr.slope == pytest.approx(0.5) and vr.p_rising == 0.0 and not vr.converged
+    assert vcmr.slope == pytest.approx(0.0) and vcmr.converged
+    # 30, 31 alternating over 10 epochs: slope 1/33 (least squares by hand: Sxy 2.5 / Sxx 82.5), not significant
+    vr, vcmr = run_trends(FLAT, {"model": {"name": "xml"}}, window=10)
+    assert vr.slope == pytest.approx(2.5 / 82.5) and vr.converged and vcmr.converged
+    # a two-phase family has its VR tested over its retriever phase only: flat there, rising after
+    two_phase = _history([30.0] * 6 + [40.0, 50.0, 60.0, 70.0, 80.0, 90.0], [5.0] * 12)
+    vr, _ = run_trends(two_phase, {"model": {"name": "minute", "retriever_epochs": 6}}, window=10)
+    assert vr.window == 6 and vr.converged
+    vr, _ = run_trends(two_phase, {"model": {"name": "xml"}}, window=10)
+    assert not vr.converged
+
+
+def test_a_rising_run_is_continued_until_it_passes_or_reaches_the_cap(tmp_path: Path) -> None:
+    d = {"epochs": 12, "seed": 3, "lr": 0.0005, "model": {"name": "xml"}, "out_dir": ""}
+    d["out_dir"] = str(tmp_path / run_digest(d) / "seed3")
+    cont = Continuation(step=8, max_epochs=30)
+    assert next_run(d, cont) is None  # not trained yet: nothing to test
+    _finished(Path(d["out_dir"]), d, RISING)
+    nxt = next_run(d, cont)
+    assert nxt is not None and nxt["epochs"] == 20 and nxt["lr"] == 0.0005
+    # its folder is the one run_config names for a 20-epoch condition of the same config: shared with it
+    assert Path(nxt["out_dir"]) == tmp_path / run_digest({**d, "epochs": 20, "out_dir": ""}) / "seed3"
+    assert Path(nxt["out_dir"]) != Path(d["out_dir"])
+    assert final_run(d, cont) == (d, nxt)  # the continuation still lacks
+    assert final_run(d, None) == (d, None) and next_run(d, None) is None  # without continuation: as configured
+    _finished(Path(nxt["out_dir"]), nxt, _line(20))  # still rising at 20: continued to 28
+    last, missing = final_run(d, cont)
+    assert last == nxt and missing is not None and missing["epochs"] == 28
+    _finished(Path(missing["out_dir"]), missing, _line(28))  # still rising, but 36 would pass the cap of 30
+    assert final_run(d, cont) == (missing, None)
+    assert next_run(d, Continuation(step=8, max_epochs=19)) is None  # 20 would pass the cap
+    flat = {**d, "seed": 4}
+    flat["out_dir"] = str(tmp_path / run_digest(flat) / "seed4")
+    _finished(Path(flat["out_dir"]), flat, FLAT)
+    assert final_run(flat, cont) == (flat, None)
+
+
+def test_continuation_settings_are_checked() -> None:
+    with pytest.raises(ConfigError, match="at least 1"):
+        Continuation(step=0, max_epochs=240)
+    with pytest.raises(ConfigError, match="window must be at least 3"):
+        Continuation(step=80, max_epochs=240, window=2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_the_experiment_reports_the_last_run_of_each_chain(tiny_benchmark: Path, tmp_path: Path, jobs: int) -> None:
+    """A one-epoch run cannot pass a 3-epoch trend test (too short to say), so it is continued epoch by
+    epoch up to the cap of 3: the report is the 3-epoch run's, and its first epoch was not retrained."""
+    train = tmp_path / "train.yaml"
+    train.write_text("epochs: 1\nbatch_size: 32\nlr: 0.001\nval_split: test\nval_max_queries: 20\nnum_threads: 1\n"
+                     "model: {name: xml, hidden: 32}\n")
+    cfg = tmp_path / "exp.yaml"
+    cfg.write_text(f"name: t\npreset: tiny\ntrain: {train}\nbenchmark_dir: {tiny_benchmark}\nout_dir: {tmp_path / 'out'}\n"
+                   f"runs_dir: {tmp_path / 'runs'}\nseeds: [0]\nconditions:\n  XML: {{}}\n")
+    cont = Continuation(step=1, max_epochs=3, window=3)
+    agg = run_experiment(cfg, jobs=jobs, continuation=cont)
+    histories = {len(json.loads(p.read_text())): p.parent for p in (tmp_path / "runs").glob("*/seed0/history.json")}
+    assert sorted(histories) == [1, 2, 3]
+    first = [json.loads((histories[n] / "history.json").read_text())[0]["train_seconds"] for n in (1, 2, 3)]
+    assert first[0] == first[1] == first[2]  # epoch 1 copied along the chain, not retrained
+    reported = json.loads((histories[3] / "result.json").read_text())["metrics"]["VCMR 0.5-r10"]
+    assert agg["XML"]["VCMR 0.5-r10"]["runs"] == [reported]
+    stamp = (histories[3] / "result.json").stat().st_mtime
+    run_experiment(cfg, jobs=jobs, continuation=cont)  # done: nothing retrained, the same report
+    assert (histories[3] / "result.json").stat().st_mtime == stamp
+    assert run_experiment(cfg, jobs=jobs)["XML"]["VCMR 0.5-r10"]["runs"] == [
+        json.loads((histories[1] / "result.json").read_text())["metrics"]["VCMR 0.5-r10"]]  # without: as configured
