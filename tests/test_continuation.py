@@ -76,10 +76,18 @@ def test_a_rising_run_is_continued_until_it_passes_or_reaches_the_cap(tmp_path: 
 
 
 def test_continuation_settings_are_checked() -> None:
+    from typer.testing import CliRunner
+
+    from momentsearch.cli.main import app
+
     with pytest.raises(ConfigError, match="at least 1"):
         Continuation(step=0, max_epochs=240)
     with pytest.raises(ConfigError, match="window must be at least 3"):
         Continuation(step=80, max_epochs=240, window=2)
+    # the command line says which setting is wrong before it reads the experiment
+    r = CliRunner().invoke(app, ["experiment", "configs/experiments/pr_recipe.yaml", "--max-epochs", "320"])
+    said = " ".join(r.output.replace("│", " ").split())  # the error box wraps lines
+    assert r.exit_code == 2 and "--continue-rising and --max-epochs must be at least 1, got 0 and 320" in said
 
 
 @pytest.mark.slow
