@@ -7,7 +7,8 @@ config: another model family). Every (condition, seed) run trains,
 evaluates its best checkpoint on the test split and writes ``result.json``; a run whose result
 exists is not redone, so an interrupted experiment resumes where it stopped (and a run stopped
 mid-training resumes from its ``last.pt``). The results are aggregated into ``results.json``,
-``results.md`` (mean +- std over seeds) and ``results.png``.
+``results.md`` (mean +- std over seeds) and ``results.png``. With a ``Continuation`` a run still rising by
+the trend test is continued and the last run of its chain is the one reported (``experiments.continuation``).
 """
 
 from __future__ import annotations
