@@ -75,6 +75,18 @@ def test_a_rising_run_is_continued_until_it_passes_or_reaches_the_cap(tmp_path: 
     assert final_run(flat, cont) == (flat, None)
 
 
+def test_the_report_says_the_epochs_of_each_seed_where_they_differ() -> None:
+    from momentsearch.experiments.report import aggregate, markdown
+
+    results = {("XML", s): {"metrics": {"VCMR 0.5-r1": 20.0 + s}, "epochs": e} for s, e in ((0, 160), (1, 320))}
+    results |= {("+PR", s): {"metrics": {"VCMR 0.5-r1": 25.0}, "epochs": 160} for s in (0, 1)}
+    md = markdown(aggregate(["XML", "+PR"], [0, 1], results), [0, 1])
+    assert "Epochs per seed where they differ (runs still rising by the trend test were continued): XML: 160, 320." in md
+    assert "+PR: 160" not in md  # every seed alike: not listed
+    results[("XML", 1)]["epochs"] = 160
+    assert "Epochs per seed" not in markdown(aggregate(["XML", "+PR"], [0, 1], results), [0, 1])
+
+
 def test_continuation_settings_are_checked() -> None:
     from typer.testing import CliRunner
 
@@ -103,6 +115,7 @@ def test_the_experiment_reports_the_last_run_of_each_chain(tiny_benchmark: Path,
                    f"runs_dir: {tmp_path / 'runs'}\nseeds: [0]\nconditions:\n  XML: {{}}\n")
     cont = Continuation(step=1, max_epochs=3, window=3)
     agg = run_experiment(cfg, jobs=jobs, continuation=cont)
+    assert agg["XML"]["epochs"]["runs"] == [3.0]
     histories = {len(json.loads(p.read_text())): p.parent for p in (tmp_path / "runs").glob("*/seed0/history.json")}
     assert sorted(histories) == [1, 2, 3]
     first = [json.loads((histories[n] / "history.json").read_text())[0]["train_seconds"] for n in (1, 2, 3)]

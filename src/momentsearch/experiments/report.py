@@ -65,7 +65,7 @@ def aggregate(conditions: list[str], seeds: list[int], results: dict[tuple[str, 
     for c in conditions:
         runs = [results[(c, s)] for s in seeds]
         row: dict[str, Any] = {}
-        for col in [*COLUMNS, *NDCG_COLUMNS, *extra, "seconds_per_epoch", "pairs_per_batch"]:
+        for col in [*COLUMNS, *NDCG_COLUMNS, *extra, "seconds_per_epoch", "pairs_per_batch", "epochs"]:
             vals = np.array([r["metrics"][col] if col in r["metrics"] else r.get(col, np.nan) for r in runs], float)
             row[col] = {"mean": float(vals.mean()), "std": float(vals.std(ddof=1)) if len(vals) > 1 else 0.0,
                         "runs": vals.tolist()}
@@ -100,6 +100,17 @@ def _section(agg: dict[str, dict[str, Any]], cols: list[str], intro: str) -> str
     return out
 
 
+def epochs_line(agg: dict[str, dict[str, Any]]) -> str:
+    """Where runs of a condition trained for different numbers of epochs (runs still rising were continued): each
+    such condition's epochs, seed by seed; else nothing."""
+    uneven = {c: row["epochs"]["runs"] for c, row in agg.items()
+              if "epochs" in row and len(set(row["epochs"]["runs"])) > 1}
+    if not uneven:
+        return ""
+    return ("\nEpochs per seed where they differ (runs still rising by the trend test were continued): "
+            + "; ".join(f"{c}: {', '.join(f'{e:g}' for e in runs)}" for c, runs in uneven.items()) + ".\n")
+
+
 def markdown(agg: dict[str, dict[str, Any]], seeds: list[int]) -> str:
     cols = [*COLUMNS, "seconds_per_epoch", "pairs_per_batch"]
     head = "| condition | " + " | ".join(cols) + " |\n|---|" + "---:|" * len(cols) + "\n"
@@ -114,7 +125,8 @@ def markdown(agg: dict[str, dict[str, Any]], seeds: list[int]) -> str:
                                             f"[{row[k]['delta_low']:+.2f}, {row[k]['delta_high']:+.2f}] "
                                             f"{row[k]['verdict']}" for k in dcols)
                     + " |\n" for c, row in agg.items() if c != ref)
-    out = head + body + f"\nMean ± standard deviation over seeds {seeds}.\n" + (dhead + dbody if dbody else "")
+    out = head + body + f"\nMean ± standard deviation over seeds {seeds}.\n" + epochs_line(agg) + (
+        dhead + dbody if dbody else "")
     mv = [c for c in agg[ref] if c in MVMR_COLUMNS or c.startswith("top")]
     if mv:
         out += _section(agg, mv, "The MVMR protocol (NLVL: the gold video alone; MVMR: the query's pool; topK: the pool "

@@ -275,7 +275,7 @@ def run_experiment(config: Path, jobs: int = 2, only: list[str] | None = None,
 
     def settle(c: str, s: int, d: dict[str, Any], result: dict[str, Any]) -> dict[str, Any] | None:
         """Keep a finished run's result; its continuation when it is still rising (None: done)."""
-        results[(c, s)], final[(c, s)] = result, d
+        results[(c, s)], final[(c, s)] = {**result, "epochs": d["epochs"]}, d
         bar.update()
         nxt = next_run(d, continuation)
         if nxt is not None:
