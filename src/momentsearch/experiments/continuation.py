@@ -103,7 +103,8 @@ def continue_shorter_run(cfg_dict: dict[str, Any], out: Path) -> float:
         if run == out or not (run / "result.json").exists() or not (run / "checkpoints" / "last.pt").exists():
             continue
         d = json.loads(tc.read_text())
-        if (best is None or d["epochs"] > best[0]) and d["epochs"] < cfg_dict["epochs"] and resume_mismatch(d, cfg) is None:
+        longest_so_far = best is None or d["epochs"] > best[0]
+        if longest_so_far and d["epochs"] < cfg_dict["epochs"] and resume_mismatch(d, cfg) is None:
             best = (d["epochs"], run)
     if best is None:
         return 0.0
