@@ -39,9 +39,10 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from momentsearch.experiments import (  # noqa: E402
     Continuation, ExperimentConfig, final_run, mvmr_metrics, prepare, run_config)
-from momentsearch.experiments.continuation import curve_trends as trends, vr_phase_end  # noqa: E402
+from momentsearch.experiments.continuation import curve_trends as trends, read_history, vr_phase_end  # noqa: E402
 from momentsearch.experiments.stats import paired as paired_stats  # noqa: E402
 from momentsearch.config import load_yaml_config  # noqa: E402
+from momentsearch.errors import ConfigError  # noqa: E402
 from momentsearch.evaluation.report import figure, save_png  # noqa: E402
 from momentsearch.fileio import write_json  # noqa: E402
 
@@ -56,7 +57,7 @@ def start_epoch(train_cfg: dict[str, Any]) -> int:
     source = Path(init).parent.parent / "history.json"
     if not init or not source.exists():
         return 0
-    return int(max(json.loads(source.read_text()), key=lambda h: h["selection"])["epoch"])
+    return int(max(read_history(source, validation=False), key=lambda h: h["selection"])["epoch"])
 
 
 def run_metrics(result: dict[str, Any]) -> dict[str, float]:
@@ -147,11 +148,14 @@ def main() -> None:
             if not (run / "history.json").exists() or not (run / "result.json").exists():
                 sys.exit(f"error: {cond} seed {seed} has not finished ({run}); run `momentsearch experiment "
                          f"{args.experiment}` first")
-            history = json.loads((run / "history.json").read_text())
+            try:
+                history, start = read_history(run / "history.json"), start_epoch(d)
+            except ConfigError as e:
+                sys.exit(f"error: {e}")
             result = json.loads((run / "result.json").read_text())
             row = {"condition": cond, "seed": seed, **check_run(history, d, args.window, args.trend_window),
                    "train_seconds": round(result["train_seconds"], 1),
-                   "seconds_per_epoch": round(result["seconds_per_epoch"], 1), "start_epoch": start_epoch(d),
+                   "seconds_per_epoch": round(result["seconds_per_epoch"], 1), "start_epoch": start,
                    "test": run_metrics(result)}
             row["flat"] = all(row[k] is not None and row[k] <= args.tol for k in ("rise VR r10", "rise VCMR 0.5-r10"))
             rows.append(row)

@@ -75,6 +75,20 @@ def test_a_rising_run_is_continued_until_it_passes_or_reaches_the_cap(tmp_path: 
     assert final_run(flat, cont) == (flat, None)
 
 
+@pytest.mark.parametrize("text, says", [
+    ("{not json", "invalid JSON"), ("[]", "non-empty list of epochs"), ('{"epoch": 1}', "non-empty list"),
+    ('[{"epoch": 1, "selection": 1.0, "val": {"VR": {}}}]', "epoch entry 0 lacks epoch, selection, val.VR.r10"),
+    ('[{"epoch": 1, "selection": 1.0, "val": {"VR": {"r10": "7"}, "VCMR": {"0.5-r10": 1}}}]', "not a number")])
+def test_a_damaged_history_names_the_run_to_retrain(tmp_path: Path, text: str, says: str) -> None:
+    d = {"epochs": 12, "seed": 0, "model": {"name": "xml"}, "out_dir": str(tmp_path / "abc" / "seed0")}
+    _finished(Path(d["out_dir"]), d, RISING)
+    (Path(d["out_dir"]) / "history.json").write_text(text)
+    with pytest.raises(ConfigError, match=says) as e:
+        next_run(d, Continuation(step=8, max_epochs=30))
+    assert str(e.value).startswith(f"{d['out_dir']}/history.json") and str(e.value).endswith(
+        f"delete {d['out_dir']} to retrain that run")
+
+
 def test_the_report_says_the_epochs_of_each_seed_where_they_differ() -> None:
     from momentsearch.experiments.report import aggregate, markdown
 

@@ -25,6 +25,7 @@ from momentsearch.config import from_dict
 from momentsearch.errors import ConfigError
 from momentsearch.experiments.digest import run_digest
 from momentsearch.experiments.stats import Trend, trend
+from momentsearch.readers import read_json
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,29 @@ def vr_phase_end(history: Sequence[dict[str, Any]], train_cfg: dict[str, Any]) -
     return min(int((train_cfg.get("model") or {}).get("retriever_epochs", 0)) or len(history), len(history))
 
 
+def read_history(path: Path, validation: bool = True) -> list[dict[str, Any]]:
+    """A run's ``history.json``, checked: a non-empty list of epochs, each with its epoch number, selection score
+    and (``validation``) validation VR r10 and VCMR 0.5-r10 as numbers. A damaged file says which run to retrain."""
+    fix = f"; delete {path.parent} to retrain that run"
+    try:
+        history = read_json(path, ConfigError, "training history")
+    except ConfigError as e:
+        raise ConfigError(f"{e}{fix}") from None
+    if not isinstance(history, list) or not history:
+        raise ConfigError(f"{path}: expected a non-empty list of epochs{fix}")
+    for i, h in enumerate(history):
+        try:
+            vals = [h["epoch"], h["selection"]]
+            if validation:
+                vals += [h["val"]["VR"]["r10"], h["val"]["VCMR"]["0.5-r10"]]
+        except (KeyError, TypeError):
+            raise ConfigError(f"{path}: epoch entry {i} lacks epoch, selection"
+                              f"{', val.VR.r10 or val.VCMR.0.5-r10' if validation else ''}{fix}") from None
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+            raise ConfigError(f"{path}: epoch entry {i} has a value that is not a number{fix}")
+    return history
+
+
 def run_trends(history: Sequence[dict[str, Any]], train_cfg: dict[str, Any], window: int = 10) -> tuple[Trend, Trend]:
     """The trend test of a run's ``history.json`` (validation after every epoch)."""
     curves = {"VR r10": [float(h["val"]["VR"]["r10"]) for h in history],
@@ -73,7 +97,7 @@ def next_run(d: dict[str, Any], cont: Continuation | None) -> dict[str, Any] | N
         return None
     if d["epochs"] + cont.step > cont.max_epochs:
         return None
-    if all(t.converged for t in run_trends(json.loads(history.read_text()), d, cont.window)):
+    if all(t.converged for t in run_trends(read_history(history), d, cont.window)):
         return None
     return longer(d, d["epochs"] + cont.step)
 
