@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from momentsearch.experiments import (  # noqa: E402
     Continuation, ExperimentConfig, final_run, mvmr_metrics, prepare, run_config)
 from momentsearch.experiments.continuation import curve_trends as trends, read_history, vr_phase_end  # noqa: E402
+from momentsearch.experiments.proxy_scores import proxy_metrics  # noqa: E402
 from momentsearch.experiments.stats import paired as paired_stats  # noqa: E402
 from momentsearch.config import load_yaml_config  # noqa: E402
 from momentsearch.errors import ConfigError  # noqa: E402
@@ -61,11 +62,15 @@ def start_epoch(train_cfg: dict[str, Any]) -> int:
 
 
 def run_metrics(result: dict[str, Any]) -> dict[str, float]:
-    """A run's test-split numbers: its metrics and, for an MVMR experiment, its current-protocol pool rows
-    (experiment.mvmr_metrics: "topK "-prefixed with a retriever in front, as in the experiment's report)."""
+    """A run's test-split numbers: its metrics; for an MVMR experiment, its current-protocol pool rows
+    (experiment.mvmr_metrics: "topK "-prefixed with a retriever in front, as in the experiment's report); for
+    one with ``score_with``, its nDCG against each proxy table, as "nDCG VR (bow)" (experiments/proxy_scores.py;
+    the experiment runner stores them in result.json)."""
     out = {k: float(v) for k, v in result["metrics"].items() if isinstance(v, (int, float))}
     for key, row in result.get("mvmr", {}).items():
         out.update(mvmr_metrics(key, row))
+    for key, row in result.get("proxy_ndcg", {}).items():
+        out.update(proxy_metrics(key.split(":")[0], row))
     return out
 
 

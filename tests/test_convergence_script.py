@@ -9,6 +9,7 @@ import pytest
 
 from benchmarks.convergence import paired, parse_versus, start_epoch, run_metrics
 from momentsearch.experiments import mvmr_key
+from momentsearch.experiments.proxy_scores import proxy_key
 
 
 def test_paired_differences_by_seed_by_hand() -> None:
@@ -41,6 +42,10 @@ def test_mvmr_rows_join_the_metrics_and_fine_tunes_start_at_their_source(tmp_pat
                mvmr_key("pools.txt", "C:/r/a:b.pt", 7): {"MVMR 0.5-r1": 4.0}}  # ":" in a retriever's path
     assert run_metrics({"metrics": {}, "mvmr": written}) == {"MVMR 0.5-r1": 9.5, "top3 MVMR 0.5-r1": 2.0,
                                                             "top7 MVMR 0.5-r1": 4.0}
+    # nDCG against a proxy table (score_with), under the key the runner stores it with
+    proxy = {proxy_key("bow", "/x/tables/bow.npz"): {"nDCG VR": 74.5, "nDCG VCMR 0.5": 33.25}}
+    assert run_metrics({"metrics": {"nDCG VR": 67.0}, "proxy_ndcg": proxy}) == {
+        "nDCG VR": 67.0, "nDCG VR (bow)": 74.5, "nDCG VCMR 0.5 (bow)": 33.25}
     run = tmp_path / "seed0"
     (run / "checkpoints").mkdir(parents=True)
     (run / "history.json").write_text(json.dumps([{"epoch": e, "selection": v} for e, v in ((1, 3.0), (2, 9.0), (3, 5.0))]))
