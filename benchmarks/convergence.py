@@ -93,8 +93,7 @@ def paired(rows: list[dict[str, Any]], a: str, b: str, metrics: tuple[str, ...])
         if not seeds or any(m not in by[(c, s)] for c in (a, b) for s in seeds):
             continue
         p = paired_stats([by[(a, s)][m] for s in seeds], [by[(b, s)][m] for s in seeds])
-        out.append({"versus": f"{a} − {b}", "metric": m, "mean": p.mean, "std": p.std, "low": p.low, "high": p.high,
-                    "n": p.n, "verdict": p.verdict, "per_seed": [round(x, 2) for x in p.diffs]})
+        out.append({"versus": f"{a} − {b}", "metric": m, **p.as_dict(), "per_seed": [round(x, 2) for x in p.diffs]})
     return out
 
 
