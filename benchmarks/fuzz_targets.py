@@ -104,7 +104,10 @@ def fixtures(root: Path) -> Path:
              "mvmr_pools.json": MVMR_POOLS, "queries.txt": "the red door opens\n\n  someone waves  \n",
              "search_body.json": json.dumps(BODIES[1]), "v1_body.json": json.dumps(V1_BODY),
              "Charades_v1_test.csv": CHARADES_CSV, "charades_sta_test.txt": CHARADES_STA,
-             "whisper.json": WHISPER_JSON, "stored_transcript.json": STORED_TRANSCRIPT}
+             "whisper.json": WHISPER_JSON, "stored_transcript.json": STORED_TRANSCRIPT,
+             "history.json": json.dumps([{"epoch": e, "selection": v, "val": {"VR": {"r10": 30.0 + e},
+                                                                            "VCMR": {"0.5-r10": v}}}
+                                         for e, v in ((1, 2.5), (2, 4.0))])}
     for name, text in texts.items():
         (root / name).write_text(text, encoding="utf-8")
     for name in ("xml/default.yaml", "minute/small.yaml", "mmn/default.yaml", "span/cet.yaml", "span/bet.yaml"):
@@ -247,6 +250,12 @@ def _queries(folder: Path) -> None:
     from momentsearch.text.query_file import read_query_file
 
     read_query_file(folder / "queries.txt")
+
+
+def _history(folder: Path) -> None:
+    from momentsearch.experiments.continuation import read_history, run_trends
+
+    run_trends(read_history(folder / "history.json"), {"model": {"name": "xml"}}, window=3)
 
 
 def _synthetic(folder: Path) -> None:
@@ -457,6 +466,7 @@ TARGETS: dict[str, Target] = {t.name: t for t in [
     Target("transcript-json", "whisper.json", _transcript),
     Target("stored-transcript", "stored_transcript.json", _stored_transcript),
     Target("query-file", "queries.txt", _queries),
+    Target("training-history", "history.json", _history),
     Target("synthetic-folder", "synthetic/benchmark.yaml", _synthetic),
     Target("search-body", "search_body.json", _search_body),
     Target("v1-search-body", "v1_body.json", lambda d: _search_body(d, "/v1/search", "v1_body.json")),

@@ -78,7 +78,11 @@ def test_a_rising_run_is_continued_until_it_passes_or_reaches_the_cap(tmp_path: 
 @pytest.mark.parametrize("text, says", [
     ("{not json", "invalid JSON"), ("[]", "non-empty list of epochs"), ('{"epoch": 1}', "non-empty list"),
     ('[{"epoch": 1, "selection": 1.0, "val": {"VR": {}}}]', "epoch entry 0 lacks epoch, selection, val.VR.r10"),
-    ('[{"epoch": 1, "selection": 1.0, "val": {"VR": {"r10": "7"}, "VCMR": {"0.5-r10": 1}}}]', "not a number")])
+    ('[{"epoch": 1, "selection": 1.0, "val": {"VR": {"r10": "7"}, "VCMR": {"0.5-r10": 1}}}]', "not a finite number"),
+    # an integer too large for a float (found by benchmarks/fuzz_loaders.py), and NaN
+    ('[{"epoch": 1, "selection": 1.0, "val": {"VR": {"r10": 1%s}, "VCMR": {"0.5-r10": 1}}}]' % ("0" * 400),
+     "not a finite number"),
+    ('[{"epoch": 1, "selection": NaN, "val": {"VR": {"r10": 7}, "VCMR": {"0.5-r10": 1}}}]', "not a finite number")])
 def test_a_damaged_history_names_the_run_to_retrain(tmp_path: Path, text: str, says: str) -> None:
     d = {"epochs": 12, "seed": 0, "model": {"name": "xml"}, "out_dir": str(tmp_path / "abc" / "seed0")}
     _finished(Path(d["out_dir"]), d, RISING)
