@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from momentsearch.experiments import (  # noqa: E402
     Continuation, ExperimentConfig, final_run, mvmr_metrics, prepare, run_config)
 from momentsearch.experiments.continuation import curve_trends as trends, read_history, vr_phase_end  # noqa: E402
-from momentsearch.experiments.proxy_scores import proxy_metrics  # noqa: E402
+from momentsearch.experiments.proxy_scores import stored_proxy_metrics  # noqa: E402
 from momentsearch.experiments.stats import paired as paired_stats  # noqa: E402
 from momentsearch.config import load_yaml_config  # noqa: E402
 from momentsearch.errors import ConfigError  # noqa: E402
@@ -70,7 +70,7 @@ def run_metrics(result: dict[str, Any]) -> dict[str, float]:
     for key, row in result.get("mvmr", {}).items():
         out.update(mvmr_metrics(key, row))
     for key, row in result.get("proxy_ndcg", {}).items():
-        out.update(proxy_metrics(key.split(":")[0], row))
+        out.update(stored_proxy_metrics(key, row))
     return out
 
 

@@ -29,6 +29,11 @@ def proxy_metrics(name: str, row: dict[str, float]) -> dict[str, float]:
     return {f"{c} ({name})": float(row[c]) for c in COLUMNS if c in row}
 
 
+def stored_proxy_metrics(key: str, row: dict[str, float]) -> dict[str, float]:
+    """``proxy_metrics`` of a row stored under ``proxy_key(name, table)`` in a run's result.json."""
+    return proxy_metrics(key.rsplit(":", 1)[0], row)
+
+
 def stored_once(out: Path, field: str, key: str, compute: Callable[[], dict[str, float]]) -> dict[str, float]:
     """A row kept in the run's result.json under ``field`` / ``key``, computed (and stored) only where missing: the
     MVMR rows of the runner and the proxy rows here."""
