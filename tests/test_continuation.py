@@ -69,6 +69,15 @@ def test_a_rising_run_is_continued_until_it_passes_or_reaches_the_cap(tmp_path: 
     _finished(Path(missing["out_dir"]), missing, _line(28))  # still rising, but 36 would pass the cap of 30
     assert final_run(d, cont) == (missing, None)
     assert next_run(d, Continuation(step=8, max_epochs=19)) is None  # 20 would pass the cap
+    # a two-phase family whose VR still rose at the end of its retriever phase (epoch 6): more epochs would train
+    # its localizer alone, so it is not continued; its localizer still rising is
+    two = {"epochs": 12, "seed": 5, "model": {"name": "minute", "retriever_epochs": 6}, "out_dir": ""}
+    two["out_dir"] = str(tmp_path / run_digest(two) / "seed5")
+    _finished(Path(two["out_dir"]), two, _history([0.0, 1.0, 2.0, 3.0, 4.0, 5.0] + [5.0] * 6, [5.0, 6.0] * 6))
+    assert next_run(two, cont) is None
+    two7 = {**two, "seed": 7, "out_dir": str(tmp_path / run_digest({**two, "seed": 7, "out_dir": ""}) / "seed7")}
+    _finished(Path(two7["out_dir"]), two7, _history([5.0] * 12, [float(i) for i in range(12)]))
+    assert next_run(two7, cont)["epochs"] == 20
     flat = {**d, "seed": 4}
     flat["out_dir"] = str(tmp_path / run_digest(flat) / "seed4")
     _finished(Path(flat["out_dir"]), flat, FLAT)

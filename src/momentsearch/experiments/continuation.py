@@ -2,7 +2,8 @@
 
 A finished run is **still rising** when the trend test of ``stats.trend`` finds the slope of its validation VR r10
 or VCMR 0.5-r10 over the last ``window`` epochs significantly positive (one-sided t, p < 0.05; a two-phase family
-such as MINUTE has its VR tested at the end of its retriever phase, where VR stops changing). With a
+such as MINUTE has its VR tested at the end of its retriever phase, where VR stops changing, and is not continued
+when that is the only half still rising: its added epochs would train the localizer alone). With a
 ``Continuation(step, max_epochs)`` such a run is continued: the same config with ``step`` more epochs, which
 starts from the finished run's checkpoints (``continue_shorter_run``: the trainer resumes exactly, so this equals
 training the longer run from scratch), then tested again, until the test passes or ``max_epochs`` is reached.
@@ -108,7 +109,13 @@ def next_run(d: dict[str, Any], cont: Continuation | None) -> dict[str, Any] | N
         return None
     if d["epochs"] + cont.step > cont.max_epochs:
         return None
-    if all(t.converged for t in run_trends(read_history(history), d, cont.window)):
+    h = read_history(history)
+    vr, vcmr = run_trends(h, d, cont.window)
+    if vr.converged and vcmr.converged:
+        return None
+    if vcmr.converged and vr_phase_end(h, d) < len(h):
+        # only VR still rose, at the end of a two-phase family's retriever phase: more epochs train the
+        # localizer alone and cannot change it, so the run stays as it is (reported as still rising)
         return None
     return longer(d, d["epochs"] + cont.step)
 
