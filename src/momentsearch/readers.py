@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +29,17 @@ ErrorType = Callable[[str], MomentSearchError]
 MAX_YAML_BYTES = 1_000_000  # a config is a few kB; a megabyte is not one
 MAX_YAML_NODES = 100_000  # after aliases are expanded (a "billion laughs" document stops here)
 NUMERIC_KINDS = "fiub"  # float, signed and unsigned integer, bool: what a feature array may hold
+
+
+def is_finite_number(x: Any) -> bool:
+    """A real number (not a bool) that a float holds finitely; integers too large for a float (a JSON file may
+    hold 10**400) are not."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
+    try:
+        return math.isfinite(x)
+    except OverflowError:
+        return False
 
 
 def is_file(path: Path) -> bool:

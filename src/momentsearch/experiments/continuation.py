@@ -16,7 +16,6 @@ from its continuation.
 from __future__ import annotations
 
 import json
-import math
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from momentsearch.config import from_dict
 from momentsearch.errors import ConfigError
 from momentsearch.experiments.digest import run_digest
 from momentsearch.experiments.stats import Trend, trend
-from momentsearch.readers import read_json
+from momentsearch.readers import is_finite_number, read_json
 
 
 @dataclass(frozen=True)
@@ -54,16 +53,6 @@ def vr_phase_end(history: Sequence[dict[str, Any]], train_cfg: dict[str, Any]) -
     return min(int((train_cfg.get("model") or {}).get("retriever_epochs", 0)) or len(history), len(history))
 
 
-def _finite_number(v: Any) -> bool:
-    """A JSON number a float holds: not a bool, not NaN or infinite, not an integer too large for a float."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return False
-    try:
-        return math.isfinite(float(v))
-    except OverflowError:
-        return False
-
-
 def read_history(path: Path, validation: bool = True) -> list[dict[str, Any]]:
     """A run's ``history.json``, checked: a non-empty list of epochs, each with its epoch number, selection score
     and (``validation``) validation VR r10 and VCMR 0.5-r10 as numbers. A damaged file says which run to retrain."""
@@ -82,7 +71,7 @@ def read_history(path: Path, validation: bool = True) -> list[dict[str, Any]]:
         except (KeyError, TypeError):
             raise ConfigError(f"{path}: epoch entry {i} lacks epoch, selection"
                               f"{', val.VR.r10 or val.VCMR.0.5-r10' if validation else ''}{fix}") from None
-        if not all(_finite_number(v) for v in vals):
+        if not all(is_finite_number(v) for v in vals):
             raise ConfigError(f"{path}: epoch entry {i} has a value that is not a finite number{fix}")
     return history
 

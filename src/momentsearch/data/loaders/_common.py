@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any, TypeVar
 
 from momentsearch.data.corpus import Span, clean_span
 from momentsearch.errors import AnnotationError, CorpusError, annotation_error
-from momentsearch.readers import decode_text, parse_json_text
+from momentsearch.readers import decode_text, is_finite_number, parse_json_text
 
 SPLIT_WORDS = ("test_public", "test_challenge", "train", "val", "test")
 
@@ -105,16 +104,6 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         if not isinstance(rec, dict):
             raise AnnotationError(path, f"expected a JSON object, got {type(rec).__name__}", line=lineno)
         yield lineno, rec
-
-
-def is_finite_number(x: Any) -> bool:
-    """A real number (not a bool) that a float holds finitely; integers too large for a float are not."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return False
-    try:
-        return math.isfinite(x)
-    except OverflowError:
-        return False
 
 
 def line_of_key(path: Path, key: str) -> int | None:
