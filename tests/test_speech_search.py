@@ -165,7 +165,8 @@ def test_arrange_by_hand() -> None:
         ("a", 0), ("a", 5), ("b", 4), ("b", 7), ("c", 1)]
     assert [(h.video_id, h.start) for h in arrange(hits, time_from=6.0, per_video=1)] == [("a", 5), ("b", 7)]
     for bad, message in (((5.0, 2.0, None), "time_to .* must be after time_from"), ((None, None, 0), "per_video"),
-                         ((-1.0, None, None), "time_from must be a number of seconds >= 0")):
+                         ((-1.0, None, None), "time_from must be a number of seconds >= 0"),
+                         ((True, None, None), "time_from must be a number"), ((None, 10**400, None), "time_to must be")):
         with pytest.raises(Exception, match=message):
             check_arrange(*bad)
 

@@ -17,7 +17,6 @@ with its file and line, and the next is tried, so a bad sidecar never costs the 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from typing import Any
 from momentsearch.data.corpus import Subtitle
 from momentsearch.data.subtitles import SUBTITLE_SUFFIXES, read_subtitles, sidecar_text, subtitle_error
 from momentsearch.errors import CorpusFolderError, SubtitleError
-from momentsearch.readers import decode_text, parse_json_text, read_bytes
+from momentsearch.readers import decode_text, is_finite_number, parse_json_text, read_bytes
 
 TRANSCRIPT_SUFFIXES = (".json",)
 SIDECAR_SUFFIXES = (*SUBTITLE_SUFFIXES, *TRANSCRIPT_SUFFIXES)  # files ingest never takes for videos
@@ -58,13 +57,8 @@ def sidecars(video: Path) -> list[Path]:
 
 
 def _is_seconds(x: Any) -> bool:
-    """A finite number of seconds (an int too large for a float is not)."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return False
-    try:
-        return math.isfinite(float(x)) and abs(float(x)) < 1e12
-    except OverflowError:
-        return False
+    """A finite number of seconds below 10**12 (an int too large for a float is not)."""
+    return is_finite_number(x) and abs(x) < 1e12
 
 
 def _segment_error(path: Path, i: int, what: str) -> SubtitleError:

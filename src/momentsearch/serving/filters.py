@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from momentsearch.errors import QueryError
+from momentsearch.readers import is_finite_number
 
 
 def parse_utc(value: str | datetime, what: str = "date") -> datetime:
@@ -43,14 +44,6 @@ def parse_utc(value: str | datetime, what: str = "date") -> datetime:
     else:
         raise QueryError(f"{what} must be ISO 8601 text or a datetime, got {type(value).__name__}")
     return dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt.astimezone(timezone.utc)
-
-
-def _finite(x: int | float) -> bool:
-    """A finite float, also for an integer too large to be one (a JSON body may hold 10**400)."""
-    try:
-        return math.isfinite(x)
-    except OverflowError:
-        return False
 
 
 @dataclass(frozen=True)
@@ -77,7 +70,7 @@ class VideoFilter:
         if path_prefix is not None and (not isinstance(path_prefix, str) or not path_prefix.strip("/")):
             raise QueryError("path_prefix must be a non-empty folder or file name prefix, e.g. 'holiday/2024/'")
         for name, d in (("min_duration", min_duration), ("max_duration", max_duration)):
-            if d is not None and (isinstance(d, bool) or not isinstance(d, (int, float)) or not _finite(d) or d < 0):
+            if d is not None and (not is_finite_number(d) or d < 0):
                 raise QueryError(f"{name} must be a finite number of seconds >= 0, got {str(d)[:40]}")
         if min_duration is not None and max_duration is not None and min_duration > max_duration:
             raise QueryError(f"min_duration {min_duration} is over max_duration {max_duration}")
@@ -188,7 +181,7 @@ FETCH_ARRANGED = 1000  # moments a search ranks before a time range or a groupin
 def check_arrange(time_from: float | None = None, time_to: float | None = None, per_video: int | None = None) -> None:
     """A :class:`QueryError` a user can act on for a bad time range or per-video count."""
     for name, v in (("time_from", time_from), ("time_to", time_to)):
-        if v is not None and not (isinstance(v, (int, float)) and _finite(v) and v >= 0):
+        if v is not None and not (is_finite_number(v) and v >= 0):
             raise QueryError(f"{name} must be a number of seconds >= 0, got {v!r}")
     if time_from is not None and time_to is not None and time_to <= time_from:
         raise QueryError(f"time_to ({time_to}) must be after time_from ({time_from})")
