@@ -168,7 +168,8 @@ def test_the_decoding_budget(folder: Path, tmp_path: Path) -> None:
     with pytest.raises(VideoDecodeError, match=r"gap.mp4: 1000 s without a frame .*\(DecodeLimits.max_gap\)"):
         list(clip_frames(tmp_path / "gap.mp4", 1.0, 2.0, (8, 8)))
     assert len(list(clip_frames(tmp_path / "gap.mp4", 100.0, 0.01, (8, 8), limits=DecodeLimits(max_gap=1001)))) >= 10
-    for bad in ({"max_frames": 0}, {"max_seconds": float("nan")}, {"max_pixels": True}, {"max_duration": -1}):
+    for bad in ({"max_frames": 0}, {"max_seconds": float("nan")}, {"max_pixels": True}, {"max_duration": -1},
+                {"max_gap": 10**400}):
         with pytest.raises(ValueError, match="must be a positive number"):
             DecodeLimits(**bad)
     r = subprocess.run([sys.executable, "-m", "momentsearch", "ingest", str(folder), "--out", str(tmp_path / "x"),

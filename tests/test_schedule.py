@@ -33,6 +33,7 @@ def test_lr_factor_and_model_config_by_hand() -> None:
     ({"lambda_rmm": []}, "expected a list of"),
     ({"lambda_rmm": [[1.5, 0.1]]}, "must be \\[epoch"),
     ({"lambda_rmm": [[1, float("nan")]]}, "finite number"),
+    ({"lambda_rmm": [[1, 10**400]]}, "finite number"),
     ({"lambda_rmm": [[3, 0.1], [2, 0.2]]}, "must be >= 0 and rise"),
 ])
 def test_bad_schedules_name_the_key(tmp_path: Path, schedule: dict, message: str) -> None:

@@ -14,12 +14,13 @@ hard stage at lr x ``hard_negative_lr_scale``) applies on top.
 from __future__ import annotations
 
 import dataclasses
-import math
 import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from torch import nn
+
+from momentsearch.readers import is_finite_number
 
 
 def lr_factor(epoch: int, milestones: Sequence[int], gamma: float) -> float:
@@ -40,7 +41,7 @@ def check_weight_schedule(model_cfg: Any, schedule: Mapping[str, Any], where: st
         last = -1
         for p in points:
             if (not isinstance(p, (list, tuple)) or len(p) != 2 or not all(
-                    isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in p)
+                    is_finite_number(x) for x in p)
                     or not float(p[0]).is_integer()):  # a typed config reads the epoch as a float: 7.0
                 raise ValueError(f"{where}.{key}: each entry must be [epoch (an integer), value (a finite number)], "
                                  f"got {p!r}")

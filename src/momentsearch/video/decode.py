@@ -39,6 +39,7 @@ import numpy as np
 
 from momentsearch.data.corpus import Subtitle
 from momentsearch.errors import VideoDecodeError
+from momentsearch.readers import is_finite_number
 
 
 def _av() -> Any:
@@ -98,7 +99,7 @@ class DecodeLimits:
     def __post_init__(self) -> None:
         for name in ("max_duration", "max_frames", "max_pixels", "max_seconds", "max_gap"):
             v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 and math.isfinite(v)):
+            if not (is_finite_number(v) and v > 0):
                 raise ValueError(f"DecodeLimits.{name} must be a positive number, got {v!r}")
 
 
