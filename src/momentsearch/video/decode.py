@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import re
+import reprlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -100,7 +101,7 @@ class DecodeLimits:
         for name in ("max_duration", "max_frames", "max_pixels", "max_seconds", "max_gap"):
             v = getattr(self, name)
             if not (is_finite_number(v) and v > 0):
-                raise ValueError(f"DecodeLimits.{name} must be a positive number, got {v!r}")
+                raise ValueError(f"DecodeLimits.{name} must be a positive number, got {reprlib.repr(v)}")
 
 
 @dataclass
