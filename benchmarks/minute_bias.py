@@ -10,6 +10,10 @@ same weights, then
 * the distribution of the retrieval rank of the video each top-1 moment comes from.
 
     python benchmarks/minute_bias.py configs/experiments/minute_vs_xml.yaml
+    python benchmarks/minute_bias.py configs/experiments/minute_vs_xml_converge.yaml --continue-rising 40 --max-epochs 200
+
+(with ``--continue-rising``/``--max-epochs`` as the experiment ran, each run is the last of its chain of
+continuations, as ``benchmarks/convergence.py`` reads it)
 
 prints the tables and writes bias.json / bias.md into the experiment's folder, bias_<experiment>.json into
 benchmarks/results/ and the PNG plots, <experiment>_bias_recall_by_k.png and <experiment>_bias_top1_rank.png,
@@ -30,7 +34,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from momentsearch.experiments import ExperimentConfig, prepare, run_config  # noqa: E402
+from momentsearch.experiments import Continuation, ExperimentConfig, final_run, prepare, run_config  # noqa: E402
 from momentsearch.config import load_yaml_config  # noqa: E402
 from momentsearch.data.dataset import open_dataset  # noqa: E402
 from momentsearch.evaluation.bias import bin_labels, recall_by_k_videos, top1_video_ranks  # noqa: E402
@@ -84,7 +88,13 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-queries", type=int, default=400,
                     help="a fixed random subset of the test queries (0: all); the localizer reads 100 videos per query")
+    ap.add_argument("--continue-rising", type=int, default=0, help="as `momentsearch experiment --continue-rising`: "
+                    "each (condition, seed) is read from the last run of its chain of continuations")
+    ap.add_argument("--max-epochs", type=int, default=0, help="as `momentsearch experiment --max-epochs`")
+    ap.add_argument("--trend-window", type=int, default=10, help="the trend test's window (epochs)")
     args = ap.parse_args()
+    cont = Continuation(args.continue_rising, args.max_epochs, args.trend_window) \
+        if args.continue_rising or args.max_epochs else None
     exp = load_yaml_config(ExperimentConfig, args.experiment)
     out = Path(exp.out_dir) if exp.out_dir else Path("runs/experiments") / exp.name
     bench, tables = prepare(exp)
@@ -95,9 +105,17 @@ def main() -> None:
     with torch_settings(args.threads, False, None):
         for label, (cond, scorings) in systems.items():
             for seed in exp.seeds:
-                d = run_config(exp, cond, seed, bench, tables, runs_dir)
+                d, missing = final_run(run_config(exp, cond, seed, bench, tables, runs_dir), cont)
+                if missing is not None:
+                    sys.exit(f"error: {cond} seed {seed} still rises at {d['epochs']} epochs and its continuation to "
+                             f"{missing['epochs']} has not finished; run `momentsearch experiment {args.experiment} "
+                             f"--continue-rising {args.continue_rising} --max-epochs {args.max_epochs}` first")
                 ckpt = Path(d["out_dir"]) / "checkpoints" / "best.pt"
-                done = cache / f"{label}_seed{seed}.json"
+                if not ckpt.exists():
+                    sys.exit(f"error: {cond} seed {seed} has no best checkpoint ({ckpt}); run `momentsearch "
+                             f"experiment {args.experiment}` first")
+                # the cache names the run's own folder, so a continued run is analysed afresh
+                done = cache / f"{label}_seed{seed}_{Path(d['out_dir']).parent.name}.json"
                 if done.exists():
                     res = json.loads(done.read_text())
                 else:
