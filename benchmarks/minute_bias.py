@@ -49,6 +49,19 @@ from momentsearch.experiments.stats import Paired, paired  # noqa: E402
 KS = [1, 2, 3, 5, 10, 20, 50, 100]
 
 
+def chain_checkpoint(d: dict, cont: Continuation | None, run: str, command: str) -> Path:
+    """The best checkpoint of the last run of ``d``'s chain of continuations; exits naming ``command`` when the
+    chain is unfinished or its last run has no checkpoint."""
+    d, missing = final_run(d, cont)
+    if missing is not None:
+        sys.exit(f"error: {run} still rises at {d['epochs']} epochs and its continuation to {missing['epochs']} "
+                 f"has not finished; run `{command}` first")
+    ckpt = Path(d["out_dir"]) / "checkpoints" / "best.pt"
+    if not ckpt.exists():
+        sys.exit(f"error: {run} has no best checkpoint ({ckpt}); run `{command}` first")
+    return ckpt
+
+
 def analyse(ckpt: Path, split: str, scorings: list[str], max_queries: int) -> dict[str, dict[str, object]]:
     loaded = load_checkpoint(ckpt)
     ds = open_dataset(loaded.require_dataset())
@@ -105,17 +118,12 @@ def main() -> None:
     with torch_settings(args.threads, False, None):
         for label, (cond, scorings) in systems.items():
             for seed in exp.seeds:
-                d, missing = final_run(run_config(exp, cond, seed, bench, tables, runs_dir), cont)
-                if missing is not None:
-                    sys.exit(f"error: {cond} seed {seed} still rises at {d['epochs']} epochs and its continuation to "
-                             f"{missing['epochs']} has not finished; run `momentsearch experiment {args.experiment} "
-                             f"--continue-rising {args.continue_rising} --max-epochs {args.max_epochs}` first")
-                ckpt = Path(d["out_dir"]) / "checkpoints" / "best.pt"
-                if not ckpt.exists():
-                    sys.exit(f"error: {cond} seed {seed} has no best checkpoint ({ckpt}); run `momentsearch "
-                             f"experiment {args.experiment}` first")
+                d = run_config(exp, cond, seed, bench, tables, runs_dir)
+                ckpt = chain_checkpoint(d, cont, f"{cond} seed {seed}", f"momentsearch experiment {args.experiment}"
+                                        + (f" --continue-rising {args.continue_rising} --max-epochs {args.max_epochs}"
+                                           if cont else ""))
                 # the cache names the run's own folder, so a continued run is analysed afresh
-                done = cache / f"{label}_seed{seed}_{Path(d['out_dir']).parent.name}.json"
+                done = cache / f"{label}_seed{seed}_{ckpt.parent.parent.parent.name}.json"
                 if done.exists():
                     res = json.loads(done.read_text())
                 else:
