@@ -149,7 +149,8 @@ def test_subtitle_models_xml_and_minute_index_and_search_an_ingested_corpus(corp
 def test_an_index_is_built_part_by_part_with_the_same_arrays(corpus, tmp_path, monkeypatch):
     """``momentsearch index`` encodes and writes PART_VIDEOS videos at a time into memory-mapped files: with
     parts of one video, and over a grown corpus (reused rows and new ones in one part), the arrays equal a
-    one-part build's; an encoding whose row count disagrees with the corpus is refused, naming the video."""
+    one-part build's (up to one float16 step where batches of another shape round differently); an encoding
+    whose row count disagrees with the corpus is refused, naming the video."""
     import momentsearch.serving.indexing as indexing
     from momentsearch.search.index import IndexWriter, VideoIndex
 
@@ -160,7 +161,12 @@ def test_an_index_is_built_part_by_part_with_the_same_arrays(corpus, tmp_path, m
     whole, parts = (IndexFolder.open(tmp_path / n).index for n in ("whole", "parts"))
     assert parts.video_ids == whole.video_ids and np.array_equal(parts.offsets, whole.offsets)
     for name in whole.arrays:
-        assert isinstance(parts.arrays[name], np.memmap) and np.array_equal(parts.arrays[name], whole.arrays[name])
+        a, b = parts.arrays[name], whole.arrays[name]
+        assert isinstance(a, np.memmap) and a.shape == b.shape and a.dtype == b.dtype
+        # encoded in batches of another shape, a float32 value can round to the next float16: at most one float16
+        # step apart, and rarely (on an AVX-512 CPU 1 of 304 entries of h2 differed, by 2**-9 at 2.4)
+        assert np.allclose(a.astype(np.float32), b.astype(np.float32), rtol=2**-9, atol=2**-14), name
+        assert np.mean(a != b) < 0.02, name
     assert parts.meta == whole.meta
     writer = IndexWriter(tmp_path / "w", ["a", "b"], [4.0, 2.0], [1.0, 1.0], [4, 2])
     wrong = VideoIndex(["a"], np.array([4.0]), np.array([1.0]), np.array([0, 3]), {"h": np.zeros((3, 2), np.float16)})
