@@ -5,6 +5,7 @@ real footage: ingest with a speech stream, pack, index, search, serve, play."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,8 @@ from momentsearch.serving.indexing import build_index
 from momentsearch.serving.packing import pack
 from momentsearch.video.ingest import ingest
 
-CHARADES = Path(__file__).resolve().parents[2] / "shared" / "data" / "examples" / "charades.mp4"
+CHARADES = Path(os.environ.get("MOMENTSEARCH_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")) \
+    / "examples" / "charades.mp4"  # as conftest.SHARED_DATA
 run = CliRunner().invoke
 
 
@@ -120,7 +122,7 @@ def test_fused_with_a_random_clip_scores_seen_and_said(tmp_path: Path) -> None:
         assert h.score <= (1 + vs) / 2 + 1e-4
 
 
-@pytest.mark.skipif(not CHARADES.is_file(), reason="needs ../shared/data/examples/charades.mp4 (the real video)")
+@pytest.mark.skipif(not CHARADES.is_file(), reason=f"needs {CHARADES} (the real video; set MOMENTSEARCH_SHARED_DATA)")
 def test_real_footage_full_path_ingest_index_search_serve_play(said_index: Path, tmp_path: Path) -> None:
     """examples/charades.mp4 with an SRT of what is said, beside the rendered user folder: ingest, pack, index,
     search (CLI), serve (/v1/search), play (/videos range request) and the said text beside the moment."""
