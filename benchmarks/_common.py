@@ -8,7 +8,10 @@ import resource
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from momentsearch.experiments import Continuation
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -73,3 +76,31 @@ def render_and_ingest(preset: str, out: Path, times: dict[str, float]) -> tuple[
     report = ingest(bench / "videos", corpus, "builtin", clip_seconds=2.0, fps=2.0)
     times["ingest_s"] = time.perf_counter() - t
     return bench, corpus, report
+
+
+def add_continuation_flags(ap: Any) -> None:
+    """``--continue-rising``, ``--max-epochs`` and ``--trend-window`` as ``momentsearch experiment`` takes them."""
+    ap.add_argument("--continue-rising", type=int, default=0, help="as `momentsearch experiment --continue-rising`: "
+                    "each (condition, seed) is read from the last run of its chain of continuations")
+    ap.add_argument("--max-epochs", type=int, default=0, help="as `momentsearch experiment --max-epochs`")
+    ap.add_argument("--trend-window", type=int, default=10, help="the last epochs of the trend test")
+
+
+def continuation_of(args: Any) -> Continuation | None:
+    """The ``Continuation`` those flags name, or None without them."""
+    from momentsearch.experiments import Continuation
+
+    return Continuation(args.continue_rising, args.max_epochs, args.trend_window) \
+        if args.continue_rising or args.max_epochs else None
+
+
+def chain_end(d: dict[str, Any], cont: Continuation | None, run: str, experiment: Path, args: Any) -> dict[str, Any]:
+    """The last finished run of ``d``'s chain of continuations; exits naming the command that finishes it."""
+    from momentsearch.experiments import final_run
+
+    d, missing = final_run(d, cont)
+    if missing is not None:
+        raise SystemExit(f"error: {run} still rises at {d['epochs']} epochs and its continuation to "
+                         f"{missing['epochs']} has not finished; run `momentsearch experiment {experiment} "
+                         f"--continue-rising {args.continue_rising} --max-epochs {args.max_epochs}` first")
+    return d

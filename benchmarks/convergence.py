@@ -36,9 +36,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from momentsearch.experiments import (  # noqa: E402
-    Continuation, ExperimentConfig, final_run, mvmr_metrics, prepare, run_config)
+from _common import add_continuation_flags, chain_end, continuation_of  # noqa: E402
+from momentsearch.experiments import ExperimentConfig, mvmr_metrics, prepare, run_config  # noqa: E402
 from momentsearch.experiments.continuation import curve_trends as trends, read_history, vr_phase_end  # noqa: E402
 from momentsearch.experiments.proxy_scores import stored_proxy_metrics  # noqa: E402
 from momentsearch.experiments.stats import paired as paired_stats  # noqa: E402
@@ -122,14 +123,11 @@ def main() -> None:
     ap.add_argument("experiment", type=Path)
     ap.add_argument("--window", type=int, default=5, help="the last epochs that must not rise")
     ap.add_argument("--tol", type=float, default=1.0, help="points of recall a flat curve may still gain")
-    ap.add_argument("--trend-window", type=int, default=10, help="the last epochs of the trend test")
+    add_continuation_flags(ap)
     ap.add_argument("--figures", type=Path, default=ROOT / "docs" / "figures")
     ap.add_argument("--only", action="append", default=[], help="only this condition (repeatable)")
     ap.add_argument("--versus", action="append", default=[], help="A=B: A − B paired by seed (repeatable)")
     ap.add_argument("--metric", action="append", default=[], help=f"metrics for --versus (default {METRICS})")
-    ap.add_argument("--continue-rising", type=int, default=0, help="as `momentsearch experiment --continue-rising`: "
-                    "each (condition, seed) is read from the last run of its chain of continuations")
-    ap.add_argument("--max-epochs", type=int, default=0, help="as `momentsearch experiment --max-epochs`")
     ap.add_argument("--tag", default="", help="a second view of one experiment (another --only set): written as "
                     "convergence_<experiment>_<tag>.json and <experiment>_<tag>_curves.png beside the first")
     args = ap.parse_args()
@@ -139,15 +137,11 @@ def main() -> None:
     runs_dir = Path(exp.runs_dir) if exp.runs_dir else Path("runs/experiments/runs") / bench.name
     rows: list[dict[str, Any]] = []
     conds = args.only or list(exp.conditions)
-    cont = Continuation(args.continue_rising, args.max_epochs, args.trend_window) \
-        if args.continue_rising or args.max_epochs else None
+    cont = continuation_of(args)
     for cond in conds:
         for seed in exp.seeds:
-            d, missing = final_run(run_config(exp, cond, seed, bench, tables, runs_dir), cont)
-            if missing is not None:
-                sys.exit(f"error: {cond} seed {seed} still rises at {d['epochs']} epochs and its continuation to "
-                         f"{missing['epochs']} has not finished; run `momentsearch experiment {args.experiment} "
-                         f"--continue-rising {args.continue_rising} --max-epochs {args.max_epochs}` first")
+            d = chain_end(run_config(exp, cond, seed, bench, tables, runs_dir), cont, f"{cond} seed {seed}",
+                          args.experiment, args)
             run = Path(d["out_dir"])
             if not (run / "history.json").exists() or not (run / "result.json").exists():
                 sys.exit(f"error: {cond} seed {seed} has not finished ({run}); run `momentsearch experiment "

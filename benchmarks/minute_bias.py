@@ -33,8 +33,10 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from momentsearch.experiments import Continuation, ExperimentConfig, final_run, prepare, run_config  # noqa: E402
+from _common import add_continuation_flags, chain_end, continuation_of  # noqa: E402
+from momentsearch.experiments import Continuation, ExperimentConfig, prepare, run_config  # noqa: E402
 from momentsearch.config import load_yaml_config  # noqa: E402
 from momentsearch.data.dataset import open_dataset  # noqa: E402
 from momentsearch.evaluation.bias import bin_labels, recall_by_k_videos, top1_video_ranks  # noqa: E402
@@ -49,16 +51,14 @@ from momentsearch.experiments.stats import Paired, paired  # noqa: E402
 KS = [1, 2, 3, 5, 10, 20, 50, 100]
 
 
-def chain_checkpoint(d: dict, cont: Continuation | None, run: str, command: str) -> Path:
-    """The best checkpoint of the last run of ``d``'s chain of continuations; exits naming ``command`` when the
-    chain is unfinished or its last run has no checkpoint."""
-    d, missing = final_run(d, cont)
-    if missing is not None:
-        sys.exit(f"error: {run} still rises at {d['epochs']} epochs and its continuation to {missing['epochs']} "
-                 f"has not finished; run `{command}` first")
+def chain_checkpoint(d: dict, cont: Continuation | None, run: str, experiment: Path,
+                     args: argparse.Namespace) -> Path:
+    """The best checkpoint of the last run of ``d``'s chain of continuations; exits naming the command to run when
+    the chain is unfinished or its last run has no checkpoint."""
+    d = chain_end(d, cont, run, experiment, args)
     ckpt = Path(d["out_dir"]) / "checkpoints" / "best.pt"
     if not ckpt.exists():
-        sys.exit(f"error: {run} has no best checkpoint ({ckpt}); run `{command}` first")
+        sys.exit(f"error: {run} has no best checkpoint ({ckpt}); run `momentsearch experiment {experiment}` first")
     return ckpt
 
 
@@ -101,13 +101,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-queries", type=int, default=400,
                     help="a fixed random subset of the test queries (0: all); the localizer reads 100 videos per query")
-    ap.add_argument("--continue-rising", type=int, default=0, help="as `momentsearch experiment --continue-rising`: "
-                    "each (condition, seed) is read from the last run of its chain of continuations")
-    ap.add_argument("--max-epochs", type=int, default=0, help="as `momentsearch experiment --max-epochs`")
-    ap.add_argument("--trend-window", type=int, default=10, help="the trend test's window (epochs)")
+    add_continuation_flags(ap)
     args = ap.parse_args()
-    cont = Continuation(args.continue_rising, args.max_epochs, args.trend_window) \
-        if args.continue_rising or args.max_epochs else None
+    cont = continuation_of(args)
     exp = load_yaml_config(ExperimentConfig, args.experiment)
     out = Path(exp.out_dir) if exp.out_dir else Path("runs/experiments") / exp.name
     bench, tables = prepare(exp)
@@ -119,9 +115,7 @@ def main() -> None:
         for label, (cond, scorings) in systems.items():
             for seed in exp.seeds:
                 d = run_config(exp, cond, seed, bench, tables, runs_dir)
-                ckpt = chain_checkpoint(d, cont, f"{cond} seed {seed}", f"momentsearch experiment {args.experiment}"
-                                        + (f" --continue-rising {args.continue_rising} --max-epochs {args.max_epochs}"
-                                           if cont else ""))
+                ckpt = chain_checkpoint(d, cont, f"{cond} seed {seed}", args.experiment, args)
                 # the cache names the run's own folder, so a continued run is analysed afresh
                 done = cache / f"{label}_seed{seed}_{ckpt.parent.parent.parent.name}.json"
                 if done.exists():

@@ -3,7 +3,6 @@ ids, a kill and a resume, a grown folder), subtitles, corpus folders."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import subprocess
@@ -14,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import SHARED_DATA
 from video_files import frame, rotate_mp4, write_audio_only, write_video
 
 from momentsearch.data.corpus_folder import CorpusFolder
@@ -24,8 +24,7 @@ from momentsearch.video.encoders import create_encoder
 from momentsearch.video.encoders.builtin import frame_stats
 from momentsearch.video.ingest import ingest, scan
 
-SHARED = Path(os.environ.get("MOMENTSEARCH_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-EXAMPLE = SHARED / "examples" / "charades.mp4"
+EXAMPLE = SHARED_DATA / "examples" / "charades.mp4"
 
 
 @pytest.mark.parametrize("fmt,codec,suffix", [("mp4", "libx264", "mp4"), ("matroska", "libx264", "mkv"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -58,9 +59,11 @@ def test_the_report_names_its_files_after_the_experiment(tmp_path, monkeypatch):
 
 
 def test_each_seed_is_read_at_the_end_of_its_chain_of_continuations(tmp_path):
+    from argparse import Namespace
+
     from benchmarks.minute_bias import chain_checkpoint
     from momentsearch.experiments import Continuation, run_digest
-    from tests.test_continuation import _finished, _line
+    from tests.test_continuation import _finished, _history, _line
 
     d = {"epochs": 12, "seed": 1, "model": {"name": "xml"}, "out_dir": ""}
     run12 = tmp_path / run_digest(d) / "seed1"
@@ -68,21 +71,17 @@ def test_each_seed_is_read_at_the_end_of_its_chain_of_continuations(tmp_path):
     _finished(run12, d, _line(12))  # VR still rising at 12 epochs
     (run12 / "checkpoints").mkdir()
     (run12 / "checkpoints" / "best.pt").write_bytes(b"12")
-    cont = Continuation(step=8, max_epochs=30)
-    assert chain_checkpoint(d, None, "XML seed 1", "cmd") == run12 / "checkpoints" / "best.pt"  # as configured
+    cont, flags = Continuation(step=8, max_epochs=30), Namespace(continue_rising=8, max_epochs=30)
+    assert chain_checkpoint(d, None, "XML seed 1", Path("e.yaml"), flags) == run12 / "checkpoints" / "best.pt"
     with pytest.raises(SystemExit, match="XML seed 1 still rises at 12 epochs and its continuation to 20 has not "
-                                         "finished; run `cmd --continue` first"):
-        chain_checkpoint(d, cont, "XML seed 1", "cmd --continue")
+                                         "finished; run `momentsearch experiment e.yaml --continue-rising 8 "
+                                         "--max-epochs 30` first"):
+        chain_checkpoint(d, cont, "XML seed 1", Path("e.yaml"), flags)
     longer = {**d, "epochs": 20, "out_dir": ""}
     run20 = tmp_path / run_digest(longer) / "seed1"
-    _finished(run20, {**longer, "out_dir": str(run20)}, _history_flat(20))
+    _finished(run20, {**longer, "out_dir": str(run20)}, _history([30.0 + i % 2 for i in range(20)], [5.0] * 20))
     with pytest.raises(SystemExit, match="XML seed 1 has no best checkpoint"):
-        chain_checkpoint(d, cont, "XML seed 1", "cmd")
+        chain_checkpoint(d, cont, "XML seed 1", Path("e.yaml"), flags)
     (run20 / "checkpoints").mkdir()
     (run20 / "checkpoints" / "best.pt").write_bytes(b"20")
-    assert chain_checkpoint(d, cont, "XML seed 1", "cmd") == run20 / "checkpoints" / "best.pt"
-
-
-def _history_flat(n: int) -> list[dict]:
-    return [{"epoch": i + 1, "selection": 5.0, "val": {"VR": {"r10": 30.0 + i % 2}, "VCMR": {"0.5-r10": 5.0}}}
-            for i in range(n)]
+    assert chain_checkpoint(d, cont, "XML seed 1", Path("e.yaml"), flags) == run20 / "checkpoints" / "best.pt"

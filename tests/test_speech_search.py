@@ -5,7 +5,6 @@ real footage: ingest with a speech stream, pack, index, search, serve, play."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from clip_models import tiny_hf_clip
+from conftest import SHARED_DATA
 from video_files import write_user_folder
 
 import momentsearch
@@ -24,8 +24,7 @@ from momentsearch.serving.indexing import build_index
 from momentsearch.serving.packing import pack
 from momentsearch.video.ingest import ingest
 
-CHARADES = Path(os.environ.get("MOMENTSEARCH_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")) \
-    / "examples" / "charades.mp4"  # as conftest.SHARED_DATA
+CHARADES = SHARED_DATA / "examples" / "charades.mp4"
 run = CliRunner().invoke
 
 
