@@ -190,7 +190,7 @@ def test_training_with_pairs_and_threshold_runs(tiny_benchmark: Path, tmp_path: 
 
 
 def test_signed_scores_let_a_constant_model_zero_the_pair_terms() -> None:
-    """Why +PR at lambda 1 collapses (docs/training.md): with every score equal to -0.5 and C = 0.5,
+    """Why +PR at lambda 1 collapses (docs/pairs_trained.md): with every score equal to -0.5 and C = 0.5,
     Eqs. 11-12 on the raw cosine are already 0; mapped into [0, 1] ((1 + s) / 2 = 0.25) they are not."""
     s = torch.full((3, 3), -0.5)
     conf = PAIRS.float() * 0.5
