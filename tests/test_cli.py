@@ -76,6 +76,10 @@ def test_version_and_estimated_durations_are_reported(tmp_path: Path) -> None:
 
     res = runner.invoke(app, ["--version"])
     assert res.exit_code == 0 and res.output.strip() == f"momentsearch {momentsearch.__version__}"
+    import tomllib  # the one version: pyproject's, which checkpoint headers record through momentsearch.version
+
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert momentsearch.__version__ == pyproject["project"]["version"]
     lone = tmp_path / "charades_sta_test.txt"  # no Charades_v1_test.csv beside it
     lone.write_text("AO8RW 0.0 6.9##a person is putting a book on a shelf.\nAO8RW 2.0 9.5##person opens the door.\n")
     res = runner.invoke(app, ["data", "info", str(lone), "--json"])

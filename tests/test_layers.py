@@ -17,13 +17,14 @@ from served_index import build_served_index
 SRC = Path(__file__).resolve().parents[1] / "src" / "momentsearch"
 
 # left to right: a package imports only from packages at its rank or to its left (docs/architecture.md)
-LAYERS = [("errors", "config", "fileio", "readers", "plugins", "distributed", "device", "timing"), ("data",), ("text",),
+LAYERS = [("errors", "config", "fileio", "readers", "plugins", "distributed", "device", "timing", "version"), ("data",), ("text",),
           ("video",), ("relevance",), ("losses",), ("search",), ("models",), ("serving",), ("evaluation",),
           ("training",), ("api", "client"), ("experiments",), ("service",), ("cli", "__main__")]
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
-# the exceptions, each named in docs/architecture.md with why: the facade's lazy imports of its own API
+# the exceptions, each named in docs/architecture.md with why: the facade's lazy imports of its own API, and its
+# __version__ from the base (the facade ranks below everything, so even that reads as "up")
 UP_ALLOWED = {("momentsearch", "momentsearch.serving"), ("momentsearch", "momentsearch.api"),
-              ("momentsearch", "momentsearch.client")}
+              ("momentsearch", "momentsearch.client"), ("momentsearch", "momentsearch.version")}
 # a search needs no trainer, no annotation loader and no evaluation metric (a family's module still brings its
 # loss, and XML's relevance terms: models/* import losses and relevance)
 SERVING_FORBIDDEN = ("momentsearch.training", "momentsearch.data.loaders", "momentsearch.evaluation",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.2.0"
+from momentsearch.version import __version__
 
 _SERVING = ("load", "pack", "Searcher", "Hit")  # the serving core: no trainer, no evaluation imported
 _API = (*_SERVING, "evaluate", "evaluate_mvmr", "train", "Evaluation", "MVMREvaluation")

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
 from momentsearch.data.features import FeatureStore
-from momentsearch.data.corpus import Corpus, Moment, Video
-from momentsearch.errors import DatasetError, FeatureError
-
-if TYPE_CHECKING:
-    from momentsearch.text.queries import QueryFeatures
+from momentsearch.data.corpus import Video
+from momentsearch.errors import FeatureError
 
 
 def pad_tokens(feats: Sequence[np.ndarray], max_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -35,19 +31,6 @@ def batches_of(order: Sequence[int], batch_size: int) -> Iterator[list[int]]:
         idx = list(order[s: s + batch_size])
         if len(idx) >= 2:
             yield idx
-
-
-def annotated_moments(corpus: Corpus, store: FeatureStore, queries: QueryFeatures
-                      ) -> tuple[list[Moment], list[np.ndarray], dict[str, int]]:
-    """A split's moments with ground truth, their fp16 query token features, and the clip count of
-    each of their videos: what every family's training batches start from."""
-    moments = [m for m in corpus.moments if m.has_ground_truth]
-    if not moments:
-        raise DatasetError(f"{corpus.name}: no annotated moments to train on")
-    queries.ensure(moments)
-    tokens = [queries.get(m.query_id, m.text).astype(np.float16) for m in moments]
-    n_clips = {v: len(store[v]) for v in {m.video_id for m in moments}}  # type: ignore[misc]
-    return moments, tokens, n_clips  # type: ignore[return-value]
 
 
 def load_video_batch(

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from momentsearch import __version__
+from momentsearch.version import __version__
 from momentsearch.config import from_dict, to_dict
 from momentsearch.data.dataset import DatasetConfig
 from momentsearch.errors import CheckpointError, ConfigError

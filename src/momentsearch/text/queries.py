@@ -19,9 +19,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from momentsearch.data.corpus import Moment
-from momentsearch.data.features import HDF5Features
-from momentsearch.errors import MissingFeatureError, QueryError
+from momentsearch.data.corpus import Corpus, Moment
+from momentsearch.data.features import FeatureStore, HDF5Features
+from momentsearch.errors import DatasetError, MissingFeatureError, QueryError
 from momentsearch.text.encoders import MINILM_DIM, MiniLMTokenEncoder, QueryFeatureCache
 
 
@@ -127,3 +127,16 @@ def dataset_query_features(query_features: str, query_cache: str, encoder: Any =
     if query_features:
         return PrecomputedQueryFeatures(query_features)
     return CachedTextFeatures(query_cache, encoder)
+
+
+def annotated_moments(corpus: Corpus, store: FeatureStore, queries: QueryFeatures
+                      ) -> tuple[list[Moment], list[np.ndarray], dict[str, int]]:
+    """A split's moments with ground truth, their fp16 query token features, and the clip count of
+    each of their videos: what every family's training batches start from."""
+    moments = [m for m in corpus.moments if m.has_ground_truth]
+    if not moments:
+        raise DatasetError(f"{corpus.name}: no annotated moments to train on")
+    queries.ensure(moments)
+    tokens = [queries.get(m.query_id, m.text).astype(np.float16) for m in moments]
+    n_clips = {v: len(store[v]) for v in {m.video_id for m in moments}}  # type: ignore[misc]
+    return moments, tokens, n_clips  # type: ignore[return-value]

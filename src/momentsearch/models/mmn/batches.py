@@ -19,14 +19,14 @@ import numpy as np
 import torch
 from scipy import sparse
 
-from momentsearch.data.batching import annotated_moments, batches_of, load_video_batch, pad_tokens
+from momentsearch.data.batching import batches_of, load_video_batch, pad_tokens
 from momentsearch.data.corpus import Corpus
 from momentsearch.data.features import FeatureStore
 from momentsearch.models.layers import TensorBatch
 from momentsearch.models.mmn.config import MMNConfig
 from momentsearch.models.mmn.negatives import unreliable_from_table, unreliable_pairs
 from momentsearch.relevance.training_pairs import training_pairs
-from momentsearch.text.queries import QueryFeatures
+from momentsearch.text.queries import QueryFeatures, annotated_moments
 
 
 @dataclass

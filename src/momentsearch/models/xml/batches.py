@@ -9,13 +9,13 @@ import numpy as np
 import torch
 from scipy import sparse
 
-from momentsearch.data.batching import annotated_moments, batches_of, load_video_batch, pad_tokens
+from momentsearch.data.batching import batches_of, load_video_batch, pad_tokens
 from momentsearch.data.corpus import Corpus
 from momentsearch.data.features import FeatureStore
 from momentsearch.errors import ConfigError
 from momentsearch.losses.localization import span_to_clip_indices
 from momentsearch.models.layers import TensorBatch
-from momentsearch.text.queries import QueryFeatures
+from momentsearch.text.queries import QueryFeatures, annotated_moments
 
 
 @dataclass
