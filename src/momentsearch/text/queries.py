@@ -7,6 +7,9 @@
 * :class:`InMemoryTextFeatures`: MiniLM in memory with an LRU cache and a lock, for the Python API
   and servers: nothing is written per query, so concurrent callers are safe. Features are rounded
   through fp16 as the HDF5 cache stores them, so a query scores the same by either path.
+
+:func:`annotated_moments` reads one of them for a split's annotated moments: what every family's training
+batches start from.
 """
 
 from __future__ import annotations
