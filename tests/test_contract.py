@@ -128,7 +128,7 @@ def test_xml_trains_and_evaluates_on_tvr_layout_files_named_in_yaml(tiny_benchma
   query_features: {d / 'query_feats.h5'}
   clip_length: {SyntheticBenchmark.load(tiny_benchmark).config.clip_length}
 out_dir: {tmp_path / 'run'}
-epochs: 2
+epochs: 1
 batch_size: 32
 lr: 0.001
 model: {{name: xml, hidden: 32, lambda_tl: 0.1}}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -144,8 +145,13 @@ def test_negative_pools_leave_out_the_positive_video_and_draws_are_distinct(tiny
 
 @pytest.mark.slow
 def test_minute_trains_in_two_phases_resumes_and_searches(tiny_benchmark: Path, tmp_path: Path, margin) -> None:
+    from momentsearch.training.trainer import Trainer
+
     cfg = _minute_cfg(tiny_benchmark, tmp_path / "run")
-    trainer = train(cfg, progress=False)
+    trainer = Trainer(cfg, progress=False)
+    trainer.fit(until=13)  # one localizer epoch in: its checkpoints are the run stopped there, resumed below
+    shutil.copytree(trainer.ckpt_dir, tmp_path / "part" / "checkpoints")
+    trainer.fit()  # carries on in memory, as the uninterrupted run
     h = trainer.history
     assert all("loss_retriever" in r for r in h[:12]) and all("loss_localizer" in r for r in h[12:])
     assert h[11]["loss"] < 0.8 * h[0]["loss"] and h[-1]["loss"] < h[12]["loss"]
@@ -165,10 +171,8 @@ def test_minute_trains_in_two_phases_resumes_and_searches(tiny_benchmark: Path, 
     margin("train VR r1", seen.row["VR r1"], 90)
     hits = momentsearch.load(ckpt).search("a person opens the fridge", k=3)
     assert len(hits) == 3 and hits[0].score >= hits[1].score and hits[0].video_id in test.videos
-    # interrupted after the first localizer epoch and resumed: the pool is mined again, same weights
-    part = train(_minute_cfg(tiny_benchmark, tmp_path / "part").__class__(
-        **{**cfg.__dict__, "out_dir": str(tmp_path / "part"), "epochs": 13}), progress=False)
-    assert part.history[-1]["epoch"] == 13
+    # stopped after the first localizer epoch and resumed from disk: the pool is mined again, same weights
+    assert load_checkpoint(tmp_path / "part" / "checkpoints" / "last.pt").header.epoch == 12  # 0-based: epoch 13
     resumed = train(_minute_cfg(tiny_benchmark, tmp_path / "part"), progress=False)
     assert [r["epoch"] for r in resumed.history] == list(range(1, 16))
     full = trainer.model.state_dict()

@@ -19,18 +19,30 @@ from momentsearch.search.baselines import random_ranker
 from tests.conftest import TEST_SEED, TEST_THREADS
 
 
-@pytest.mark.slow
-def test_rendered_tiny_benchmark_trains_and_searches_on_pixels(tmp_path: Path, margin) -> None:
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """`generate --preset tiny --render` into b/, then `ingest` of its videos into c/ (both tests read them and
+    write elsewhere); returns the folder and ingest's output."""
+    root = tmp_path_factory.mktemp("rendered")
     run = CliRunner().invoke
-    r = run(app, ["generate", "--preset", "tiny", "--out", str(tmp_path / "b"), "--render"])
+    r = run(app, ["generate", "--preset", "tiny", "--out", str(root / "b"), "--render"])
     assert r.exit_code == 0, r.output
-    videos = sorted((tmp_path / "b" / "videos").glob("*.mp4"))
-    assert len(videos) == 60 and len(list((tmp_path / "b" / "videos").glob("*.srt"))) > 0
-    r = run(app, ["ingest", str(tmp_path / "b" / "videos"), "--out", str(tmp_path / "c")])
-    assert r.exit_code == 0 and "60 video(s) encoded" in r.output and "0 skipped" in r.output, r.output
-    assert set(CorpusFolder.open(tmp_path / "c").streams) == {"visual", "subtitle"}
+    r = run(app, ["ingest", str(root / "b" / "videos"), "--out", str(root / "c")])
+    assert r.exit_code == 0, r.output
+    return root, r.output
+
+
+@pytest.mark.slow
+def test_rendered_tiny_benchmark_trains_and_searches_on_pixels(rendered: tuple[Path, str], tmp_path: Path,
+                                                                margin) -> None:
+    run = CliRunner().invoke
+    root, ingested = rendered
+    videos = sorted((root / "b" / "videos").glob("*.mp4"))
+    assert len(videos) == 60 and len(list((root / "b" / "videos").glob("*.srt"))) > 0
+    assert "60 video(s) encoded" in ingested and "0 skipped" in ingested, ingested
+    assert set(CorpusFolder.open(root / "c").streams) == {"visual", "subtitle"}
     trainer = momentsearch.train("configs/xml/demo.yaml", {
-        "dataset": {"benchmark": str(tmp_path / "b"), "corpus": str(tmp_path / "c")}, "out_dir": str(tmp_path / "x"),
+        "dataset": {"benchmark": str(root / "b"), "corpus": str(root / "c")}, "out_dir": str(tmp_path / "x"),
         "epochs": 15, "val_split": "val", "model": {"hidden": 64, "hard_negative_start_epoch": 100},
         "seed": TEST_SEED, "num_threads": TEST_THREADS})
     # the last checkpoint: "best" is chosen on the 9-video val split, which picked epoch 1 at seed 2
@@ -40,11 +52,11 @@ def test_rendered_tiny_benchmark_trains_and_searches_on_pixels(tmp_path: Path, m
     # reliably). Measured at 15 epochs, seeds 0-2, 1 thread (last.pt): VR r1 - chance 47.9 / 51.5 / 48.5,
     # VR r10 - chance 73.3 / 73.7 / 73.5 (chance: r1 2.7, r10 23.8)
     ev = momentsearch.evaluate(ckpt, "train", tmp_path / "e", progress=False)
-    split = SyntheticBenchmark.load(tmp_path / "b").corpus.split("train")
+    split = SyntheticBenchmark.load(root / "b").corpus.split("train")
     chance = evaluate_ranked(random_ranker(split, seed=0)["VR"], split, ("VR",))["VR"]
     margin("train VR r1 - chance", ev.row["VR r1"] - chance["r1"], 30)
     margin("train VR r10 - chance", ev.row["VR r10"] - chance["r10"], 50)
-    r = run(app, ["index", str(ckpt), "--corpus", str(tmp_path / "c"), "--out", str(tmp_path / "i")])
+    r = run(app, ["index", str(ckpt), "--corpus", str(root / "c"), "--out", str(tmp_path / "i")])
     assert r.exit_code == 0 and "60 video(s) encoded" in r.output, r.output
     r = run(app, ["search", str(tmp_path / "i"), split.moments[0].text, "-k", "5", "--json"])
     assert r.exit_code == 0, r.output
@@ -62,7 +74,7 @@ def test_render_refuses_bad_settings(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_rendered_videos_said_search_serve_play(tmp_path: Path) -> None:
+def test_rendered_videos_said_search_serve_play(rendered: tuple[Path, str], tmp_path: Path) -> None:
     """The rendered videos' SRTs through the full training-free path: ingest (the SRT becomes the stored
     transcript), `pack clip --speech`, index, search a line said in exactly one video (found there, on its cue's
     boundaries), serve it and play the file."""
@@ -74,18 +86,17 @@ def test_rendered_videos_said_search_serve_play(tmp_path: Path) -> None:
     from momentsearch.service.app import create_app
 
     run = CliRunner().invoke
-    assert run(app, ["generate", "--preset", "tiny", "--out", str(tmp_path / "b"), "--render"]).exit_code == 0
-    videos = tmp_path / "b" / "videos"
-    r = run(app, ["ingest", str(videos), "--out", str(tmp_path / "c")])
-    assert r.exit_code == 0 and "0 warning" not in r.output and "warning" not in r.output, r.output
+    root, ingested = rendered
+    videos = root / "b" / "videos"
+    assert "warning" not in ingested, ingested
     said = {f.stem: read_subtitles(f) for f in sorted(videos.glob("*.srt"))}
-    corpus = CorpusFolder.open(tmp_path / "c")
+    corpus = CorpusFolder.open(root / "c")
     assert all([(c.start, c.end, c.text) for c in corpus.transcript(v)] == [(c.start, c.end, c.text) for c in cues]
                for v, cues in said.items())
     counts = Counter(c.text for cues in said.values() for c in set(cues))
     video, cue = next((v, c) for v, cues in said.items() for c in cues if counts[c.text] == 1)
     for cmd in (["pack", "clip", "--speech", "--out", str(tmp_path / "said.pt")],
-                ["index", str(tmp_path / "said.pt"), "--corpus", str(tmp_path / "c"), "--out", str(tmp_path / "i")]):
+                ["index", str(tmp_path / "said.pt"), "--corpus", str(root / "c"), "--out", str(tmp_path / "i")]):
         r = run(app, cmd)
         assert r.exit_code == 0, r.output
     r = run(app, ["search", str(tmp_path / "i"), cue.text, "-k", "3", "--json"])

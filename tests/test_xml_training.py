@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -27,16 +28,22 @@ from tests.conftest import TEST_SEED, TEST_THREADS
 
 
 def tiny_cfg(bench: Path, out: Path, epochs: int) -> TrainConfig:
+    """XML on the tiny preset for tests that need a trained checkpoint, not a good one (resume, schedules,
+    workers, checkpoint choice, indexes): it trains on the 9-video val split (115 queries, 4 batches an
+    epoch, a quarter of the train split's cost) and validates on test."""
     return TrainConfig(dataset=DatasetConfig(benchmark=str(bench)), out_dir=str(out), epochs=epochs, batch_size=32,
-                       lr=1e-3, val_split="test",
+                       lr=1e-3, train_split="val", val_split="test",
                        model=XMLConfig(hidden=64, dropout=0.1, hard_negative_start_epoch=4, lambda_tl=0.1))
 
 
 @pytest.mark.slow
 def test_resume_gives_identical_weights(tiny_benchmark: Path, tmp_path: Path) -> None:
     straight = Trainer(tiny_cfg(tiny_benchmark, tmp_path / "a", 2), progress=False)
-    straight.fit()
-    Trainer(tiny_cfg(tiny_benchmark, tmp_path / "b", 1), progress=False).fit()  # as if stopped after epoch 1
+    straight.fit(until=1)
+    shutil.copytree(straight.ckpt_dir, tmp_path / "b" / "checkpoints")  # the run as if stopped after epoch 1
+    straight.fit()  # carries on in memory: the uninterrupted run
+    with pytest.raises(ValueError, match=r"until must be in 2\.\.2"):
+        straight.fit(until=1)
     resumed = Trainer(tiny_cfg(tiny_benchmark, tmp_path / "b", 2), progress=False)
     assert resumed.resume() and resumed.start_epoch == 1
     resumed.fit()
@@ -81,7 +88,8 @@ def test_trained_xml_beats_random(small_benchmark: Path, tmp_path: Path, margin)
                       model=XMLConfig(hidden=64, hard_negative_start_epoch=3, queries_per_video=4))
     Trainer(cfg, progress=False).fit()
     ckpt = tmp_path / "run" / "checkpoints" / "best.pt"
-    row = evaluate(ckpt, "test", tmp_path / "eval", progress=False).row
+    ev = evaluate(ckpt, "test", tmp_path / "eval", progress=False)
+    row = ev.row
     test = SyntheticBenchmark.load(small_benchmark).corpus.split("test")
     rnd = random_ranker(test, seed=0)
     rnd_m = evaluate_ranked(rnd["VCMR"], test, ("VCMR",)) | evaluate_ranked(rnd["VR"], test, ("VR",)) | \
@@ -118,7 +126,6 @@ def test_trained_xml_beats_random(small_benchmark: Path, tmp_path: Path, margin)
     # a query through the API (in memory) ranks exactly as the evaluation (HDF5 cache) ranks it
     test = SyntheticBenchmark.load(small_benchmark).corpus.split("test")
     m = test.moments[0]
-    ev = evaluate(ckpt, "test", progress=False)
     r = ev.ranked["VCMR"].row_of()[m.query_id]
     got = searcher.search(m.text, k=10)
     want = [(ev.ranked["VCMR"].video_ids[int(v)], float(a), float(b))

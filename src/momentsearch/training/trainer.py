@@ -196,22 +196,31 @@ class Trainer:
         return evaluate_ranked(ranked["VCMR"], self.val_corpus, ("VCMR",)) | evaluate_ranked(
             ranked["VR"], self.val_corpus, ("VR",))
 
-    def fit(self) -> list[dict[str, Any]]:
-        """Train the remaining epochs. Under torchrun every rank calls it; the process group is left at the end."""
+    def fit(self, until: int | None = None) -> list[dict[str, Any]]:
+        """Train the remaining epochs, or those up to epoch ``until``: a later ``fit`` carries on in memory
+        exactly as one uninterrupted run (a checkpoint taken in between is the run stopped there). Under
+        torchrun every rank calls it; the process group is left after the last epoch, or on an error."""
+        end = self.cfg.epochs if until is None else until
+        if not self.start_epoch <= end <= self.cfg.epochs:
+            raise ValueError(f"until must be in {self.start_epoch}..{self.cfg.epochs} (epochs done..epochs), got {end}")
         try:
             with torch_settings(self.cfg.num_threads, self.cfg.deterministic, self.device):
                 self.world.broadcast_parameters(self.model)
-                return self._fit()
-        finally:
+                history = self._fit(end)
+        except BaseException:
             self.world.close()
+            raise
+        if end == self.cfg.epochs:
+            self.world.close()
+        return history
 
-    def _fit(self) -> list[dict[str, Any]]:
+    def _fit(self, end: int) -> list[dict[str, Any]]:
         if self.world.is_main:
             self.ckpt_dir.mkdir(parents=True, exist_ok=True)
             write_json(self.out / "train_config.json", to_dict(self.cfg))
         self.features_identity = self.dataset.feature_identity()
         best = max((h["selection"] for h in self.history), default=-1.0)
-        for epoch in range(self.start_epoch, self.cfg.epochs):
+        for epoch in range(self.start_epoch, end):
             stats = self.train_epoch(epoch)
             if not self.world.is_main:  # rank 0 validates and writes; the others wait for its checkpoint
                 self.history.append({"epoch": epoch + 1, **stats})
@@ -236,6 +245,7 @@ class Trainer:
             write_json(self.out / "history.json", self.history)
             plot_training(self.history, self.out / "training_curves.png", self.family.name)
             self.world.barrier()
+        self.start_epoch = end
         return self.history
 
 
