@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,6 @@ TEST_THREADS = int(os.environ.get("MOMENTSEARCH_TEST_THREADS", "0"))
 SHARED_DATA = Path(os.environ.get("MOMENTSEARCH_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 REPO = Path(__file__).resolve().parents[1]
 
-
-_missing_real_data: list[str] = []
 
 # `make test` (and so CI) sets MOMENTSEARCH_REQUIRE_EXTRAS=1: there a missing extra (PyAV, FAISS, FastAPI, Ray,
 # Playwright, WordNet...) fails the run loudly instead of skipping whole modules; a bare `pytest` still skips them.
@@ -41,7 +40,6 @@ def missing_dependency(message: str) -> None:
 def shared(rel: str) -> Path:
     p = SHARED_DATA / rel
     if not p.exists():
-        _missing_real_data.append(rel)
         pytest.skip(f"real annotation file {p} not present (set MOMENTSEARCH_SHARED_DATA)")
     return p
 
@@ -58,17 +56,30 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         _durations[report.nodeid] = (spent + report.duration, marked)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under `make test` (pytest-xdist, ``--dist loadgroup``) a module's tests run in one worker, in order, so its
+    module fixtures are built once; a test with its own ``xdist_group`` (the two that start a local Ray) keeps it."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            module = getattr(item, "module", None)
+            item.add_marker(pytest.mark.xdist_group(module.__name__ if module else item.nodeid))
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Say out loud when the real-data tests did not run, and why; and which tests break the `slow` rule."""
+    """Say out loud when the real-data tests did not run, and why; and which tests break the `slow` rule. Both
+    read the reports, which under pytest-xdist reach this (the controller's) process from the workers."""
+    missing = sorted({m.group(1) for r in terminalreporter.stats.get("skipped", [])
+                      if (m := re.search(r"real annotation file (\S+) not present", str(r.longrepr)))})
     unmarked = sorted((t, n) for n, (t, marked) in _durations.items() if t >= SLOW_SECONDS and not marked)
     if unmarked:
         terminalreporter.write_sep("-", f"{len(unmarked)} test(s) took {SLOW_SECONDS:g} s or more without the slow mark")
         for t, n in unmarked[::-1][:20]:
             terminalreporter.write_line(f"{t:6.1f} s  {n}")
-    if _missing_real_data:
-        terminalreporter.write_sep("!", f"{len(_missing_real_data)} real-data test(s) SKIPPED: {SHARED_DATA} does not "
-                                        f"hold {sorted(set(_missing_real_data))[:3]}...; set MOMENTSEARCH_SHARED_DATA to "
-                                        "the folder with TVR, Charades-STA, DiDeMo, ActivityNet Captions and TACoS")
+    if missing:
+        terminalreporter.write_sep("!", f"real-data test(s) SKIPPED: {SHARED_DATA} does not hold {missing[:3]}...; "
+                                        "set MOMENTSEARCH_SHARED_DATA to the folder with TVR, Charades-STA, DiDeMo, "
+                                        "ActivityNet Captions and TACoS")
 
 
 @pytest.fixture

@@ -217,6 +217,7 @@ def test_the_mutations_follow_each_containers_structure(folder: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("ray")  # with tests/test_ray_ingest.py: one local Ray at a time under make test
 def test_a_ray_actor_that_dies_on_a_file_costs_that_file_alone(folder: Path, tmp_path: Path) -> None:
     """On Ray, an actor that dies inside a video (here the encoder exits the process on an all-black
     clip, as a crash inside a codec would) is reported for that file and replaced; the rest is ingested."""

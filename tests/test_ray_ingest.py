@@ -17,6 +17,7 @@ from momentsearch.errors import ConfigError
 from momentsearch.video.ingest import ingest
 
 pytest.importorskip("ray")
+pytestmark = pytest.mark.xdist_group("ray")  # one local Ray at a time under make test's two workers
 
 
 @pytest.mark.slow
