@@ -31,10 +31,10 @@ setup: $(STAMP)
 demo: setup
 	$(BIN)/momentsearch demo --out runs/demo
 
-# two worker processes (pytest-xdist): a module's tests stay in one worker (tests/conftest.py), so its fixtures are
-# built once; a bare `pytest` runs in one process
+# two worker processes (pytest-xdist), a module's tests in one of them (--dist loadfile), so module fixtures are built
+# once and one Milvus server and one local Ray run at a time; a bare `pytest` runs in one process
 test: setup
-	MOMENTSEARCH_REQUIRE_EXTRAS=1 $(BIN)/python -m pytest -q -n 2 --dist loadgroup
+	MOMENTSEARCH_REQUIRE_EXTRAS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 bench: setup
 	$(BIN)/python benchmarks/eval_speed.py

@@ -56,16 +56,6 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         _durations[report.nodeid] = (spent + report.duration, marked)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under `make test` (pytest-xdist, ``--dist loadgroup``) a module's tests run in one worker, in order, so its
-    module fixtures are built once; a test with its own ``xdist_group`` (the two that start a local Ray) keeps it."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            module = getattr(item, "module", None)
-            item.add_marker(pytest.mark.xdist_group(module.__name__ if module else item.nodeid))
-
-
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Say out loud when the real-data tests did not run, and why; and which tests break the `slow` rule. Both
     read the reports, which under pytest-xdist reach this (the controller's) process from the workers."""
@@ -73,7 +63,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
                       if (m := re.search(r"real annotation file (\S+) not present", str(r.longrepr)))})
     unmarked = sorted((t, n) for n, (t, marked) in _durations.items() if t >= SLOW_SECONDS and not marked)
     if unmarked:
-        terminalreporter.write_sep("-", f"{len(unmarked)} test(s) took {SLOW_SECONDS:g} s or more without the slow mark")
+        workers = getattr(terminalreporter.config.option, "numprocesses", None)  # pytest-xdist's -n
+        shared = f" (each in one of {workers} workers sharing the cores)" if workers else ""
+        terminalreporter.write_sep("-", f"{len(unmarked)} test(s) took {SLOW_SECONDS:g} s or more without the slow mark"
+                                        + shared)
         for t, n in unmarked[::-1][:20]:
             terminalreporter.write_line(f"{t:6.1f} s  {n}")
     if missing:

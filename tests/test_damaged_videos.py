@@ -1,17 +1,15 @@
-"""Damaged videos never cost a good one: per-file isolation in ingest (serial, CLI, Ray), the decoding
+"""Damaged videos never cost a good one: per-file isolation in ingest (serial, CLI; on Ray
+in tests/test_ray_ingest.py), the decoding
 budget (DecodeLimits), files that change while read, and thumbnails of damaged files."""
 
 from __future__ import annotations
 
-import json
-import os
 import random
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from video_files import write_audio_only, write_video
@@ -214,31 +212,3 @@ def test_the_mutations_follow_each_containers_structure(folder: Path) -> None:
     assert {b"\x86", b"\xa3", b"\xe7"} <= mkv  # CodecID, SimpleBlock, Cluster Timestamp
     avi = {e.kind for e in elements((folder / "good_avi.avi").read_bytes(), "riff")}
     assert {b"avih", b"strh", b"strf", b"00dc"} <= avi
-
-
-@pytest.mark.slow
-@pytest.mark.xdist_group("ray")  # with tests/test_ray_ingest.py: one local Ray at a time under make test
-def test_a_ray_actor_that_dies_on_a_file_costs_that_file_alone(folder: Path, tmp_path: Path) -> None:
-    """On Ray, an actor that dies inside a video (here the encoder exits the process on an all-black
-    clip, as a crash inside a codec would) is reported for that file and replaced; the rest is ingested."""
-    pytest.importorskip("ray")
-    import ray.cloudpickle
-
-    import dying_encoder
-
-    ray.cloudpickle.register_pickle_by_value(dying_encoder)
-    d = tmp_path / "v"
-    d.mkdir()
-    for n in ("good_mp4.mp4", "good_webm.webm", "good_avi.avi"):
-        shutil.copy(folder / n, d / n)
-    write_video(d / "black.mp4", seconds=2.0, w=48, h=48, black=True)
-    rep = ingest(d, tmp_path / "c", encoder=dying_encoder.DyingEncoder(), clip_seconds=1.0, fps=2.0, progress=False,
-                 ray_address="local", ray_workers=2)
-    assert rep.encoded == ["good_avi", "good_mp4", "good_webm"]
-    (f,) = rep.failures
-    assert f["path"] == "black.mp4" and "black.mp4: the Ray worker decoding it died" in f["error"]
-    c = CorpusFolder.open(tmp_path / "c")
-    with c.features() as store:
-        assert np.isfinite(store["good_avi"]).all()
-    assert json.loads((tmp_path / "c" / "corpus.json").read_text())["failures"][0]["path"] == "black.mp4"
-    assert not os.path.exists(tmp_path / "c" / "ingest.journal.jsonl")

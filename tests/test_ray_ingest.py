@@ -1,8 +1,12 @@
 """Ingest on a local Ray (2 actors) writes the same corpus folder as the serial ingest: the same features,
-failures and manifest; the serial path never imports Ray."""
+failures and manifest; an actor that dies on a file costs that file alone; the serial path never imports Ray.
+(The Ray tests live in this one module: `make test`'s two workers take a module each, so one local Ray runs at
+a time.)"""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 
@@ -10,6 +14,7 @@ import numpy as np
 import pytest
 
 from test_ingest import _folder
+from video_files import write_video
 
 from momentsearch.cli.main import _optional_values
 from momentsearch.data.corpus_folder import CorpusFolder
@@ -17,7 +22,6 @@ from momentsearch.errors import ConfigError
 from momentsearch.video.ingest import ingest
 
 pytest.importorskip("ray")
-pytestmark = pytest.mark.xdist_group("ray")  # one local Ray at a time under make test's two workers
 
 
 @pytest.mark.slow
@@ -96,3 +100,29 @@ def test_a_local_ray_that_times_out_at_startup_is_started_again():
     with pytest.raises(Exception, match="some other failure"):
         start_local(ray, workers=2)
     assert ray.inits == 1 and ray.shutdowns == 0
+
+
+@pytest.mark.slow
+def test_a_ray_actor_that_dies_on_a_file_costs_that_file_alone(tmp_path) -> None:
+    """On Ray, an actor that dies inside a video (here the encoder exits the process on an all-black
+    clip, as a crash inside a codec would) is reported for that file and replaced; the rest is ingested."""
+    import ray.cloudpickle
+
+    import dying_encoder
+
+    ray.cloudpickle.register_pickle_by_value(dying_encoder)
+    d = tmp_path / "v"
+    d.mkdir()
+    for name, codec in (("mp4", "libx264"), ("webm", "libvpx-vp9"), ("avi", "mpeg4")):
+        write_video(d / f"good_{name}.{name}", name, codec, seconds=3.0, rate=10, w=48, h=48)
+    write_video(d / "black.mp4", seconds=2.0, w=48, h=48, black=True)
+    rep = ingest(d, tmp_path / "c", encoder=dying_encoder.DyingEncoder(), clip_seconds=1.0, fps=2.0, progress=False,
+                 ray_address="local", ray_workers=2)
+    assert rep.encoded == ["good_avi", "good_mp4", "good_webm"]
+    (f,) = rep.failures
+    assert f["path"] == "black.mp4" and "black.mp4: the Ray worker decoding it died" in f["error"]
+    c = CorpusFolder.open(tmp_path / "c")
+    with c.features() as store:
+        assert np.isfinite(store["good_avi"]).all()
+    assert json.loads((tmp_path / "c" / "corpus.json").read_text())["failures"][0]["path"] == "black.mp4"
+    assert not os.path.exists(tmp_path / "c" / "ingest.journal.jsonl")
