@@ -28,6 +28,12 @@ CONTAINERS = {"mp4": ("mp4", "libx264", "mp4", 48), "webm": ("webm", "libvpx-vp9
               "mov": ("mov", "mjpeg", "mp4", 48)}
 
 
+def write_good(d: Path, name: str) -> Path:
+    """The good file of one container: 3 s at 10 fps, the container's size."""
+    fmt, codec, _, size = CONTAINERS[name]
+    return write_video(d / f"good_{name}.{name}", fmt, codec, seconds=3.0, rate=10, w=size, h=size)
+
+
 def _no_decoder(src: Path, dst: Path) -> Path:
     """The issue's crash: the MP4's sample entry (stsd/avc1) renamed, so PyAV's stream has no codec context."""
     b = bytearray(src.read_bytes())
@@ -56,9 +62,8 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d, seeds = root / "videos", root / "seeds"
     d.mkdir()
     seeds.mkdir()
-    for name, (fmt, codec, kind, size) in CONTAINERS.items():
-        good = write_video(d / f"good_{name}.{name}", fmt, codec, seconds=3.0, rate=10, w=size, h=size)
-        seed = shutil.copy(good, seeds / f"seed.{name}")
+    for name, (_, _, kind, _) in CONTAINERS.items():
+        seed = shutil.copy(write_good(d, name), seeds / f"seed.{name}")
         for how in ("truncate", "size", "codec", "timestamp"):
             _damaged(Path(seed), kind, d / f"bad_{how}_{name}.{name}", how)
     _no_decoder(d / "good_mp4.mp4", d / "bad_no_decoder.mp4")

@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from test_damaged_videos import CONTAINERS
+from test_damaged_videos import write_good
 from test_ingest import _folder
 from video_files import write_video
 
@@ -115,8 +115,7 @@ def test_a_ray_actor_that_dies_on_a_file_costs_that_file_alone(tmp_path) -> None
     d = tmp_path / "v"
     d.mkdir()
     for name in ("mp4", "webm", "avi"):  # the good files of test_damaged_videos' folder
-        fmt, codec, _, size = CONTAINERS[name]
-        write_video(d / f"good_{name}.{name}", fmt, codec, seconds=3.0, rate=10, w=size, h=size)
+        write_good(d, name)
     write_video(d / "black.mp4", seconds=2.0, w=48, h=48, black=True)
     rep = ingest(d, tmp_path / "c", encoder=dying_encoder.DyingEncoder(), clip_seconds=1.0, fps=2.0, progress=False,
                  ray_address="local", ray_workers=2)
