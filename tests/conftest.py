@@ -37,10 +37,13 @@ def missing_dependency(message: str) -> None:
     pytest.skip(message, allow_module_level=True)
 
 
+MISSING_REAL_DATA = "real annotation file {} not present (set MOMENTSEARCH_SHARED_DATA)"  # the skip's reason
+
+
 def shared(rel: str) -> Path:
     p = SHARED_DATA / rel
     if not p.exists():
-        pytest.skip(f"real annotation file {p} not present (set MOMENTSEARCH_SHARED_DATA)")
+        pytest.skip(MISSING_REAL_DATA.format(p))
     return p
 
 
@@ -59,14 +62,15 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Say out loud when the real-data tests did not run, and why; and which tests break the `slow` rule. Both
     read the reports, which under pytest-xdist reach this (the controller's) process from the workers."""
+    reason = re.compile(re.escape(MISSING_REAL_DATA).replace(r"\{\}", r"(\S+)"))
     missing = sorted({m.group(1) for r in terminalreporter.stats.get("skipped", [])
-                      if (m := re.search(r"real annotation file (\S+) not present", str(r.longrepr)))})
+                      if (m := reason.search(str(r.longrepr)))})
     unmarked = sorted((t, n) for n, (t, marked) in _durations.items() if t >= SLOW_SECONDS and not marked)
     if unmarked:
         workers = getattr(terminalreporter.config.option, "numprocesses", None)  # pytest-xdist's -n
-        shared = f" (each in one of {workers} workers sharing the cores)" if workers else ""
+        sharing = f" (each in one of {workers} workers sharing the cores)" if workers else ""
         terminalreporter.write_sep("-", f"{len(unmarked)} test(s) took {SLOW_SECONDS:g} s or more without the slow mark"
-                                        + shared)
+                                        + sharing)
         for t, n in unmarked[::-1][:20]:
             terminalreporter.write_line(f"{t:6.1f} s  {n}")
     if missing:
