@@ -1,4 +1,4 @@
-"""Have an experiment's runs converged? Validation curves, a flatness check and wall-clock per run.
+"""Have an experiment's runs converged? Validation curves, a flatness check and training time per run.
 
 For every condition and seed of an experiment (configs/experiments/), read the run's history
 (validation recall after every epoch) and result, then
@@ -10,7 +10,9 @@ For every condition and seed of an experiment (configs/experiments/), read the r
   localizer) has its VR checked at the end of the retriever phase, where VR stops changing, and its VCMR
   over the last epochs of the run. The older "flat" check (best of the last ``--window`` epochs at most
   ``--tol`` above the best before) is printed beside it: it passes slowly rising curves;
-* print a table (condition, seed, epochs, best epoch, flat or not with the rise, wall-clock) and
+* print a table (condition, seed, epochs, best epoch, flat or not with the rise, training seconds: the sum of
+  the history's per-epoch ``train_seconds``, validation excluded; result.json's ``train_seconds`` is the
+  wall-clock of the processes that trained it *in one go*, so it undercounts a run resumed after a stop) and
   write convergence.json into the experiment's folder and benchmarks/results/ (with ``--tag T``, a
   second view of the same experiment: convergence_T.json, <experiment>_T_curves.png);
 * with ``--versus A=B``, print A − B on the test split paired by seed (mean ± std of the per-seed
@@ -153,6 +155,7 @@ def main() -> None:
             result = json.loads((run / "result.json").read_text())
             row = {"condition": cond, "seed": seed, **check_run(history, d, args.window, args.trend_window),
                    "train_seconds": round(result["train_seconds"], 1),
+                   "epoch_train_seconds": round(sum(float(h.get("train_seconds", 0.0)) for h in history), 1),
                    "seconds_per_epoch": round(result["seconds_per_epoch"], 1), "start_epoch": start,
                    "test": run_metrics(result)}
             row["flat"] = all(row[k] is not None and row[k] <= args.tol for k in ("rise VR r10", "rise VCMR 0.5-r10"))
@@ -162,12 +165,12 @@ def main() -> None:
           "VCMR 0.5-r10 is not significantly positive (one-sided t, p >= 0.05; VR at the end of a retriever phase); "
           f"flat = best of the last {args.window} epochs at most {args.tol} above the best before them\n")
     print("| condition | seed | epochs | best epoch | slope VR r10 (p) | slope VCMR 0.5-r10 (p) | converged | flat | "
-          "train wall-clock (s) |")
+          "training (s, sum of epochs) |")
     print("|---|---:|---:|---:|---:|---:|---|---|---:|")
     for r in rows:
         print(f"| {r['condition']} | {r['seed']} | {r['epochs']} | {r['best_epoch']} | {r['slope VR r10']:+.3f} "
               f"({r['p VR r10']:.2f}) | {r['slope VCMR 0.5-r10']:+.3f} ({r['p VCMR 0.5-r10']:.2f}) | "
-              f"{'yes' if r['converged'] else 'NO'} | {'yes' if r['flat'] else 'NO'} | {r['train_seconds']:.0f} |")
+              f"{'yes' if r['converged'] else 'NO'} | {'yes' if r['flat'] else 'NO'} | {r['epoch_train_seconds']:.0f} |")
 
     many = len(conds) > 8  # then the legend goes right of the panels (12 names a column), colours from tab20
     ncol = -(-len(conds) // 12)
