@@ -100,6 +100,7 @@ def test_a_longer_condition_continues_the_shorter_run(tiny_benchmark: Path, tmp_
         json.loads((short / "result.json").read_text())["train_seconds"]
 
 
+@pytest.mark.slow
 def test_a_condition_fine_tunes_another_conditions_model(tiny_benchmark: Path, tmp_path: Path) -> None:
     """``init_from: <condition>`` starts each seed's run from that condition's best.pt of the same seed,
     trained first whatever the order of the conditions; chains are refused."""
@@ -140,6 +141,7 @@ def test_diagnosis_tables_at_two_thetas_get_their_own_files(tmp_path: Path, monk
     assert a.with_suffix(".psi.npz").read_text() == "0.7" and b.with_suffix(".psi.npz").read_text() == "0.9"
 
 
+@pytest.mark.slow
 def test_mvmr_experiment_adds_pool_and_retriever_columns(tiny_benchmark: Path, tmp_path: Path) -> None:
     xml = _train_yaml(tmp_path / "xml.yaml")
     mmn = _train_yaml(tmp_path / "mmn.yaml", model="{name: mmn, hidden: 16, joint_dim: 16, num_clips: 8, "

@@ -115,7 +115,8 @@ def _target_names() -> list[str]:
     return list(TARGETS)
 
 
-@pytest.mark.parametrize("name", _target_names())
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "features-hdf5" else n
+                                  for n in _target_names()])  # features-hdf5: 8-10 s
 def test_any_mutation_of_every_other_reader_loads_or_is_the_projects_error(name: str, reader_files: Path,
                                                                           tmp_path: Path) -> None:
     import shutil

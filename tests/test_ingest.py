@@ -125,6 +125,7 @@ def test_ingest_reports_broken_files_and_keeps_the_rest(tmp_path):
     assert "skipped" in rep.summary() and len(c.failures) == 4
 
 
+@pytest.mark.slow
 def test_ingest_killed_then_resumed_gives_the_same_corpus(tmp_path):
     d = tmp_path / "videos"
     d.mkdir()
