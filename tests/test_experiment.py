@@ -9,6 +9,7 @@ import pytest
 
 from momentsearch.experiments import run_experiment
 from momentsearch.errors import ConfigError
+from momentsearch.version import source_commit
 
 
 def _train_yaml(path: Path, val_max_queries: int = 20, model: str = "{name: xml, hidden: 32}") -> Path:
@@ -57,6 +58,7 @@ conditions:
     # a run stored before the every-S nDCG columns existed is evaluated once more; what it stored stays
     stored = json.loads(results[0].read_text())
     assert stored["eval_version"] == 2 and 0 < stored["metrics"]["nDCG VR 2-way"] <= 100
+    assert stored["code"] == source_commit()  # the commit the run was made from
     added = {k: stored["metrics"].pop(k) for k in ("nDCG VR 2-way", "nDCG VCMR 0.5 S>0")}
     del stored["eval_version"]
     stored["metrics"]["VR r1"] = -1.0

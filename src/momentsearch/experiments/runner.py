@@ -30,6 +30,7 @@ from momentsearch.experiments.continuation import Continuation, continue_shorter
 from momentsearch.experiments.digest import run_digest
 from momentsearch.experiments.proxy_scores import stored_once, with_proxy_ndcg
 from momentsearch.experiments.tables import TABLE_KINDS, TableSpec, table_files
+from momentsearch.version import source_commit
 
 
 
@@ -188,7 +189,7 @@ def run_one(cfg_dict: dict[str, Any], split: str, pools: str | None = None) -> d
     result = {"metrics": row, "seconds_per_epoch": sum(epoch_s) / len(epoch_s), "train_seconds": train_s,
               "pairs_per_batch": sum(pairs) / len(pairs), "best_epoch": (cfg.epochs if cfg.checkpoint == "last" else
                                                   max(history, key=lambda h: h["selection"])["epoch"]),
-              "eval_version": EVAL_VERSION}
+              "eval_version": EVAL_VERSION, "code": source_commit()}
     write_json(done, result)
     return _with_mvmr(result, out, split, pools)
 
