@@ -1,0 +1,72 @@
+"""A run records what it was trained on (experiments/inputs.py) and is refused over other inputs."""
+
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from momentsearch.data.synthetic import generate, load_preset
+from momentsearch.errors import ConfigError
+from momentsearch.experiments import run_experiment
+from momentsearch.experiments.inputs import check_inputs, content_digest
+
+
+def test_digests_are_of_contents_not_of_write_times(tmp_path):
+    a, b, c = (tmp_path / f"{n}.npz" for n in "abc")
+    np.savez(a, x=np.arange(6, dtype=np.float32).reshape(2, 3), y=np.array([1], np.int64))
+    np.savez(b, y=np.array([1], np.int64), x=np.arange(6, dtype=np.float32).reshape(2, 3))  # other order
+    np.savez(c, x=np.arange(6, dtype=np.float32).reshape(3, 2), y=np.array([1], np.int64))  # other shape
+    assert a.read_bytes() != b.read_bytes()
+    assert content_digest(a) == content_digest(b) != content_digest(c)
+    h = [tmp_path / f"{n}.h5" for n in range(3)]
+    for i, p in enumerate(h):
+        with h5py.File(p, "w", track_times=True) as f:
+            f.create_dataset("v", data=np.full((5, 4), 1.0 if i < 2 else 2.0, np.float32))
+            f["v"].attrs["clip_length"] = 2.0
+    assert content_digest(h[0]) == content_digest(h[1]) != content_digest(h[2])
+    with h5py.File(h[1], "a") as f:
+        f["v"].attrs["clip_length"] = 1.5  # an attribute is content too
+    assert content_digest(h[0]) != content_digest(h[1])
+
+
+def test_check_inputs_records_a_new_run_and_refuses_a_changed_one(tmp_path):
+    run = tmp_path / "run"
+    check_inputs(run, {"benchmark": "a"}, record=False)  # an older run: nothing known, nothing written
+    assert not (run / "inputs.json").exists()
+    check_inputs(run, {"benchmark": "a"}, record=True)
+    assert json.loads((run / "inputs.json").read_text()) == {"benchmark": "a"}
+    check_inputs(run, {"benchmark": "a"}, record=False)
+    with pytest.raises(ConfigError, match=r"table:relevance.table changed.*move the run folder aside"):
+        check_inputs(run, {"benchmark": "a", "table:relevance.table": "t"}, record=True)
+    (run / "inputs.json").write_text("{")
+    with pytest.raises(ConfigError, match="not JSON"):
+        check_inputs(run, {"benchmark": "a"}, record=False)
+
+
+@pytest.mark.slow
+def test_a_run_over_a_regenerated_benchmark(tiny_benchmark: Path, tmp_path: Path) -> None:
+    """Generated again from the same config, the benchmark is the same input and the run is kept; generated
+    from another seed, the stored run is refused instead of being reported or resumed over other data."""
+    bench = tmp_path / "bench"
+    shutil.copytree(tiny_benchmark, bench)
+    train = tmp_path / "train.yaml"
+    train.write_text("epochs: 1\nbatch_size: 32\nlr: 0.001\nval_split: test\nval_max_queries: 20\nnum_threads: 1\n"
+                     "model: {name: xml, hidden: 32}\n")
+    cfg = tmp_path / "exp.yaml"
+    cfg.write_text(f"name: t\npreset: tiny\ntrain: {train}\nbenchmark_dir: {bench}\nout_dir: {tmp_path / 'out'}\n"
+                   f"runs_dir: {tmp_path / 'runs'}\nseeds: [0]\nconditions:\n  XML: {{}}\n")
+    first = run_experiment(cfg, jobs=1)["XML"]["VCMR 0.5-r10"]["runs"]
+    recorded = next((tmp_path / "runs").glob("*/seed0/inputs.json"))
+    stamp = recorded.stat().st_mtime_ns
+    generate(load_preset("tiny"), bench, progress=False)  # the same config: the same contents, new files
+    assert run_experiment(cfg, jobs=1)["XML"]["VCMR 0.5-r10"]["runs"] == first
+    assert recorded.stat().st_mtime_ns == stamp
+    tiny = load_preset("tiny")
+    generate(replace(tiny, seed=tiny.seed + 1), bench, progress=False)
+    with pytest.raises(ConfigError, match="benchmark changed"):
+        run_experiment(cfg, jobs=1)
+    assert (recorded.parent / "result.json").exists()  # nothing stored is lost
