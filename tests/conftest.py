@@ -40,6 +40,18 @@ def missing_dependency(message: str) -> None:
 MISSING_REAL_DATA = "real annotation file {} not present (set MOMENTSEARCH_SHARED_DATA)"  # the skip's reason
 
 
+def xml_experiment(tmp_path: Path, bench: Path) -> Path:
+    """An experiment YAML over the tiny benchmark ``bench``: one condition (XML, 32 hidden), seed 0, one epoch,
+    runs under ``tmp_path/runs`` and results under ``tmp_path/out``."""
+    train = tmp_path / "train.yaml"
+    train.write_text("epochs: 1\nbatch_size: 32\nlr: 0.001\nval_split: test\nval_max_queries: 20\nnum_threads: 1\n"
+                     "model: {name: xml, hidden: 32}\n")
+    cfg = tmp_path / "exp.yaml"
+    cfg.write_text(f"name: t\npreset: tiny\ntrain: {train}\nbenchmark_dir: {bench}\nout_dir: {tmp_path / 'out'}\n"
+                   f"runs_dir: {tmp_path / 'runs'}\nseeds: [0]\nconditions:\n  XML: {{}}\n")
+    return cfg
+
+
 def shared(rel: str) -> Path:
     p = SHARED_DATA / rel
     if not p.exists():

@@ -11,6 +11,7 @@ import pytest
 from momentsearch.errors import ConfigError
 from momentsearch.experiments import Continuation, final_run, run_digest, run_experiment, run_trends
 from momentsearch.experiments.continuation import next_run
+from conftest import xml_experiment
 
 
 def _history(vr: list[float], vcmr: list[float]) -> list[dict]:
@@ -134,12 +135,7 @@ def test_continuation_settings_are_checked() -> None:
 def test_the_experiment_reports_the_last_run_of_each_chain(tiny_benchmark: Path, tmp_path: Path, jobs: int) -> None:
     """A one-epoch run cannot pass a 3-epoch trend test (too short to say), so it is continued epoch by
     epoch up to the cap of 3: the report is the 3-epoch run's, and its first epoch was not retrained."""
-    train = tmp_path / "train.yaml"
-    train.write_text("epochs: 1\nbatch_size: 32\nlr: 0.001\nval_split: test\nval_max_queries: 20\nnum_threads: 1\n"
-                     "model: {name: xml, hidden: 32}\n")
-    cfg = tmp_path / "exp.yaml"
-    cfg.write_text(f"name: t\npreset: tiny\ntrain: {train}\nbenchmark_dir: {tiny_benchmark}\nout_dir: {tmp_path / 'out'}\n"
-                   f"runs_dir: {tmp_path / 'runs'}\nseeds: [0]\nconditions:\n  XML: {{}}\n")
+    cfg = xml_experiment(tmp_path, tiny_benchmark)
     cont = Continuation(step=1, max_epochs=3, window=3)
     agg = run_experiment(cfg, jobs=jobs, continuation=cont)
     assert agg["XML"]["epochs"]["runs"] == [3.0]

@@ -8,6 +8,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+from conftest import xml_experiment
 
 from momentsearch.data.synthetic import generate, load_preset
 from momentsearch.errors import ConfigError
@@ -53,12 +54,7 @@ def test_a_run_over_a_regenerated_benchmark(tiny_benchmark: Path, tmp_path: Path
     from another seed, the stored run is refused instead of being reported or resumed over other data."""
     bench = tmp_path / "bench"
     shutil.copytree(tiny_benchmark, bench)
-    train = tmp_path / "train.yaml"
-    train.write_text("epochs: 1\nbatch_size: 32\nlr: 0.001\nval_split: test\nval_max_queries: 20\nnum_threads: 1\n"
-                     "model: {name: xml, hidden: 32}\n")
-    cfg = tmp_path / "exp.yaml"
-    cfg.write_text(f"name: t\npreset: tiny\ntrain: {train}\nbenchmark_dir: {bench}\nout_dir: {tmp_path / 'out'}\n"
-                   f"runs_dir: {tmp_path / 'runs'}\nseeds: [0]\nconditions:\n  XML: {{}}\n")
+    cfg = xml_experiment(tmp_path, bench)
     first = run_experiment(cfg, jobs=1)["XML"]["VCMR 0.5-r10"]["runs"]
     recorded = next((tmp_path / "runs").glob("*/seed0/inputs.json"))
     stamp = recorded.stat().st_mtime_ns
