@@ -95,12 +95,19 @@ def continuation_of(args: Any) -> Continuation | None:
 
 
 def chain_end(d: dict[str, Any], cont: Continuation | None, run: str, experiment: Path, args: Any) -> dict[str, Any]:
-    """The last finished run of ``d``'s chain of continuations; exits naming the command that finishes it."""
+    """The last finished run of ``d``'s chain of continuations; exits naming the command that finishes it, or
+    when the run was trained on other inputs than its config reads now (``experiments.inputs``)."""
+    from momentsearch.errors import ConfigError
     from momentsearch.experiments import final_run
+    from momentsearch.experiments.inputs import check_inputs
 
     d, missing = final_run(d, cont)
     if missing is not None:
         raise SystemExit(f"error: {run} still rises at {d['epochs']} epochs and its continuation to "
                          f"{missing['epochs']} has not finished; run `momentsearch experiment {experiment} "
                          f"--continue-rising {args.continue_rising} --max-epochs {args.max_epochs}` first")
+    try:
+        check_inputs(Path(d["out_dir"]), d, record=False)
+    except ConfigError as e:
+        raise SystemExit(f"error: {run}: {e}") from None
     return d

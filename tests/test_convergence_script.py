@@ -51,3 +51,21 @@ def test_mvmr_rows_join_the_metrics_and_fine_tunes_start_at_their_source(tmp_pat
     (run / "history.json").write_text(json.dumps([{"epoch": e, "selection": v} for e, v in ((1, 3.0), (2, 9.0), (3, 5.0))]))
     assert start_epoch({"init_from": str(run / "checkpoints" / "best.pt")}) == 2
     assert start_epoch({}) == 0
+
+
+def test_a_run_trained_on_other_inputs_is_not_reported(tiny_benchmark: Path, tmp_path: Path) -> None:
+    """The scripts read runs through chain_end, which refuses a run whose inputs.json is not what its config
+    reads now (a benchmark generated again with other contents), as the experiment runner does."""
+    from benchmarks._common import chain_end
+    from momentsearch.experiments.inputs import run_inputs
+
+    run = tmp_path / "seed0"
+    run.mkdir()
+    (run / "result.json").write_text("{}")
+    d = {"dataset": {"benchmark": str(tiny_benchmark)}, "model": {"name": "xml"}, "out_dir": str(run), "epochs": 1}
+    assert chain_end(d, None, "XML seed 0", Path("exp.yaml"), None) == d  # no record: a run made before it existed
+    (run / "inputs.json").write_text(json.dumps(run_inputs(d)))  # as the runner records it
+    assert chain_end(d, None, "XML seed 0", Path("exp.yaml"), None) == d
+    (run / "inputs.json").write_text(json.dumps({"benchmark": "0" * 32}))
+    with pytest.raises(SystemExit, match=r"XML seed 0: .*benchmark changed"):
+        chain_end(d, None, "XML seed 0", Path("exp.yaml"), None)

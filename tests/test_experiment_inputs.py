@@ -13,7 +13,7 @@ from conftest import xml_experiment
 from momentsearch.data.synthetic import generate, load_preset
 from momentsearch.errors import ConfigError
 from momentsearch.experiments import run_experiment
-from momentsearch.experiments.inputs import check_inputs, content_digest
+from momentsearch.experiments.inputs import check_inputs, content_digest, run_inputs
 
 
 def test_digests_are_of_contents_not_of_write_times(tmp_path):
@@ -34,18 +34,26 @@ def test_digests_are_of_contents_not_of_write_times(tmp_path):
     assert content_digest(h[0]) != content_digest(h[1])
 
 
-def test_check_inputs_records_a_new_run_and_refuses_a_changed_one(tmp_path):
+def test_check_inputs_records_a_new_run_and_refuses_a_changed_one(tiny_benchmark: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    check_inputs(run, {"benchmark": "a"}, record=False)  # an older run: nothing known, nothing written
+    cfg = {"dataset": {"benchmark": str(tiny_benchmark)}, "model": {"name": "xml"}}
+    check_inputs(run, cfg, record=False)  # an older run: nothing known, nothing written
     assert not (run / "inputs.json").exists()
-    check_inputs(run, {"benchmark": "a"}, record=True)
-    assert json.loads((run / "inputs.json").read_text()) == {"benchmark": "a"}
-    check_inputs(run, {"benchmark": "a"}, record=False)
+    check_inputs(run, cfg, record=True)
+    assert json.loads((run / "inputs.json").read_text()) == run_inputs(cfg)
+    check_inputs(run, cfg, record=False)
+    table = tmp_path / "t"
+    np.savez(tmp_path / "t.phi.npz", x=np.ones(3))
+    (tmp_path / "t.stats.json").write_text("{}")  # a report, left out
+    with_table = {**cfg, "model": {"name": "xml", "relevance": {"table": str(table)}}}
+    assert set(run_inputs(with_table)) == {"benchmark", "table:relevance.table"}
     with pytest.raises(ConfigError, match=r"table:relevance.table changed.*move the run folder aside"):
-        check_inputs(run, {"benchmark": "a", "table:relevance.table": "t"}, record=True)
+        check_inputs(run, with_table, record=True)
+    with pytest.raises(ConfigError, match="no files with the prefix"):
+        run_inputs({**cfg, "model": {"name": "xml", "relevance": {"table": str(tmp_path / "missing")}}})
     (run / "inputs.json").write_text("{")
     with pytest.raises(ConfigError, match="not JSON"):
-        check_inputs(run, {"benchmark": "a"}, record=False)
+        check_inputs(run, cfg, record=False)
 
 
 @pytest.mark.slow

@@ -116,20 +116,21 @@ def run_inputs(cfg: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def check_inputs(out_dir: Path, inputs: dict[str, str], record: bool) -> None:
-    """Refuse a run whose ``inputs.json`` differs from ``inputs``; without one, write it when ``record`` (a run
-    starting from scratch), else leave the run unrecorded (made before the record existed: what it was
-    trained on is not known)."""
+def check_inputs(out_dir: Path, cfg: dict[str, Any], record: bool) -> None:
+    """Refuse the run in ``out_dir`` when its ``inputs.json`` differs from what config ``cfg`` reads now
+    (:func:`run_inputs`); without one, write it when ``record`` (a run starting from scratch), else leave the
+    run unrecorded (made before the record existed: what it was trained on is not known)."""
     path = out_dir / INPUTS_FILE
     if not path.exists():
         if record:
             out_dir.mkdir(parents=True, exist_ok=True)
-            write_json(path, inputs)
+            write_json(path, run_inputs(cfg))
         return
     try:
         stored = json.loads(path.read_text())
     except ValueError as e:
         raise ConfigError(f"{path}: not JSON ({e}); it records what the run was trained on") from None
+    inputs = run_inputs(cfg)
     changed = sorted(k for k in set(stored) | set(inputs) if stored.get(k) != inputs.get(k))
     if changed:
         raise ConfigError(f"{out_dir}: this run was trained on other inputs than the ones it would now read "

@@ -28,7 +28,7 @@ from momentsearch.errors import ConfigError
 from momentsearch.fileio import write_json
 from momentsearch.experiments.continuation import Continuation, continue_shorter_run, next_run
 from momentsearch.experiments.digest import run_digest
-from momentsearch.experiments.inputs import check_inputs, run_inputs
+from momentsearch.experiments.inputs import check_inputs
 from momentsearch.experiments.proxy_scores import stored_once, with_proxy_ndcg
 from momentsearch.experiments.tables import TABLE_KINDS, TableSpec, table_files
 from momentsearch.version import source_commit
@@ -174,14 +174,13 @@ def run_one(cfg_dict: dict[str, Any], split: str, pools: str | None = None) -> d
     cfg = from_dict(TrainConfig, cfg_dict)
     out = Path(cfg.out_dir)
     done = out / "result.json"
-    inputs = run_inputs(cfg_dict)
     if done.exists():
-        check_inputs(out, inputs, record=False)
+        check_inputs(out, cfg_dict, record=False)
         return _with_mvmr(_with_new_columns(json.loads(done.read_text()), out, split), out, split, pools)
     earlier = 0.0
     if not (out / "checkpoints" / "last.pt").exists():
         earlier = continue_shorter_run(cfg_dict, out)  # copies the shorter run's inputs.json, checked next
-    check_inputs(out, inputs, record=not (out / "checkpoints" / "last.pt").exists())
+    check_inputs(out, cfg_dict, record=not (out / "checkpoints" / "last.pt").exists())
     t0 = time.time()
     trainer = Trainer(cfg, progress=False)
     trainer.resume()
