@@ -6,10 +6,25 @@ from pathlib import Path
 
 import pytest
 
+# Under pytest-xdist (make test: -n 2) each worker gets its share of the cores. Torch's default, one thread
+# per core in every worker, oversubscribes them: two workers training at once then wait on each other's
+# spinning threads: the three training modules (MINUTE, MMN/CET/BET, XML) took 9:49 so, 3:54 with a share each.
+XDIST_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+WORKER_THREADS = max(1, (os.cpu_count() or 1) // XDIST_WORKERS)
+if XDIST_WORKERS > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(WORKER_THREADS))  # before torch is imported, and for subprocesses
+
 # The trained-model tests train with this seed and thread count (benchmarks/test_margins.py varies them;
-# threads 0 leaves torch's own setting) and record each margin with the `margin` fixture.
+# threads 0 leaves torch's own setting: the worker's share under xdist) and record each margin with `margin`.
 TEST_SEED = int(os.environ.get("MOMENTSEARCH_TEST_SEED", "0"))
 TEST_THREADS = int(os.environ.get("MOMENTSEARCH_TEST_THREADS", "0"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if XDIST_WORKERS > 1 and os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 SHARED_DATA = Path(os.environ.get("MOMENTSEARCH_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 REPO = Path(__file__).resolve().parents[1]
 
@@ -84,6 +99,15 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_sep("-", f"{len(unmarked)} test(s) took {SLOW_SECONDS:g} s or more without the slow mark"
                                         + sharing)
         for t, n in unmarked[::-1][:20]:
+            terminalreporter.write_line(f"{t:6.1f} s  {n}")
+    modules: dict[str, float] = {}
+    for n, (t, _) in _durations.items():
+        modules[n.split("::")[0]] = modules.get(n.split("::")[0], 0.0) + t
+    if modules:  # where make test's time goes (setup, call and teardown of each test, summed per module)
+        top = sorted(modules.items(), key=lambda kv: -kv[1])[:12]
+        terminalreporter.write_sep("-", f"the {len(top)} slowest test modules of {len(modules)}: "
+                                        f"{sum(modules.values()):.0f} s of tests in all")
+        for n, t in top:
             terminalreporter.write_line(f"{t:6.1f} s  {n}")
     if missing:
         terminalreporter.write_sep("!", f"real-data test(s) SKIPPED: {SHARED_DATA} does not hold {missing[:3]}...; "
