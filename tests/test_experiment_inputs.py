@@ -29,6 +29,13 @@ def test_digests_are_of_contents_not_of_write_times(tmp_path):
             f.create_dataset("v", data=np.full((5, 4), 1.0 if i < 2 else 2.0, np.float32))
             f["v"].attrs["clip_length"] = 2.0
     assert content_digest(h[0]) == content_digest(h[1]) != content_digest(h[2])
+    for p, names in ((h[0], ["a", "bb"]), (h[1], ["a", "bb"]), (h[2], ["a", "bc"])):  # variable-length strings
+        with h5py.File(p, "a") as f:
+            f.create_dataset("ids", data=names, dtype=h5py.string_dtype())
+    assert content_digest(h[0]) == content_digest(h[1])
+    with h5py.File(h[2], "a") as f:
+        f["v"][...] = 1.0
+    assert content_digest(h[0]) != content_digest(h[2])  # only the strings differ now
     with h5py.File(h[1], "a") as f:
         f["v"].attrs["clip_length"] = 1.5  # an attribute is content too
     assert content_digest(h[0]) != content_digest(h[1])

@@ -48,7 +48,8 @@ def _digest_h5(path: Path, h: Any) -> None:
                     step = max(1, (1 << 24) // max(1, obj.dtype.itemsize * int(np.prod(obj.shape[1:]) or 1)))
                     h.update(json.dumps([obj.dtype.str, list(obj.shape)]).encode())
                     for i in range(0, obj.shape[0], step):
-                        h.update(np.ascontiguousarray(obj[i:i + step]).tobytes())
+                        chunk = np.ascontiguousarray(obj[i:i + step])  # strings come back as objects: by value
+                        h.update(chunk.tobytes() if chunk.dtype.kind != "O" else repr(chunk.tolist()).encode())
                 else:
                     _update_array(h, name, np.asarray(obj[()]))
 
