@@ -15,6 +15,7 @@ derived from the hashed files and are left out. Runs made before this record exi
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 from functools import lru_cache
@@ -109,7 +110,7 @@ def run_inputs(cfg: dict[str, Any]) -> dict[str, str]:
                            ("true_negatives_table", model.get("true_negatives_table", ""))):
         if prefix:
             p = Path(prefix)
-            parts = sorted(f for f in p.parent.glob(p.name + ".*")
+            parts = sorted(f for f in p.parent.glob(glob.escape(p.name) + ".*")
                            if f.is_file() and not f.name.endswith(SKIPPED_SUFFIXES))
             if not parts:
                 raise ConfigError(f"{option}: no files with the prefix {prefix}")
