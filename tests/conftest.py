@@ -19,14 +19,15 @@ if XDIST_WORKERS > 1:
 TEST_SEED = int(os.environ.get("MOMENTSEARCH_TEST_SEED", "0"))
 TEST_THREADS = int(os.environ.get("MOMENTSEARCH_TEST_THREADS", "0"))
 
+SHARED_DATA = Path(os.environ.get("MOMENTSEARCH_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+REPO = Path(__file__).resolve().parents[1]
+
 
 def pytest_configure(config: pytest.Config) -> None:
     if XDIST_WORKERS > 1 and os.environ.get("PYTEST_XDIST_WORKER"):
         import torch
 
         torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-SHARED_DATA = Path(os.environ.get("MOMENTSEARCH_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-REPO = Path(__file__).resolve().parents[1]
 
 
 # `make test` (and so CI) sets MOMENTSEARCH_REQUIRE_EXTRAS=1: there a missing extra (PyAV, FAISS, FastAPI, Ray,

@@ -31,9 +31,14 @@ BENCHMARK_FILES = ("corpus.jsonl", "concepts.json", "features/visual.h5", "featu
 SKIPPED_SUFFIXES = (".stats.json", ".minilm.h5")
 
 
+def _value_bytes(a: Any) -> bytes:
+    """An array's values as bytes; strings (object arrays, whose bytes are pointers) by their repr."""
+    return a.tobytes() if a.dtype.kind != "O" else repr(a.tolist()).encode()
+
+
 def _update_array(h: Any, name: str, a: Any) -> None:
     h.update(json.dumps([name, a.dtype.str, list(a.shape)]).encode())
-    h.update(a.tobytes() if a.dtype.kind != "O" else repr(a.tolist()).encode())
+    h.update(_value_bytes(a))
 
 
 def _digest_h5(path: Path, h: Any) -> None:
@@ -49,8 +54,7 @@ def _digest_h5(path: Path, h: Any) -> None:
                     step = max(1, (1 << 24) // max(1, obj.dtype.itemsize * int(np.prod(obj.shape[1:]) or 1)))
                     h.update(json.dumps([obj.dtype.str, list(obj.shape)]).encode())
                     for i in range(0, obj.shape[0], step):
-                        chunk = np.ascontiguousarray(obj[i:i + step])  # strings come back as objects: by value
-                        h.update(chunk.tobytes() if chunk.dtype.kind != "O" else repr(chunk.tolist()).encode())
+                        h.update(_value_bytes(np.ascontiguousarray(obj[i:i + step])))
                 else:
                     _update_array(h, name, np.asarray(obj[()]))
 
