@@ -46,6 +46,7 @@ from momentsearch.data.loaders import (  # noqa: E402
     write_jsonl_corpus,
 )
 from momentsearch.errors import MomentSearchError  # noqa: E402
+from momentsearch.fileio import write_json  # noqa: E402
 from momentsearch.evaluation import Submission, evaluate_submission  # noqa: E402
 
 from benchmarks.fuzz_mutations import mutate  # noqa: E402
@@ -250,10 +251,25 @@ def main() -> None:
             for key, rec in sorted(r["foreign"].items(), key=lambda kv: -kv[1]["count"])[:8]:
                 print(f"    {rec['count']:>5} x {key} ({rec['mutation']}): {rec.get('message', '')[:120]}")
     args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "fuzz_loaders.json"
+    results = _merged(path, results, args.n, args.seed)
     total = sum(r["outcomes"].get("foreign exception", 0) + r["outcomes"].get("hang", 0) for r in results)
-    (args.out / "fuzz_loaders.json").write_text(json.dumps({"n_per_format": args.n, "seed": args.seed, "results": results,
-                                                    "foreign_and_hangs": total}, indent=1, ensure_ascii=True))
-    print(f"foreign exceptions + hangs over {len(results)} formats x {args.n}: {total}; details in {args.out / 'fuzz_loaders.json'}")
+    write_json(path, {"n_per_format": args.n, "seed": args.seed, "results": results, "foreign_and_hangs": total}, indent=1)
+    print(f"foreign exceptions + hangs over {len(results)} formats x {args.n}: {total}; details in {path}")
+
+
+def _merged(path: Path, results: list[dict], n: int, seed: int) -> list[dict]:
+    """This run's formats replace theirs in the JSON a run with the same ``--n`` and ``--seed`` wrote (a
+    ``--formats`` run adds to the full table instead of overwriting it); other settings start a new file."""
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return results
+    if old.get("n_per_format") != n or old.get("seed") != seed:
+        return results
+    new = {r["format"]: r for r in results}
+    kept = [new.pop(r["format"], r) for r in old.get("results", [])]
+    return kept + list(new.values())
 
 
 if __name__ == "__main__":

@@ -102,6 +102,7 @@ def fixtures(root: Path) -> Path:
                                                            [(1, 2.0, 6.0, 0.75)]]).save(root / "relevance.npz")
     generate(load_preset("tiny"), root / "synthetic", progress=False)
     _scan_fixture(root / "scan")
+    _inputs_fixture(root)
     texts = {"subtitles.srt": SRT, "subtitles.vtt": VTT, "mvmr_annotations.json": MVMR_ANNOTATIONS,
              "mvmr_pools.json": MVMR_POOLS, "queries.txt": "the red door opens\n\n  someone waves  \n",
              "search_body.json": json.dumps(BODIES[1]), "v1_body.json": json.dumps(V1_BODY),
@@ -260,6 +261,23 @@ def _history(folder: Path) -> None:
     run_trends(read_history(folder / "history.json"), {"model": {"name": "xml"}}, window=3)
 
 
+def _inputs_cfg(folder: Path) -> dict[str, Any]:
+    return {"dataset": {"benchmark": str(folder / "synthetic")}, "model": {}}
+
+
+def _inputs_fixture(root: Path) -> None:
+    """A run folder whose ``inputs.json`` records the synthetic benchmark it was trained on."""
+    from momentsearch.experiments.inputs import check_inputs
+
+    check_inputs(root / "run", _inputs_cfg(root), record=True)
+
+
+def _inputs(folder: Path) -> None:
+    from momentsearch.experiments.inputs import check_inputs
+
+    check_inputs(folder / "run", _inputs_cfg(folder), record=False)
+
+
 def _synthetic(folder: Path) -> None:
     from momentsearch.data.synthetic import SyntheticBenchmark
 
@@ -321,6 +339,7 @@ TARGETS: dict[str, Target] = {t.name: t for t in [
     Target("stored-transcript", "stored_transcript.json", _stored_transcript),
     Target("query-file", "queries.txt", _queries),
     Target("training-history", "history.json", _history),
+    Target("run-inputs", "run/inputs.json", _inputs),
     Target("synthetic-folder", "synthetic/benchmark.yaml", _synthetic),
     Target("search-body", "search_body.json", _search_body),
     Target("v1-search-body", "v1_body.json", lambda d: _search_body(d, "/v1/search", "v1_body.json")),

@@ -59,7 +59,10 @@ def test_check_inputs_records_a_new_run_and_refuses_a_changed_one(tiny_benchmark
     with pytest.raises(ConfigError, match="no files with the prefix"):
         run_inputs({**cfg, "model": {"name": "xml", "relevance": {"table": str(tmp_path / "missing")}}})
     (run / "inputs.json").write_text("{")
-    with pytest.raises(ConfigError, match="not JSON"):
+    with pytest.raises(ConfigError, match="inputs.json:1: invalid JSON"):
+        check_inputs(run, cfg, record=False)
+    (run / "inputs.json").write_text('{"benchmark": [1]}')
+    with pytest.raises(ConfigError, match="'benchmark' is list, expected a digest string"):
         check_inputs(run, cfg, record=False)
 
 

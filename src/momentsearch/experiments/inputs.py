@@ -24,6 +24,7 @@ from typing import Any
 
 from momentsearch.errors import ConfigError
 from momentsearch.fileio import write_json
+from momentsearch.readers import read_json_object
 
 INPUTS_FILE = "inputs.json"
 # what generation writes and training reads (the charades preset has no concepts.json or subtitle.h5)
@@ -132,10 +133,11 @@ def check_inputs(out_dir: Path, cfg: dict[str, Any], record: bool) -> None:
             out_dir.mkdir(parents=True, exist_ok=True)
             write_json(path, run_inputs(cfg))
         return
-    try:
-        stored = json.loads(path.read_text())
-    except ValueError as e:
-        raise ConfigError(f"{path}: not JSON ({e}); it records what the run was trained on") from None
+    stored = read_json_object(path, ConfigError, "record of what the run was trained on")
+    bad = next((k for k, v in stored.items() if not isinstance(v, str)), None)
+    if bad is not None:
+        raise ConfigError(f"{path}: {bad!r} is {type(stored[bad]).__name__}, expected a digest string; the file "
+                          "records what the run was trained on (written when the run started)")
     inputs = run_inputs(cfg)
     changed = sorted(k for k in set(stored) | set(inputs) if stored.get(k) != inputs.get(k))
     if changed:
