@@ -137,3 +137,16 @@ def test_any_mutation_of_every_other_reader_loads_or_is_the_projects_error(name:
             pass  # the project's own error (any other exception fails the test)
 
     check()
+
+
+def test_a_formats_run_replaces_its_rows_in_the_stored_table(tmp_path: Path) -> None:
+    from benchmarks.fuzz_loaders import _merged
+
+    path = tmp_path / "fuzz_loaders.json"
+    path.write_text(json.dumps({"n_per_format": 10, "seed": 0, "results": [{"format": "a", "s": 1},
+                                                                         {"format": "b", "s": 1}]}))
+    new = [{"format": "b", "s": 2}, {"format": "c", "s": 2}]
+    assert _merged(path, new, 10, 0) == [{"format": "a", "s": 1}, {"format": "b", "s": 2}, {"format": "c", "s": 2}]
+    assert _merged(path, new, 11, 0) == new and _merged(path, new, 10, 1) == new  # other settings: a new table
+    path.write_text("{")
+    assert _merged(path, new, 10, 0) == new
