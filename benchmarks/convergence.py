@@ -21,6 +21,9 @@ A run that fine-tunes another condition's model (``init_from``) is drawn from th
 With ``--continue-rising STEP --max-epochs N`` (as given to ``momentsearch experiment``) each (condition, seed) is
 read from the last run of its chain of continuations: runs still rising by the trend test continued by STEP
 epochs until they pass it or reach N (``momentsearch.experiments.continuation``).
+With ``--stored JSON`` (a convergence JSON this script wrote for the same experiment) a condition none of whose
+runs is on disk is read from that file's rows (its test numbers and curves), so that runs trained now can be
+paired with runs whose folders are gone; the table marks those rows "stored".
 
     python benchmarks/convergence.py configs/experiments/minute_vs_xml_converge.yaml [--window 5 --tol 1.0]
         [--only XML --only MINUTE] [--versus "MINUTE=XML"]
@@ -100,6 +103,35 @@ def paired(rows: list[dict[str, Any]], a: str, b: str, metrics: tuple[str, ...])
     return out
 
 
+def stored_rows(path: Path, experiment: str, cond: str, seeds: list[int]) -> list[dict[str, Any]] | None:
+    """``cond``'s rows for ``seeds`` in a convergence JSON this script wrote for ``experiment`` (None: the file does
+    not hold the condition); exits naming the file when it is another experiment's or lacks one of the seeds."""
+    from momentsearch import readers
+
+    try:
+        data = readers.read_json_object(path, ConfigError, "convergence table (--stored)")
+    except ConfigError as e:
+        sys.exit(f"error: {e}")
+    if data.get("experiment") != experiment:
+        sys.exit(f"error: --stored {path} is experiment {data.get('experiment')!r}, not {experiment!r}")
+    runs = data.get("runs")
+    if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+        sys.exit(f"error: --stored {path}: 'runs' is not a list of rows")
+    by_seed = {r.get("seed"): r for r in runs if r.get("condition") == cond}
+    if not by_seed:
+        return None
+    missing = [s for s in seeds if s not in by_seed]
+    if missing:
+        sys.exit(f"error: --stored {path} holds {cond!r} without seed(s) {missing}")
+    need = ("epochs", "best_epoch", "curves", "test", "converged", "flat", "slope VR r10", "p VR r10",
+            "slope VCMR 0.5-r10", "p VCMR 0.5-r10", "epoch_train_seconds", "start_epoch")
+    for s in seeds:
+        lacks = [k for k in need if k not in by_seed[s]]
+        if lacks:
+            sys.exit(f"error: --stored {path}: {cond} seed {s} lacks {lacks}")
+    return [{**by_seed[s], "stored": str(path)} for s in seeds]
+
+
 def rise(values: list[float], end: int, window: int) -> float | None:
     """Best of values[end - window:end] minus best of values[:end - window] (None: too few epochs)."""
     if end <= window:
@@ -130,6 +162,8 @@ def main() -> None:
     ap.add_argument("--only", action="append", default=[], help="only this condition (repeatable)")
     ap.add_argument("--versus", action="append", default=[], help="A=B: A − B paired by seed (repeatable)")
     ap.add_argument("--metric", action="append", default=[], help=f"metrics for --versus (default {METRICS})")
+    ap.add_argument("--stored", type=Path, action="append", default=[], help="a convergence JSON of this experiment: "
+                    "a condition with no run on disk is read from its rows (repeatable; the first that holds it)")
     ap.add_argument("--tag", default="", help="a second view of one experiment (another --only set): written as "
                     "convergence_<experiment>_<tag>.json and <experiment>_<tag>_curves.png beside the first")
     args = ap.parse_args()
@@ -141,6 +175,14 @@ def main() -> None:
     conds = args.only or list(exp.conditions)
     cont = continuation_of(args)
     for cond in conds:
+        on_disk = any((Path(run_config(exp, cond, s, bench, tables, runs_dir)["out_dir"]) / "history.json").exists()
+                      for s in exp.seeds)
+        stored = None if on_disk else next(
+            (r for r in (stored_rows(p, exp.name, cond, list(exp.seeds)) for p in args.stored) if r), None)
+        if stored:
+            print(f"{cond}: no run on disk; read from {stored[0]['stored']}")
+            rows += stored
+            continue
         for seed in exp.seeds:
             d = chain_end(run_config(exp, cond, seed, bench, tables, runs_dir), cont, f"{cond} seed {seed}",
                           args.experiment, args)
@@ -170,7 +212,8 @@ def main() -> None:
     for r in rows:
         print(f"| {r['condition']} | {r['seed']} | {r['epochs']} | {r['best_epoch']} | {r['slope VR r10']:+.3f} "
               f"({r['p VR r10']:.2f}) | {r['slope VCMR 0.5-r10']:+.3f} ({r['p VCMR 0.5-r10']:.2f}) | "
-              f"{'yes' if r['converged'] else 'NO'} | {'yes' if r['flat'] else 'NO'} | {r['epoch_train_seconds']:.0f} |")
+              f"{'yes' if r['converged'] else 'NO'} | {'yes' if r['flat'] else 'NO'} | {r['epoch_train_seconds']:.0f}"
+              f"{' (stored)' if 'stored' in r else ''} |")
 
     many = len(conds) > 8  # then the legend goes right of the panels (12 names a column), colours from tab20
     ncol = -(-len(conds) // 12)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.convergence import paired, parse_versus, start_epoch, run_metrics
+from benchmarks.convergence import paired, parse_versus, start_epoch, run_metrics, stored_rows
 from momentsearch.experiments import mvmr_key
 from momentsearch.experiments.proxy_scores import proxy_key
 
@@ -69,3 +69,29 @@ def test_a_run_trained_on_other_inputs_is_not_reported(tiny_benchmark: Path, tmp
     (run / "inputs.json").write_text(json.dumps({"benchmark": "0" * 32}))
     with pytest.raises(SystemExit, match=r"XML seed 0: .*benchmark changed"):
         chain_end(d, None, "XML seed 0", Path("exp.yaml"), None)
+
+
+def test_stored_rows_stand_in_for_runs_whose_folders_are_gone(tmp_path: Path) -> None:
+    """--stored: a condition's rows from an earlier convergence JSON of the same experiment pair with new runs."""
+    keys = {"epochs": 160, "best_epoch": 150, "curves": {}, "converged": True, "flat": True, "slope VR r10": 0.0,
+            "p VR r10": 0.5, "slope VCMR 0.5-r10": 0.0, "p VCMR 0.5-r10": 0.5, "epoch_train_seconds": 1.0,
+            "start_epoch": 0}
+    old = [{"condition": "XML", "seed": s, **keys, "test": {"VR r10": v}} for s, v in ((0, 40.0), (1, 41.0))]
+    path = tmp_path / "convergence_exp.json"
+    path.write_text(json.dumps({"experiment": "exp", "runs": old}))
+    rows = stored_rows(path, "exp", "XML", [0, 1])
+    assert [(r["seed"], r["test"]["VR r10"], r["stored"]) for r in rows] == [(0, 40.0, str(path)), (1, 41.0, str(path))]
+    assert stored_rows(path, "exp", "+PR", [0, 1]) is None  # the file does not hold it: the runs must be on disk
+    new = [{"condition": "+PR", "seed": s, "test": {"VR r10": v}} for s, v in ((0, 43.0), (1, 45.0))]
+    (row,) = paired(new + rows, "+PR", "XML", ("VR r10",))
+    assert row["per_seed"] == [3.0, 4.0] and row["mean"] == pytest.approx(3.5)
+    with pytest.raises(SystemExit, match=r"experiment 'exp', not 'other'"):
+        stored_rows(path, "other", "XML", [0, 1])
+    with pytest.raises(SystemExit, match=r"holds 'XML' without seed\(s\) \[2\]"):
+        stored_rows(path, "exp", "XML", [0, 1, 2])
+    path.write_text(json.dumps({"experiment": "exp", "runs": [{"condition": "XML", "seed": 0, "test": {}}]}))
+    with pytest.raises(SystemExit, match=r"XML seed 0 lacks \['epochs'"):
+        stored_rows(path, "exp", "XML", [0])
+    path.write_text("{")
+    with pytest.raises(SystemExit, match=r"convergence_exp.json"):
+        stored_rows(path, "exp", "XML", [0])
