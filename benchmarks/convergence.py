@@ -103,9 +103,9 @@ def paired(rows: list[dict[str, Any]], a: str, b: str, metrics: tuple[str, ...])
     return out
 
 
-def stored_rows(path: Path, experiment: str, cond: str, seeds: list[int]) -> list[dict[str, Any]] | None:
-    """``cond``'s rows for ``seeds`` in a convergence JSON this script wrote for ``experiment`` (None: the file does
-    not hold the condition); exits naming the file when it is another experiment's or lacks one of the seeds."""
+def read_stored(path: Path, experiment: str) -> list[dict[str, Any]]:
+    """The rows of a convergence JSON this script wrote for ``experiment``; exits naming the file when it is
+    unreadable, another experiment's, or its 'runs' are not rows."""
     from momentsearch import readers
 
     try:
@@ -117,6 +117,12 @@ def stored_rows(path: Path, experiment: str, cond: str, seeds: list[int]) -> lis
     runs = data.get("runs")
     if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
         sys.exit(f"error: --stored {path}: 'runs' is not a list of rows")
+    return runs
+
+
+def stored_rows(runs: list[dict[str, Any]], path: Path, cond: str, seeds: list[int]) -> list[dict[str, Any]] | None:
+    """``cond``'s rows for ``seeds`` among ``runs`` (read from ``path`` by read_stored), marked "stored" (None: the
+    file does not hold the condition); exits naming the file when it lacks one of the seeds or a field."""
     by_seed = {r.get("seed"): r for r in runs if r.get("condition") == cond}
     if not by_seed:
         return None
@@ -174,18 +180,18 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     conds = args.only or list(exp.conditions)
     cont = continuation_of(args)
+    stored_files = [(p, read_stored(p, exp.name)) for p in args.stored]  # each file read once
     for cond in conds:
-        on_disk = any((Path(run_config(exp, cond, s, bench, tables, runs_dir)["out_dir"]) / "history.json").exists()
-                      for s in exp.seeds)
+        configs = {seed: run_config(exp, cond, seed, bench, tables, runs_dir) for seed in exp.seeds}
+        on_disk = any((Path(d["out_dir"]) / "history.json").exists() for d in configs.values())
         stored = None if on_disk else next(
-            (r for r in (stored_rows(p, exp.name, cond, list(exp.seeds)) for p in args.stored) if r), None)
+            (r for r in (stored_rows(runs, p, cond, list(exp.seeds)) for p, runs in stored_files) if r), None)
         if stored:
             print(f"{cond}: no run on disk; read from {stored[0]['stored']}")
             rows += stored
             continue
         for seed in exp.seeds:
-            d = chain_end(run_config(exp, cond, seed, bench, tables, runs_dir), cont, f"{cond} seed {seed}",
-                          args.experiment, args)
+            d = chain_end(configs[seed], cont, f"{cond} seed {seed}", args.experiment, args)
             run = Path(d["out_dir"])
             if not (run / "history.json").exists() or not (run / "result.json").exists():
                 sys.exit(f"error: {cond} seed {seed} has not finished ({run}); run `momentsearch experiment "

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.convergence import paired, parse_versus, start_epoch, run_metrics, stored_rows
+from benchmarks.convergence import paired, parse_versus, read_stored, start_epoch, run_metrics, stored_rows
 from momentsearch.experiments import mvmr_key
 from momentsearch.experiments.proxy_scores import proxy_key
 
@@ -79,19 +79,20 @@ def test_stored_rows_stand_in_for_runs_whose_folders_are_gone(tmp_path: Path) ->
     old = [{"condition": "XML", "seed": s, **keys, "test": {"VR r10": v}} for s, v in ((0, 40.0), (1, 41.0))]
     path = tmp_path / "convergence_exp.json"
     path.write_text(json.dumps({"experiment": "exp", "runs": old}))
-    rows = stored_rows(path, "exp", "XML", [0, 1])
+    runs = read_stored(path, "exp")
+    rows = stored_rows(runs, path, "XML", [0, 1])
     assert [(r["seed"], r["test"]["VR r10"], r["stored"]) for r in rows] == [(0, 40.0, str(path)), (1, 41.0, str(path))]
-    assert stored_rows(path, "exp", "+PR", [0, 1]) is None  # the file does not hold it: the runs must be on disk
+    assert stored_rows(runs, path, "+PR", [0, 1]) is None  # the file does not hold it: the runs must be on disk
     new = [{"condition": "+PR", "seed": s, "test": {"VR r10": v}} for s, v in ((0, 43.0), (1, 45.0))]
     (row,) = paired(new + rows, "+PR", "XML", ("VR r10",))
     assert row["per_seed"] == [3.0, 4.0] and row["mean"] == pytest.approx(3.5)
     with pytest.raises(SystemExit, match=r"experiment 'exp', not 'other'"):
-        stored_rows(path, "other", "XML", [0, 1])
+        read_stored(path, "other")
     with pytest.raises(SystemExit, match=r"holds 'XML' without seed\(s\) \[2\]"):
-        stored_rows(path, "exp", "XML", [0, 1, 2])
+        stored_rows(runs, path, "XML", [0, 1, 2])
     path.write_text(json.dumps({"experiment": "exp", "runs": [{"condition": "XML", "seed": 0, "test": {}}]}))
     with pytest.raises(SystemExit, match=r"XML seed 0 lacks \['epochs'"):
-        stored_rows(path, "exp", "XML", [0])
+        stored_rows(read_stored(path, "exp"), path, "XML", [0])
     path.write_text("{")
     with pytest.raises(SystemExit, match=r"convergence_exp.json"):
-        stored_rows(path, "exp", "XML", [0])
+        read_stored(path, "exp")
