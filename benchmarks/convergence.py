@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,22 @@ def paired(rows: list[dict[str, Any]], a: str, b: str, metrics: tuple[str, ...])
     return out
 
 
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _curves(v: Any) -> bool:
+    return isinstance(v, dict) and all(isinstance(c, list) and all(map(_number, c)) for c in v.values())
+
+
+# the fields of a stored row this script reads, and what each must hold
+STORED_FIELDS = {"epochs": _number, "best_epoch": _number, "start_epoch": _number, "epoch_train_seconds": _number,
+                 "slope VR r10": _number, "p VR r10": _number, "slope VCMR 0.5-r10": _number,
+                 "p VCMR 0.5-r10": _number, "converged": lambda v: isinstance(v, bool),
+                 "flat": lambda v: isinstance(v, bool), "curves": _curves,
+                 "test": lambda v: isinstance(v, dict) and all(map(_number, v.values()))}
+
+
 def read_stored(path: Path, experiment: str) -> list[dict[str, Any]]:
     """The rows of a convergence JSON this script wrote for ``experiment``; exits naming the file when it is
     unreadable, another experiment's, or its 'runs' are not rows."""
@@ -129,12 +146,14 @@ def stored_rows(runs: list[dict[str, Any]], path: Path, cond: str, seeds: list[i
     missing = [s for s in seeds if s not in by_seed]
     if missing:
         sys.exit(f"error: --stored {path} holds {cond!r} without seed(s) {missing}")
-    need = ("epochs", "best_epoch", "curves", "test", "converged", "flat", "slope VR r10", "p VR r10",
-            "slope VCMR 0.5-r10", "p VCMR 0.5-r10", "epoch_train_seconds", "start_epoch")
     for s in seeds:
-        lacks = [k for k in need if k not in by_seed[s]]
+        lacks = [k for k in STORED_FIELDS if k not in by_seed[s]]
         if lacks:
             sys.exit(f"error: --stored {path}: {cond} seed {s} lacks {lacks}")
+        wrong = [k for k, ok in STORED_FIELDS.items() if not ok(by_seed[s][k])]
+        if wrong:
+            sys.exit(f"error: --stored {path}: {cond} seed {s}: {wrong} not of the type this script writes "
+                     "(numbers; curves and test a mapping of names to numbers or lists of numbers)")
     return [{**by_seed[s], "stored": str(path)} for s in seeds]
 
 

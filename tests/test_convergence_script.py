@@ -93,6 +93,11 @@ def test_stored_rows_stand_in_for_runs_whose_folders_are_gone(tmp_path: Path) ->
     path.write_text(json.dumps({"experiment": "exp", "runs": [{"condition": "XML", "seed": 0, "test": {}}]}))
     with pytest.raises(SystemExit, match=r"XML seed 0 lacks \['epochs'"):
         stored_rows(read_stored(path, "exp"), path, "XML", [0])
+    for field, bad in (("test", {"VR r10": "40"}), ("curves", {"VR r10": [1.0, None]}), ("epochs", True),
+                       ("p VR r10", float("nan"))):  # a row a hand edited: an error naming it, not a traceback
+        path.write_text(json.dumps({"experiment": "exp", "runs": [{**old[0], field: bad}]}))
+        with pytest.raises(SystemExit, match=rf"XML seed 0: \['{field}'\] not of the type"):
+            stored_rows(read_stored(path, "exp"), path, "XML", [0])
     path.write_text("{")
     with pytest.raises(SystemExit, match=r"convergence_exp.json"):
         read_stored(path, "exp")
