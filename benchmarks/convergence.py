@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -53,6 +52,7 @@ from momentsearch.config import load_yaml_config  # noqa: E402
 from momentsearch.errors import ConfigError  # noqa: E402
 from momentsearch.evaluation.report import figure, save_png  # noqa: E402
 from momentsearch.fileio import write_json  # noqa: E402
+from momentsearch.readers import is_finite_number, read_json_object  # noqa: E402
 
 CURVES = (("VR", "r10"), ("VCMR", "0.5-r10"), ("VCMR", "0.5-r1"))
 METRICS = ("VCMR 0.5-r1", "VCMR 0.5-r10", "SVMR 0.5-r5", "VR r10", "nDCG VR", "nDCG VCMR 0.5", "nDCG VR 2-way", "nDCG VCMR 0.5 S>0",
@@ -104,29 +104,23 @@ def paired(rows: list[dict[str, Any]], a: str, b: str, metrics: tuple[str, ...])
     return out
 
 
-def _number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
 def _curves(v: Any) -> bool:
-    return isinstance(v, dict) and all(isinstance(c, list) and all(map(_number, c)) for c in v.values())
+    return isinstance(v, dict) and all(isinstance(c, list) and all(map(is_finite_number, c)) for c in v.values())
 
 
 # the fields of a stored row this script reads, and what each must hold
-STORED_FIELDS = {"epochs": _number, "best_epoch": _number, "start_epoch": _number, "epoch_train_seconds": _number,
-                 "slope VR r10": _number, "p VR r10": _number, "slope VCMR 0.5-r10": _number,
-                 "p VCMR 0.5-r10": _number, "converged": lambda v: isinstance(v, bool),
-                 "flat": lambda v: isinstance(v, bool), "curves": _curves,
-                 "test": lambda v: isinstance(v, dict) and all(map(_number, v.values()))}
+_num = is_finite_number
+STORED_FIELDS = {"epochs": _num, "best_epoch": _num, "start_epoch": _num, "epoch_train_seconds": _num,
+                 "slope VR r10": _num, "p VR r10": _num, "slope VCMR 0.5-r10": _num, "p VCMR 0.5-r10": _num,
+                 "converged": lambda v: isinstance(v, bool), "flat": lambda v: isinstance(v, bool),
+                 "curves": _curves, "test": lambda v: isinstance(v, dict) and all(map(_num, v.values()))}
 
 
 def read_stored(path: Path, experiment: str) -> list[dict[str, Any]]:
     """The rows of a convergence JSON this script wrote for ``experiment``; exits naming the file when it is
     unreadable, another experiment's, or its 'runs' are not rows."""
-    from momentsearch import readers
-
     try:
-        data = readers.read_json_object(path, ConfigError, "convergence table (--stored)")
+        data = read_json_object(path, ConfigError, "convergence table (--stored)")
     except ConfigError as e:
         sys.exit(f"error: {e}")
     if data.get("experiment") != experiment:

@@ -94,7 +94,7 @@ def test_stored_rows_stand_in_for_runs_whose_folders_are_gone(tmp_path: Path) ->
     with pytest.raises(SystemExit, match=r"XML seed 0 lacks \['epochs'"):
         stored_rows(read_stored(path, "exp"), path, "XML", [0])
     for field, bad in (("test", {"VR r10": "40"}), ("curves", {"VR r10": [1.0, None]}), ("epochs", True),
-                       ("p VR r10", float("nan"))):  # a row a hand edited: an error naming it, not a traceback
+                       ("p VR r10", float("nan")), ("best_epoch", 10**400)):  # a row a hand edited: an error naming it, not a traceback
         path.write_text(json.dumps({"experiment": "exp", "runs": [{**old[0], field: bad}]}))
         with pytest.raises(SystemExit, match=rf"XML seed 0: \['{field}'\] not of the type"):
             stored_rows(read_stored(path, "exp"), path, "XML", [0])
