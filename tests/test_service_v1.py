@@ -11,7 +11,8 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 import momentsearch  # noqa: E402
 from momentsearch.service.app import create_app  # noqa: E402
-from momentsearch.service.v1 import page_of  # noqa: E402
+from momentsearch.errors import QueryError  # noqa: E402
+from momentsearch.serving.plan import SearchPlan  # noqa: E402
 from momentsearch.serving.searcher import Hit  # noqa: E402
 from served_index import build_served_index  # noqa: E402
 
@@ -87,14 +88,23 @@ def test_bad_v1_requests_are_4xx(served, body: dict, where: str) -> None:
     assert r.status_code == 422 and r.json()["error"].startswith(where), r.text
 
 
-def test_page_of_by_hand() -> None:
+def test_a_plan_pages_by_hand() -> None:
     hits = [Hit("a", 0, 1, 0.9), Hit("a", 2, 3, 0.8), Hit("b", 0, 1, 0.7), Hit("c", 0, 1, 0.4), Hit("b", 4, 5, 0.3)]
-    assert page_of(hits, 2, 0, None, False) == (hits[:2], 2)
-    assert page_of(hits, 2, 2, None, False) == (hits[2:4], 4)
-    assert page_of(hits, 2, 4, None, False) == (hits[4:], None)
-    assert page_of(hits, 5, 0, 0.5, False) == (hits[:3], None)
-    assert page_of(hits, 2, 0, None, True) == ([hits[0], hits[2]], 2)
-    assert page_of(hits, 2, 2, None, True) == ([hits[3]], None)
+    assert SearchPlan.of(2).page(hits) == (hits[:2], 2)
+    assert SearchPlan.of(2, 2).page(hits) == (hits[2:4], 4)
+    assert SearchPlan.of(2, 4).page(hits) == (hits[4:], None)
+    assert SearchPlan.of(5, 0, 0.5).page(hits) == (hits[:3], None)
+    assert SearchPlan.of(2, per_video=1).page(hits) == ([hits[0], hits[2]], 2)
+    assert SearchPlan.of(2, 2, per_video=1).page(hits) == ([hits[3]], None)
+    assert SearchPlan.of(2, time_from=1.5, time_to=4.5).page(hits) == ([hits[1], hits[4]], None)
+    # what the engine ranks: the page and one more (is there a next page?), all 1,000 when arranged
+    assert (SearchPlan.of(2).fetch, SearchPlan.of(10, 30).fetch, SearchPlan.of(2, per_video=1).fetch) == (3, 41, 1000)
+    assert SearchPlan.of(1000).fetch == 1000
+    for bad, says in (({"k": 0}, "k must be between 1 and 1000"), ({"k": 10, "offset": 991}, "offset must be"),
+                      ({"k": 2, "time_from": 3, "time_to": 1}, r"time_to \(1\) must be after"),
+                      ({"k": 2, "per_video": 0}, "per_video must be")):
+        with pytest.raises(QueryError, match=says):
+            SearchPlan.of(**bad)
 
 
 def _samples(text: str) -> dict[str, float]:
@@ -144,14 +154,14 @@ def test_a_search_past_its_timeout_is_a_504_and_the_parts_are_timed(tmp_path, mo
     import time as tm
 
     searcher = momentsearch.load(build_served_index(tmp_path), device="cpu", first_stage="exact")
-    real = searcher.search_many
+    real = searcher.run
 
     def slow(texts, *a, **kw):
         if "slowly" in texts[0]:
             tm.sleep(0.6)
         return real(texts, *a, **kw)
 
-    monkeypatch.setattr(searcher, "search_many", slow)
+    monkeypatch.setattr(searcher, "run", slow)
     caplog.set_level(logging.INFO, logger="momentsearch.access")
     with TestClient(create_app(searcher, max_batch=1, max_wait_ms=0, timeout_ms=5000)) as c:
         r = c.post("/v1/search", json={"query": "search slowly", "timeout_ms": 100})
@@ -208,3 +218,41 @@ def test_while_the_index_loads_every_route_says_not_ready(served) -> None:
         r = c.get("/readyz")
         assert r.status_code == 503 and "loading the index failed (no such index)" in r.json()["error"]
     assert isinstance(stopped[0], ValueError)
+
+
+def test_routes_read_their_services_through_typed_dependencies(served) -> None:
+    """A route reaches the searcher, batcher, media and settings only through ``deps.get_services``: a test can put
+    other services in (here: a server timeout of 1 ms, so the same search becomes a 504 naming it)."""
+    from dataclasses import replace
+
+    from momentsearch.service.deps import get_services
+
+    _, client = served
+    app = client.app
+    ok = client.post("/v1/search", json={"query": Q})
+    assert ok.status_code == 200
+    app.dependency_overrides[get_services] = lambda: replace(
+        app.state.services, settings=app.state.services.settings.with_(timeout_ms=1))
+    try:
+        r = client.post("/v1/search", json={"query": Q})
+        assert r.status_code == 504 and "timeout of 1 ms" in r.json()["error"], r.text
+    finally:
+        app.dependency_overrides.clear()
+    assert client.post("/v1/search", json={"query": Q}).json()["moments"] == ok.json()["moments"]
+
+
+def test_service_settings_refuse_what_cannot_run() -> None:
+    from momentsearch.errors import ConfigError
+    from momentsearch.service.errors import status_of
+    from momentsearch.service.settings import ServiceSettings
+
+    for bad, says in (({"port": 0}, "port must be from 1 to 65535, got 0"), ({"max_batch": 0}, "max_batch must be >= 1"),
+                      ({"timeout_ms": 0}, "timeout_ms must be > 0")):
+        with pytest.raises(ConfigError, match=says):
+            ServiceSettings(**bad)
+    with pytest.raises(ConfigError, match=r"unknown service setting\(s\) \['max_batches'\]"):
+        ServiceSettings().with_(max_batches=3)
+    assert ServiceSettings(cors_origins=["http://a"]).cors_origins == ("http://a",)
+    from momentsearch.errors import SearchIndexError, VideoDecodeError
+
+    assert (status_of(QueryError("x")), status_of(VideoDecodeError("x")), status_of(SearchIndexError("x"))) == (400, 422, 400)

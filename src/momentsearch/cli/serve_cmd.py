@@ -62,7 +62,11 @@ def serve_cmd(
     if not is_index_folder(index_dir):
         raise SearchIndexError(f"{index_dir}: not an index folder; build one with `momentsearch index CHECKPOINT "
                                f"--corpus CORPUS_DIR --out {index_dir}`")
-    serve(index_dir, host, port, first_stage, parse_params(param), device, max_batch, max_wait_ms, api_key=api_key,
-          allow_unauthenticated=allow_unauthenticated, cors_origins=cors_origin, ssl_keyfile=ssl_keyfile,
-          ssl_certfile=ssl_certfile, timeout_ms=timeout_ms, access_log=access_log, reload_index=reload_index,
-          watch=watch, watch_interval=watch_interval)
+    from momentsearch.service.settings import ServiceSettings
+
+    serve(index_dir, ServiceSettings(
+        host=host, port=port, first_stage=first_stage, first_stage_params=parse_params(param), device=device,
+        max_batch=max_batch, max_wait_ms=max_wait_ms, api_key=api_key, allow_unauthenticated=allow_unauthenticated,
+        cors_origins=tuple(cors_origin or ()), ssl_keyfile=ssl_keyfile, ssl_certfile=ssl_certfile,
+        timeout_ms=timeout_ms, access_log=access_log, reload_index=reload_index, watch=watch,
+        watch_interval=watch_interval))

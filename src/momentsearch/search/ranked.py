@@ -83,6 +83,14 @@ class RankedMoments:
             self.score[:, :k], self.query_texts,
         )
 
+    def hits(self, i: int) -> list[Hit]:
+        """Query ``i``'s ranked moments as :class:`Hit` (video ids, seconds), best first."""
+        n = int((self.video_idx[i] >= 0).sum())
+        ids = self.video_ids
+        return [Hit(ids[v], s, e, c) for v, s, e, c in zip(self.video_idx[i, :n].tolist(), self.start[i, :n].tolist(),
+                                                            self.end[i, :n].tolist(), self.score[i, :n].tolist(),
+                                                            strict=True)]
+
     def row_of(self) -> dict[str, int]:
         return {q: i for i, q in enumerate(self.query_ids)}
 

@@ -1,8 +1,8 @@
 """Concurrent requests become one encoder and engine call: the requests waiting when the batcher is
 free (up to ``max_batch``; with ``max_wait_ms`` > 0 it also waits that long after the first for more)
-are searched together, grouped by their video filter. So a lone query is searched at once, and under
+are searched together, grouped by the videos they may be answered from (their plan's pool). So a lone query is searched at once, and under
 load the queries that arrive while one batch is searched form the next; each gets its own top ``k``
-back. A request whose caller stopped waiting (its timeout, or the client went away) before its batch
+back, paged by its own :class:`~momentsearch.serving.plan.SearchPlan`. A request whose caller stopped waiting (its timeout, or the client went away) before its batch
 is searched is left out of it."""
 
 from __future__ import annotations
@@ -16,16 +16,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from momentsearch.serving.filters import VideoFilter
-from momentsearch.serving.searcher import Hit, Searcher
+from momentsearch.search.ranked import Hit
+from momentsearch.serving.plan import SearchPlan
+from momentsearch.serving.searcher import Searcher
 from momentsearch.timing import PartClock
 
 
 @dataclass
 class _Request:
     text: str
-    k: int
-    where: VideoFilter | None
+    plan: SearchPlan
     future: asyncio.Future
     loop: asyncio.AbstractEventLoop
     timing: dict[str, float] | None = None
@@ -44,14 +44,13 @@ class QueryBatcher:
         self._thread = threading.Thread(target=self._run, name="momentsearch-batcher", daemon=True)
         self._thread.start()
 
-    async def search(self, text: str, k: int, where: VideoFilter | None = None,
-                     timing: dict[str, float] | None = None) -> list[Hit]:
-        """``timing``: filled with seconds spent waiting for the batch (``batch_wait``), the batch's parts
+    async def search(self, text: str, plan: SearchPlan, timing: dict[str, float] | None = None
+                     ) -> tuple[list[Hit], int | None]:
+        """``text``'s page under ``plan`` (its moments and the next page's offset). ``timing``: filled with seconds spent waiting for the batch (``batch_wait``), the batch's parts
         (:mod:`momentsearch.timing`, shared by the queries searched together) and ``batch`` (its size)."""
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
-        self._queue.put(_Request(text, k, None if where is None or where.is_empty else where, fut, loop, timing,
-                                 time.perf_counter()))
+        self._queue.put(_Request(text, plan, fut, loop, timing, time.perf_counter()))
         return await fut
 
     def close(self) -> None:
@@ -85,12 +84,11 @@ class QueryBatcher:
             self.stats["largest_batch"] = max(self.stats["largest_batch"], len(items))
             groups: dict[Any, list[_Request]] = defaultdict(list)
             for r in items:
-                groups[None if r.where is None else r.where.key].append(r)
+                groups[r.plan.pool].append(r)
             for group in groups.values():
                 try:
                     t0, clock = time.perf_counter(), PartClock()
-                    hits = self.searcher.search_many([r.text for r in group], max(r.k for r in group),
-                                                     where=group[0].where, clock=clock)
+                    pages = self.searcher.run([r.text for r in group], [r.plan for r in group], clock)
                     if self.on_batch is not None:
                         self.on_batch(len(group), time.perf_counter() - t0, clock)
                     for r in group:
@@ -100,8 +98,8 @@ class QueryBatcher:
                     for r in group:
                         r.loop.call_soon_threadsafe(_settle, r.future, None, e)
                     continue
-                for r, h in zip(group, hits, strict=True):
-                    r.loop.call_soon_threadsafe(_settle, r.future, h[: r.k], None)
+                for r, page in zip(group, pages, strict=True):
+                    r.loop.call_soon_threadsafe(_settle, r.future, page, None)
 
 
 def _settle(fut: asyncio.Future, result: Any, error: BaseException | None) -> None:

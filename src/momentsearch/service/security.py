@@ -21,9 +21,9 @@ import os
 from typing import Any
 
 from momentsearch.errors import ConfigError
+from momentsearch.service.settings import MAX_BODY_BYTES
 
 API_KEY_ENV = "MOMENTSEARCH_API_KEY"
-MAX_BODY_BYTES = 1 << 20
 OPEN_PATHS = frozenset({"/livez"})
 
 Scope = dict[str, Any]

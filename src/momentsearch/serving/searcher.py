@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from dataclasses import replace
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,8 @@ from momentsearch.search.index import VideoIndex
 from momentsearch.search.ranked import Hit
 from momentsearch.text.queries import PrecomputedQueryFeatures
 from momentsearch.serving.checkpoint import Checkpoint, load_checkpoint
-from momentsearch.serving.filters import FETCH_ARRANGED, VideoFilter, VideoTable, arrange, check_arrange
+from momentsearch.serving.filters import VideoFilter, VideoTable
+from momentsearch.serving.plan import SearchPlan
 from momentsearch.device import resolve_device
 from momentsearch.timing import PartClock, part
 
@@ -137,15 +139,6 @@ class Searcher:
             self._table = VideoTable.of_entries(self.video_ids, self.index.durations, entries)
         return self._table
 
-    def check(self, videos: Sequence[str] | None = None, where: VideoFilter | None = None) -> None:
-        """The errors :meth:`rows_of` would raise (ids this index lacks, what the corpus does not record), without
-        selecting the rows: the service answers a bad request alone before it joins a batch."""
-        for ids in (videos, None if where is None else where.videos):
-            if ids is not None:
-                self.pool_of(ids)
-        if where is not None and not where.is_empty:
-            self.table.check(where)
-
     def rows_of(self, videos: Sequence[str] | None = None, where: VideoFilter | None = None) -> list[int] | None:
         """The index rows a search may answer from (None: every video); ``videos`` and ``where.videos`` both apply."""
         pool = None if videos is None else np.asarray(self.pool_of(videos))
@@ -158,6 +151,15 @@ class Searcher:
             return pool.tolist()
         return self.table.rows(where, pool).tolist()
 
+    def plan(self, k: int = 10, offset: int = 0, min_score: float | None = None, videos: Sequence[str] | None = None,
+             where: VideoFilter | None = None, time_from: float | None = None, time_to: float | None = None,
+             per_video: int | None = None) -> SearchPlan:
+        """One request checked once (:class:`~momentsearch.serving.plan.SearchPlan`): a :class:`QueryError` a user
+        can act on for a bad value, an id this index lacks or a filter the corpus cannot answer."""
+        plan = SearchPlan.of(k, offset, min_score, time_from, time_to, per_video)  # the cheap checks first
+        pool = self.rows_of(videos, where)
+        return plan if pool is None else replace(plan, pool=tuple(pool))
+
     def search_many(self, texts: Sequence[str], k: int = 10, batch_size: int = 64,
                     videos: Sequence[str] | None = None, where: VideoFilter | None = None,
                     clock: PartClock | None = None, time_from: float | None = None, time_to: float | None = None,
@@ -169,36 +171,40 @@ class Searcher:
         video, each video's best ``per_video`` moments together (:func:`~momentsearch.serving.filters.arrange`)."""
         if isinstance(texts, str):
             raise QueryError("search_many takes a list of texts; use search() for one")
-        if not 1 <= k <= 1000:
-            raise QueryError(f"k must be between 1 and 1000, got {k}")
-        if time_from is not None or time_to is not None or per_video is not None:
-            check_arrange(time_from, time_to, per_video)
-            many = self.search_many(texts, FETCH_ARRANGED, batch_size, videos, where, clock)
-            return [arrange(hits, time_from, time_to, per_video)[:k] for hits in many]
-        pool = self.rows_of(videos, where)
-        if pool is not None and not pool:
-            return [[] for _ in texts]
-        out: list[list[Hit]] = []
-        for s in range(0, len(texts), batch_size):
-            chunk = list(texts[s: s + batch_size])
-            with part(clock, "encode"):
-                feats = self.queries.encode_many(chunk)  # one encoder batch per chunk
-                tokens, mask = pad_tokens(feats, self.family.max_tokens)
-            with self._lock:  # the stages' lazily built caches are filled once; k is this call's, not the engine's
-                res = self.engine.search([f"q{s + i}" for i in range(len(chunk))], tokens, mask,
-                                         None if pool is None else [pool] * len(chunk), n_moments=k, clock=clock,
-                                         moments_only=True).vcmr
-            with part(clock, "rank"):
-                for i in range(len(chunk)):
-                    hits = []
-                    for j in range(res.k):
-                        v = int(res.video_idx[i, j])
-                        if v < 0:
-                            break
-                        hits.append(Hit(self.index.video_ids[v], float(res.start[i, j]), float(res.end[i, j]),
-                                        float(res.score[i, j])))
-                    out.append(hits)
+        plan = self.plan(k, videos=videos, where=where, time_from=time_from, time_to=time_to, per_video=per_video)
+        return [hits for hits, _ in self.run(list(texts), [plan] * len(texts), clock, batch_size)]
+
+    def run(self, texts: Sequence[str], plans: Sequence[SearchPlan], clock: PartClock | None = None,
+            batch_size: int = 64) -> list[tuple[list[Hit], int | None]]:
+        """Each text searched under its own plan, as pages (:meth:`SearchPlan.page`): the texts that share a pool
+        are searched together, ``batch_size`` at a time, each batch ranking its plans' largest ``fetch``."""
+        if len(texts) != len(plans):
+            raise QueryError(f"{len(texts)} texts but {len(plans)} plans: one plan per text")
+        groups: dict[tuple[int, ...] | None, list[int]] = {}
+        for i, p in enumerate(plans):
+            groups.setdefault(p.pool, []).append(i)
+        out: list[tuple[list[Hit], int | None]] = [([], None)] * len(texts)
+        for pool, members in groups.items():
+            if pool is not None and not pool:
+                continue  # no video passes the filter: no moments
+            for s in range(0, len(members), batch_size):
+                chunk = members[s: s + batch_size]
+                hits = self._ranked([texts[i] for i in chunk], max(plans[i].fetch for i in chunk),
+                                    None if pool is None else list(pool), clock)
+                for i, h in zip(chunk, hits, strict=True):
+                    out[i] = plans[i].page(h)
         return out
+
+    def _ranked(self, texts: list[str], n: int, pool: list[int] | None, clock: PartClock | None) -> list[list[Hit]]:
+        """The engine's ``n`` best moments of each text (one encoder batch, one engine call)."""
+        with part(clock, "encode"):
+            tokens, mask = pad_tokens(self.queries.encode_many(texts), self.family.max_tokens)
+        with self._lock:  # the stages' lazily built caches are filled once
+            res = self.engine.search([f"q{i}" for i in range(len(texts))], tokens, mask,
+                                     None if pool is None else [pool] * len(texts), n_moments=n, clock=clock,
+                                     moments_only=True).vcmr
+        with part(clock, "rank"):
+            return [res.hits(i) for i in range(len(texts))]
 
 
 def load(path: str | Path, split: str = "test", device: str = "auto", progress: bool = False,
