@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-
 MAX_MESSAGE = 1000  # characters of an error message; a huge field echoed in full would flood the terminal
 
 

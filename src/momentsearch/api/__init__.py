@@ -9,8 +9,8 @@
 
 from momentsearch.api.evaluator import EVAL_COLUMNS, Evaluation, evaluate
 from momentsearch.api.mvmr import MVMREvaluation, evaluate_mvmr
+from momentsearch.api.training import load_train_config, train
 from momentsearch.serving.packing import pack
 from momentsearch.serving.searcher import Hit, Searcher, load
-from momentsearch.api.training import load_train_config, train
 
 __all__ = ["EVAL_COLUMNS", "Evaluation", "Hit", "MVMREvaluation", "evaluate_mvmr", "Searcher", "evaluate", "load", "load_train_config", "pack", "train"]

@@ -13,19 +13,19 @@ from momentsearch.data.corpus import Corpus, Moment, clean_span
 from momentsearch.data.dataset import open_dataset
 from momentsearch.data.loaders.tvr_ranking import load_tvr_ranking
 from momentsearch.data.relevance import MomentRelevance
+from momentsearch.device import resolve_device, torch_settings
+from momentsearch.errors import MomentSearchError
 from momentsearch.evaluation import Submission, evaluate_submission, instance_bounds, multi_positive_recall
 from momentsearch.evaluation.bounds import GEOMETRIC_MEAN_KS, geometric_mean
 from momentsearch.evaluation.ndcg import ranked_ndcg, two_way_video_ndcg
 from momentsearch.evaluation.ndcg_iou import DEFAULT_NDCG_IOUS, DEFAULT_NDCG_KS, GroundTruth, ndcg_iou, ndcg_iou_key
-from momentsearch.search.ranked import RankedMoments
-from momentsearch.evaluation.report import flatten, fmt, markdown_table
-from momentsearch.errors import MomentSearchError
-from momentsearch.fileio import atomic_open, write_json
 from momentsearch.evaluation.ranking import rank_split
-from momentsearch.text.queries import dataset_query_features
+from momentsearch.evaluation.report import flatten, fmt, markdown_table
+from momentsearch.fileio import atomic_open, write_json
+from momentsearch.search.ranked import RankedMoments
 from momentsearch.serving.checkpoint import load_checkpoint
+from momentsearch.text.queries import dataset_query_features
 from momentsearch.training.checkpoint import require_train_config
-from momentsearch.device import resolve_device, torch_settings
 
 EVAL_COLUMNS = ["VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.5-r100", "VCMR 0.7-r1", "VCMR 0.7-r10", "VCMR 0.7-r100",
                 "SVMR 0.5-r1", "SVMR 0.5-r5", "SVMR 0.7-r1", "VR r1", "VR r10", "VR r100", "MP-VCMR 0.5-r1",

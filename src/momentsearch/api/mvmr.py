@@ -14,20 +14,20 @@ from typing import Any
 
 import numpy as np
 
-from momentsearch.serving.searcher import load
 from momentsearch.data.corpus import Corpus
 from momentsearch.data.dataset import open_dataset
 from momentsearch.data.mvmr import MVMRPools, load_mvmr_pools
+from momentsearch.device import resolve_device, torch_settings
 from momentsearch.errors import MomentSearchError
 from momentsearch.evaluation.mvmr import mvmr_metrics, protocol_nms
-from momentsearch.search.ranked import RankedMoments
+from momentsearch.evaluation.ranking import rank_split
 from momentsearch.evaluation.report import flatten, markdown_table
 from momentsearch.fileio import atomic_open, write_json
-from momentsearch.evaluation.ranking import rank_split
-from momentsearch.text.queries import dataset_query_features
+from momentsearch.search.ranked import RankedMoments
 from momentsearch.serving.checkpoint import load_checkpoint
+from momentsearch.serving.searcher import load
+from momentsearch.text.queries import dataset_query_features
 from momentsearch.training.checkpoint import require_train_config
-from momentsearch.device import resolve_device, torch_settings
 
 
 @dataclass

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-
 from momentsearch.api.mvmr import checkpoint_video_scores
+from momentsearch.console import say
 from momentsearch.data.loaders import load_corpus
 from momentsearch.data.mvmr import load_mvmr_pools, write_mvmr_pools
 from momentsearch.errors import ConfigError, MomentSearchError
@@ -63,7 +63,7 @@ def run_build_mvmr(dataset: Path, out: Path, cfg: PoolConfig, split: str | None 
         dense = rel.select(rel.query_ids, list(part.videos)).dense_video_relevance()
         report["oracle"] = oracle_errors(pools, dense, list(part.videos))
     write_json(out.with_suffix(".stats.json"), report)
-    print(json.dumps({k: v for k, v in report.items() if k != "released"} |
+    say(json.dumps({k: v for k, v in report.items() if k != "released"} |
                           ({"overlap": report["released"]["overlap"]} if compare else {}), indent=2))
-    print(f"wrote {out} ({len(pools.pools)} pools) and {out.with_suffix('.stats.json')}")
+    say(f"wrote {out} ({len(pools.pools)} pools) and {out.with_suffix('.stats.json')}")
     return report

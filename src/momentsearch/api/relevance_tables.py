@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from momentsearch.console import say
 from momentsearch.data.loaders import load_corpus
 from momentsearch.errors import ConfigError
 from momentsearch.evaluation.report import figure, save_png
@@ -59,9 +60,9 @@ def run_relevance(dataset: Path, proxy: str, out: Path, format: str | None = Non
     }
     write_json(out.with_suffix(".stats.json"), stats)
     _histogram(off.data, out.with_suffix(".hist.png"), f"{proxy} relevance, {dataset.name}")
-    print(f"{len(texts)} queries; other queries per query at or above " +
+    say(f"{len(texts)} queries; other queries per query at or above " +
                ", ".join(f"{k}: {v:.2f}" for k, v in per_query.items()))
-    print(f"wrote {out}, {out.with_suffix('.stats.json')} and {out.with_suffix('.hist.png')}")
+    say(f"wrote {out}, {out.with_suffix('.stats.json')} and {out.with_suffix('.hist.png')}")
     return stats
 
 
@@ -101,10 +102,10 @@ def run_pairs(dataset: Path, detector: str, out: Path, format: str | None = None
     stats = {"dataset": str(dataset), "detector": detector, "n_queries": len(texts), "min_theta": min_theta,
              "pairs_per_query": per_query, "examples_theta_0.7": examples}
     write_json(out.with_suffix(".stats.json"), stats)
-    print(f"{len(texts)} queries; Phi_{detector} pairs per query: " +
+    say(f"{len(texts)} queries; Phi_{detector} pairs per query: " +
                ", ".join(f"theta {k}: {v:.2f}" for k, v in per_query.items()))
     for e in examples:
-        print(f"  [{e['phi_score']:.2f} / Psi {e['psi']:.2f}] {e['query']}  <->  {e['other']}")
+        say(f"  [{e['phi_score']:.2f} / Psi {e['psi']:.2f}] {e['query']}  <->  {e['other']}")
     return stats
 
 
@@ -124,6 +125,6 @@ def run_oracle_pairs(benchmark: Path, out: Path, split: str = "train", min_relev
     per_query = {str(t): float(((m >= t).sum() - (m.diagonal() >= t).sum()) / len(corpus)) for t in (0.5, 0.65, 1.0)}
     stats = {"benchmark": str(benchmark), "split": split, "n_queries": len(corpus), "pairs_per_query": per_query}
     write_json(out.with_suffix(".stats.json"), stats)
-    print(f"{len(corpus)} {split} queries; oracle pairs per query: " +
+    say(f"{len(corpus)} {split} queries; oracle pairs per query: " +
                ", ".join(f">= {k}: {v:.2f}" for k, v in per_query.items()))
     return stats

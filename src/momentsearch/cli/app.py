@@ -18,7 +18,7 @@ data_app = typer.Typer(help="Inspect and convert annotation files.", no_args_is_
 app.add_typer(data_app, name="data")
 
 
-def _require_models() -> None:
+def require_models() -> None:
     """Model commands need the ``models`` extra; say so instead of a ModuleNotFoundError."""
     import importlib.util
 

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from momentsearch.cli.app import _require_models, app
+from momentsearch.cli.app import app, require_models
 from momentsearch.errors import MomentSearchError
 
 
@@ -57,7 +57,7 @@ def ingest_cmd(
     from momentsearch.video.ingest import ingest
 
     if encoder != "builtin":
-        _require_models()
+        require_models()
     try:
         limits = DecodeLimits(max_frames=max_frames, max_seconds=max_file_seconds)
     except ValueError as e:
@@ -77,7 +77,7 @@ def index_cmd(
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
 ) -> None:
     """Index a corpus with a model: one model over one corpus. Again over a grown corpus: only new videos are encoded."""
-    _require_models()
+    require_models()
     from momentsearch.serving.indexing import build_index
 
     typer.echo(build_index(checkpoint, corpus, out, device).summary())
@@ -93,7 +93,7 @@ def corpus_from_dataset_cmd(
 ) -> None:
     """Write a dataset split (annotations + feature files) as a corpus folder, to index and search it like
     your own videos. The feature files stay where they are."""
-    _require_models()
+    require_models()
     from momentsearch.api.training import load_train_config
     from momentsearch.data.corpus_folder import write_dataset_corpus
     from momentsearch.data.dataset import open_dataset
@@ -122,9 +122,9 @@ def pack_cmd(
     """Write a checkpoint for a family that needs no training, from the encoder whose embeddings it reads.
     Then: ingest videos with the same encoder, `momentsearch index CKPT --corpus C --out I`, `search I TEXT`.
     `pack clip --speech --out said.pt` searches what is said in any corpus, offline."""
-    _require_models()
-    from momentsearch.serving.packing import pack
+    require_models()
     from momentsearch.config import parse_set
+    from momentsearch.serving.packing import pack
 
     options = parse_set(set_ or [])
     path = pack(family, out, encoder, encoder_weights or "", speech=speech, **options)
@@ -145,7 +145,7 @@ def watch_cmd(
 ) -> None:
     """Ingest and index videos as they appear, change or disappear. A `serve` of the same index swaps to each
     rebuilt index between requests (or run `serve INDEX --watch VIDEOS_DIR` to do both in one process)."""
-    _require_models()
+    require_models()
     import threading
 
     from momentsearch.serving.indexing import is_index_folder, read_index_info

@@ -26,14 +26,14 @@ import typer
 from momentsearch.config import CONFIG_DIR, to_dict
 from momentsearch.data.corpus import Corpus
 from momentsearch.data.synthetic import SyntheticBenchmark, generate, load_preset
-from momentsearch.evaluation import Submission, evaluate_submission, multi_positive_recall
-from momentsearch.search.ranked import RankedMoments
-from momentsearch.evaluation.recall import GroundTruth, align, task_first_hits
-from momentsearch.evaluation.ndcg import ranked_ndcg
-from momentsearch.evaluation.report import flatten, markdown_table, mmss, plot_recall_curves, print_table
 from momentsearch.errors import ConfigError
+from momentsearch.evaluation import Submission, evaluate_submission, multi_positive_recall
+from momentsearch.evaluation.ndcg import ranked_ndcg
+from momentsearch.evaluation.recall import GroundTruth, align, task_first_hits
+from momentsearch.evaluation.report import flatten, markdown_table, mmss, plot_recall_curves, print_table
 from momentsearch.fileio import atomic_open, output_folder, write_json
 from momentsearch.search.baselines import annotation_oracle, random_ranker, relevance_oracle
+from momentsearch.search.ranked import RankedMoments
 
 COLUMNS = [
     "VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.5-r100", "VCMR 0.7-r1", "VCMR 0.7-r100",
@@ -151,10 +151,10 @@ def run_demo(out: Path, preset: str = "default", train: bool = True, model: str 
 
 def serveable_index(out: Path, bench: SyntheticBenchmark, ckpt: Path) -> Path:
     """The test split as a corpus folder whose videos are the rendered ones, and the model's index over it."""
-    from momentsearch.serving.indexing import build_index
     from momentsearch.data.corpus_folder import write_dataset_corpus
     from momentsearch.data.dataset import open_dataset
     from momentsearch.serving.checkpoint import load_checkpoint
+    from momentsearch.serving.indexing import build_index
 
     test_ids = set(bench.corpus.split("test").videos)
     try:

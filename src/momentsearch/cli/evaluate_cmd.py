@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
-
-from typing import Any
 
 from momentsearch.data.loaders import load_corpus
 from momentsearch.data.loaders.tvr_ranking import load_tvr_ranking
 from momentsearch.errors import PredictionError
-from momentsearch.evaluation.ndcg_iou import ndcg_iou
 from momentsearch.evaluation import Submission, evaluate_submission
+from momentsearch.evaluation.ndcg_iou import ndcg_iou
 from momentsearch.evaluation.report import flatten, print_table
 from momentsearch.fileio import json_safe, write_json
 

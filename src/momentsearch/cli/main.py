@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from momentsearch.cli.app import _require_models, app, data_app
+from momentsearch.cli.app import app, data_app, require_models
 from momentsearch.errors import MomentSearchError
 
 FORMAT_HELP = "Annotation format: tvr, charades-sta, didemo, activitynet, tacos or jsonl (default: detected)."
@@ -208,7 +208,7 @@ def train_cmd(
 ) -> None:
     """Train a model family (model.name in the YAML); a checkpoint every epoch (last.pt, best.pt),
     validation recall per epoch."""
-    _require_models()
+    require_models()
     from momentsearch.cli.model_cmds import print_train_config, run_train
     from momentsearch.config import merge, parse_set
 
@@ -248,7 +248,7 @@ def evaluate_cmd(
                             "moments and queries without a relevant one left out.")] = "reference",
 ) -> None:
     """Rank a split with a trained model; write TVR-format predictions and the metrics (JSON, markdown)."""
-    _require_models()
+    require_models()
     from momentsearch.cli.model_cmds import run_evaluate
 
     _rule(ndcg_rule)
@@ -300,7 +300,7 @@ def experiment_cmd(
 ) -> None:
     """Train every condition of an experiment over its seeds; one table (mean ± std) and a PNG.
     Finished runs are kept, so rerunning resumes an interrupted experiment."""
-    _require_models()
+    require_models()
     from momentsearch.errors import ConfigError
     from momentsearch.experiments import Continuation, run_experiment
 
@@ -323,7 +323,7 @@ def demo_cmd(
     """The main job: generate the default synthetic corpus, train and evaluate XML next to reference
     rankers, run example searches, write a report with tables and plots."""
     if train:
-        _require_models()
+        require_models()
     from momentsearch.cli.demo import run_demo
 
     run_demo(out, preset, train, model)
@@ -368,7 +368,7 @@ def _optional_values(argv: list[str]) -> list[str]:
 
 
 import momentsearch.cli.corpus_cmds  # noqa: E402,F401 - registers ingest, index and corpus-from-dataset on app
-import momentsearch.cli.serve_cmd  # noqa: E402,F401 - registers serve on app
 import momentsearch.cli.search_cmd  # noqa: E402,F401 - registers search on app
+import momentsearch.cli.serve_cmd  # noqa: E402,F401 - registers serve on app
 
-__all__ = ["app", "main", "_require_models"]
+__all__ = ["app", "main", "require_models"]

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 import json
-from typing import Any, TYPE_CHECKING, Annotated, Optional
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from momentsearch.cli.app import _require_models, app
+from momentsearch.cli.app import app, require_models
 
 if TYPE_CHECKING:
     from momentsearch.search.ranked import Hit
@@ -47,7 +47,7 @@ def search_cmd(
 ) -> None:
     """Search the corpus for moments matching text queries (the index is built once and cached). The filters
     combine with AND; one that no video passes prints no moments."""
-    _require_models()
+    require_models()
     from momentsearch.errors import QueryError
     from momentsearch.serving.filters import VideoFilter
 

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from momentsearch.cli.app import _require_models, app
+from momentsearch.cli.app import app, require_models
 from momentsearch.errors import MomentSearchError
 
 FIRST_STAGE_HELP = ("auto (exact up to 200k clips, scan above), exact, scan (PQ codes of every clip, the best videos "
@@ -49,15 +49,15 @@ def serve_cmd(
 ) -> None:
     """Serve search over HTTP: POST /search, GET /videos/{id} (range requests), /thumbnails, /health, and a
     page at / that plays the moments it finds."""
-    _require_models()
+    require_models()
     try:
         from momentsearch.service import serve
     except ImportError as e:
         raise MomentSearchError(f"serve needs the service extra ({e.name} is missing): "
                                 "pip install 'momentsearch[service]'") from None
-    from momentsearch.serving.indexing import is_index_folder
     from momentsearch.errors import SearchIndexError
     from momentsearch.search.first_stage import parse_params
+    from momentsearch.serving.indexing import is_index_folder
 
     if not is_index_folder(index_dir):
         raise SearchIndexError(f"{index_dir}: not an index folder; build one with `momentsearch index CHECKPOINT "

@@ -8,8 +8,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from momentsearch.data.features import FeatureStore
 from momentsearch.data.corpus import Video
+from momentsearch.data.features import FeatureStore
 from momentsearch.errors import FeatureError
 
 

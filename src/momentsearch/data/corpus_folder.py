@@ -196,14 +196,14 @@ class CorpusFolder:
         """What is said in the video (its stored cues, CRC-checked), [] where nothing was read."""
         import zlib
 
-        from momentsearch.data.features import _h5_key
+        from momentsearch.data.features import h5_key
         from momentsearch.data.transcripts import TRANSCRIPTS, read_stored_transcript
         from momentsearch.readers import read_bytes
 
         v = self.entry(video_id)
         if not v.get("transcript"):
             return []
-        path = self.root / TRANSCRIPTS / f"{_h5_key(video_id)}.json"
+        path = self.root / TRANSCRIPTS / f"{h5_key(video_id)}.json"
         raw = read_bytes(path, CorpusFolderError, "transcript")
         if "transcript" in v["crc32"] and zlib.crc32(raw) != v["crc32"]["transcript"]:
             raise CorpusFolderError(f"{path}: its CRC-32 does not match {MANIFEST}; ingest the folder again")

@@ -15,7 +15,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from momentsearch.data.features import CHECKSUM_ATTR, CHECKSUMS_FILE, _check_array, _h5_key, checksum
+from momentsearch.data.features import CHECKSUM_ATTR, CHECKSUMS_FILE, check_clip_array, checksum, h5_key
 from momentsearch.errors import FeatureError
 from momentsearch.fileio import atomic_path, write_json
 from momentsearch.readers import read_json
@@ -69,14 +69,14 @@ class HDF5FeatureWriter:
         where = f"{self.path} [{video_id}] (being written)"
         if not np.issubdtype(arr.dtype, np.floating) and not np.issubdtype(arr.dtype, np.integer):
             raise FeatureError(f"{where}: features must be numbers, got dtype {arr.dtype}")
-        _check_array(arr, self.dim, where)
+        check_clip_array(arr, self.dim, where)
         with np.errstate(over="ignore"):
             stored = arr.astype(self.dtype)
         if not np.isfinite(stored).all():
             raise FeatureError(f"{where}: values overflow {self.dtype} (largest |x| = {np.abs(arr).max():g})")
         if self.dim is None:
             self.dim = int(arr.shape[1])
-        key = _h5_key(video_id)
+        key = h5_key(video_id)
         if key in self._h5:
             if not self.overwrite_ids:
                 raise FeatureError(f"{where}: video id already stored (pass overwrite_ids=True to replace)")
@@ -133,9 +133,9 @@ def write_npy_features(folder: str | Path, features: Mapping[str, np.ndarray], d
     write_json(sums_file, sums, indent=None)
     new = {}
     for vid, arr in features.items():
-        arr = _check_array(np.asarray(arr), None, f"{folder / vid}.npy (being written)")
+        arr = check_clip_array(np.asarray(arr), None, f"{folder / vid}.npy (being written)")
         stored = arr.astype(dtype)
-        with atomic_path(folder / f"{_h5_key(vid)}.npy") as tmp, open(tmp, "wb") as fh:
+        with atomic_path(folder / f"{h5_key(vid)}.npy") as tmp, open(tmp, "wb") as fh:
             np.save(fh, stored)
         new[vid] = checksum(stored)
     write_json(sums_file, {**sums, **new}, indent=None)

@@ -29,7 +29,7 @@ from momentsearch.errors import FeatureError, MissingFeatureError
 from momentsearch.readers import check_array, is_file, read_json, read_npy
 
 
-def _h5_key(video_id: str) -> str:
+def h5_key(video_id: str) -> str:
     """HDF5 names cannot hold '/' (a group separator) or be '.'; escape them reversibly."""
     return video_id.replace("%", "%25").replace("/", "%2F") if video_id not in (".",) else "%2E"
 
@@ -50,7 +50,7 @@ def checksum(arr: np.ndarray) -> int:
 MAX_VIDEO_BYTES = 2**31  # one video's features; a header claiming more is corrupt, not a video
 
 
-def _check_array(arr: Any, dim: int | None, where: str) -> np.ndarray:
+def check_clip_array(arr: Any, dim: int | None, where: str) -> np.ndarray:
     """A (clips, dim) array of numbers, finite; any other kind, shape or value is a FeatureError."""
     arr = _check_shape(arr, where)
     if arr.shape[0] == 0:
@@ -145,7 +145,7 @@ class HDF5Features:
         """The dataset of ``video_id``: a dangling or external link, a group or a datatype is a FeatureError."""
         where = f"{self.path} [{video_id}]"
         try:
-            ds = self._h5()[_h5_key(video_id)]
+            ds = self._h5()[h5_key(video_id)]
         except Exception as e:  # noqa: BLE001 - KeyError for a dangling link, OSError for a broken external one
             raise FeatureError(f"{where}: cannot open ({type(e).__name__}: {str(e)[:200]})") from None
         if not isinstance(ds, h5py.Dataset):
@@ -176,7 +176,7 @@ class HDF5Features:
         if not isinstance(video_id, str):
             return False
         try:
-            return _h5_key(video_id) in self._h5()
+            return h5_key(video_id) in self._h5()
         except (KeyError, ValueError, UnicodeError):  # a name HDF5 cannot hold
             return False
 
@@ -197,7 +197,7 @@ class HDF5Features:
             raise FeatureError(f"{where}: checksum mismatch: the stored features are corrupt; write the file again")
         with np.errstate(over="ignore"):  # float64 beyond float32's range becomes inf, refused below
             arr = np.asarray(raw, dtype=np.float32)
-        return _check_array(arr, self.dim, where)
+        return check_clip_array(arr, self.dim, where)
 
     def close(self) -> None:
         if self._file is not None:
@@ -224,7 +224,7 @@ class NpyDirFeatures:
         self.verify = verify  # check each video against its checksum where there is one
 
     def _file(self, video_id: str) -> Path:
-        return self.path / f"{_h5_key(video_id)}.npy"  # '/' and '%' escaped, as in HDF5 names
+        return self.path / f"{h5_key(video_id)}.npy"  # '/' and '%' escaped, as in HDF5 names
 
     def keys(self) -> list[str]:
         if self._keys is None:
@@ -269,7 +269,7 @@ class NpyDirFeatures:
                                "write them again")
         with np.errstate(over="ignore"):
             arr = np.asarray(raw, dtype=np.float32)
-        return _check_array(arr, self._dim if self._dim is not None else None, str(self._file(video_id)))
+        return check_clip_array(arr, self._dim if self._dim is not None else None, str(self._file(video_id)))
 
     def close(self) -> None:
         pass

@@ -18,7 +18,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from momentsearch.search.ranked import RankedMoments
 from momentsearch.evaluation.recall import (
     NO_HIT,
     GroundTruth,
@@ -27,6 +26,7 @@ from momentsearch.evaluation.recall import (
     first_hit_rank_within,
     hit_matrix,
 )
+from momentsearch.search.ranked import RankedMoments
 
 RANK_BINS = ((1, 1), (2, 2), (3, 3), (4, 5), (6, 10), (11, 20), (21, 50), (51, 100))
 

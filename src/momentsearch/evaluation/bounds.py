@@ -23,8 +23,8 @@ import numpy as np
 
 from momentsearch.data.relevance import MomentRelevance
 from momentsearch.evaluation.multipositive import match_relevant
-from momentsearch.search.ranked import DEFAULT_MAX_PREDICTIONS, RankedMoments
 from momentsearch.evaluation.recall import NO_HIT, recall_from_ranks
+from momentsearch.search.ranked import DEFAULT_MAX_PREDICTIONS, RankedMoments
 
 GEOMETRIC_MEAN_KS = (1, 5, 10)
 

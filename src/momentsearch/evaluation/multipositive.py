@@ -15,8 +15,8 @@ import numpy as np
 
 from momentsearch.data.relevance import MomentRelevance
 from momentsearch.errors import PredictionError
-from momentsearch.search.ranked import DEFAULT_MAX_PREDICTIONS, RankedMoments
 from momentsearch.evaluation.recall import DEFAULT_IOU_THRESHOLDS, DEFAULT_KS, NO_HIT, first_hit_rank, recall_from_ranks
+from momentsearch.search.ranked import DEFAULT_MAX_PREDICTIONS, RankedMoments
 from momentsearch.search.tiou import temporal_iou
 
 

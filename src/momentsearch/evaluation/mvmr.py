@@ -17,9 +17,9 @@ import numpy as np
 
 from momentsearch.data.mvmr import MVMRPools, dataset_of
 from momentsearch.data.relevance import MomentRelevance
+from momentsearch.errors import PredictionError
 from momentsearch.evaluation.multipositive import multi_positive_recall
 from momentsearch.search.ranked import RankedMoments
-from momentsearch.errors import PredictionError
 
 MVMR_KS = (1, 5, 10, 20, 50)
 MVMR_IOUS = (0.3, 0.5, 0.7)

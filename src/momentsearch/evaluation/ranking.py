@@ -12,10 +12,10 @@ from tqdm import tqdm
 from momentsearch.data.batching import pad_tokens
 from momentsearch.data.corpus import Corpus
 from momentsearch.data.features import FeatureStore
-from momentsearch.search.ranked import RankedMoments
 from momentsearch.models.family import ModelFamily
 from momentsearch.search.engine import SearchEngine
 from momentsearch.search.index import VideoIndex
+from momentsearch.search.ranked import RankedMoments
 from momentsearch.text.queries import QueryFeatures
 
 

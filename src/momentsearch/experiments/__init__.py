@@ -8,7 +8,16 @@ runs still rising by the trend test continued; ``tables``: the relevance tables 
 from momentsearch.experiments.continuation import Continuation, final_run, run_trends
 from momentsearch.experiments.digest import run_digest
 from momentsearch.experiments.runner import (
-    ExperimentConfig, MVMRSpec, TableSpec, mvmr_key, mvmr_metrics, prepare, run_config, run_experiment, run_one)
+    ExperimentConfig,
+    MVMRSpec,
+    TableSpec,
+    mvmr_key,
+    mvmr_metrics,
+    prepare,
+    run_config,
+    run_experiment,
+    run_one,
+)
 
 __all__ = ["Continuation", "ExperimentConfig", "MVMRSpec", "TableSpec", "final_run", "mvmr_key", "mvmr_metrics",
            "prepare", "run_config", "run_digest", "run_experiment", "run_one", "run_trends"]

@@ -22,17 +22,16 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-
 from momentsearch.config import from_dict, load_yaml_config, merge, read_yaml, resolve_config, to_dict
+from momentsearch.console import say
 from momentsearch.errors import ConfigError
-from momentsearch.fileio import write_json
 from momentsearch.experiments.continuation import Continuation, continue_shorter_run, next_run
 from momentsearch.experiments.digest import run_digest
 from momentsearch.experiments.inputs import check_inputs
 from momentsearch.experiments.proxy_scores import stored_once, with_proxy_ndcg
 from momentsearch.experiments.tables import TABLE_KINDS, TableSpec, table_files
+from momentsearch.fileio import write_json
 from momentsearch.version import source_commit
-
 
 
 @dataclass(frozen=True)
@@ -98,7 +97,7 @@ def prepare(exp: ExperimentConfig) -> tuple[Path, dict[str, Path]]:
     cfg = load_preset(exp.preset)
     bench = Path(exp.benchmark_dir) if exp.benchmark_dir else Path("runs/experiments/benchmarks") / cfg.name
     if not (bench / "benchmark.yaml").exists():
-        print(f"generating the '{cfg.name}' benchmark into {bench}")
+        say(f"generating the '{cfg.name}' benchmark into {bench}")
         generate(cfg, bench)
     # every caption encoded once, before any worker starts: workers then only read the cache
     corpus = SyntheticBenchmark.load(bench).corpus
@@ -119,7 +118,7 @@ def mvmr_pools(bench: Path, spec: MVMRSpec, split: str) -> Path:
     name = f"{split}_n{spec.n}_k{spec.k}_{spec.t_pos:g}_{spec.t_neg:g}_s{spec.seed}".replace(".", "p")
     path = bench / "mvmr" / f"pools_{name}.txt"
     if not path.exists():
-        print(f"MVMR pools over split {split} of {bench}")
+        say(f"MVMR pools over split {split} of {bench}")
         path.parent.mkdir(parents=True, exist_ok=True)
         run_build_mvmr(bench, path, PoolConfig(spec.n, spec.k, spec.t_pos, spec.t_neg, spec.seed), split,
                        progress=False)
@@ -268,7 +267,7 @@ def run_experiment(config: Path, jobs: int = 2, only: list[str] | None = None,
     waves = [[r for r in runs if r[0] not in later], [r for r in runs if r[0] in later]]
     results: dict[tuple[str, int], dict[str, Any]] = {}
     final = {(c, s): d for c, s, d in runs}
-    print(f"experiment {exp.name}: {len(conditions)} conditions x {len(exp.seeds)} seeds = {len(runs)} runs, "
+    say(f"experiment {exp.name}: {len(conditions)} conditions x {len(exp.seeds)} seeds = {len(runs)} runs, "
           f"{jobs} at a time; runs under {runs_dir}, results under {out}" + (
               f"; runs still rising continued by {continuation.step} epochs up to {continuation.max_epochs}"
               if continuation else ""))

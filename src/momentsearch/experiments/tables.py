@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from momentsearch.console import say
+
 TABLE_KINDS = ("pairs", "proxy", "oracle", "oracle_confidence", "oracle_count", "shuffled")
 
 
@@ -37,19 +39,19 @@ def table_files(bench: Path, folder: Path, spec: TableSpec, corpus: Any) -> Path
     if spec.kind == "pairs":
         prefix = folder / f"pairs_{spec.detector}"
         if missing(prefix, "psi.npz"):
-            print(f"table: Phi_{spec.detector} pairs over {bench}")
+            say(f"table: Phi_{spec.detector} pairs over {bench}")
             run_pairs(bench, spec.detector, prefix, n_examples=0)
     elif spec.kind == "oracle":
         prefix = folder / "oracle_train"
         if missing(prefix, "qq.npz"):
-            print("table: oracle relevance between training queries")
+            say("table: oracle relevance between training queries")
             run_oracle_pairs(bench, prefix)
     elif spec.kind == "proxy":
         cut = f"_s{spec.threshold:g}".replace(".", "p") if spec.threshold > 0 else ""
         prefix = folder / (f"proxy_{spec.proxy}_top{spec.top_k}{cut}.npz" if spec.top_k else
                            f"proxy_{spec.proxy}_all{cut}.npz")
         if missing(prefix, "qq.npz"):
-            print(f"table: {spec.proxy} relevance over {bench}")
+            say(f"table: {spec.proxy} relevance over {bench}")
             run_relevance(bench, spec.proxy, prefix, top_k=spec.top_k, threshold=spec.threshold)
     else:
         detector = table_files(bench, folder, TableSpec("pairs", spec.detector), corpus)
@@ -61,5 +63,5 @@ def table_files(bench: Path, folder: Path, spec: TableSpec, corpus: Any) -> Path
             make = {"oracle_confidence": oracle_pairs.oracle_confidence, "oracle_count": oracle_pairs.oracle_at_count,
                     "shuffled": oracle_pairs.shuffled_partners}[spec.kind]
             stats = make(detector, oracle, prefix, spec.theta, video_of)
-            print(f"table {prefix.name}: " + ", ".join(f"{k} {v}" for k, v in stats.items() if k[0] != "o"))
+            say(f"table {prefix.name}: " + ", ".join(f"{k} {v}" for k, v in stats.items() if k[0] != "o"))
     return prefix

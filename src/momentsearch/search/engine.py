@@ -18,10 +18,10 @@ import torch
 
 from momentsearch.errors import QueryError
 from momentsearch.search.bounded import as_bound, bounded_moments
-from momentsearch.search.ranked import RankedMoments
 from momentsearch.search.first_stage.retrieve import ExactFirstStage, FirstStage
 from momentsearch.search.index import VideoIndex, clips_to_seconds
 from momentsearch.search.nms import temporal_nms_grid
+from momentsearch.search.ranked import RankedMoments
 from momentsearch.search.stages import SearchStages, Spans
 from momentsearch.timing import PartClock, part
 

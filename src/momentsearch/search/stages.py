@@ -38,7 +38,6 @@ from typing import Protocol
 import numpy as np
 import torch
 
-
 LOCALIZER_CAPABILITIES = {"dense": "localize", "propose": "propose", "spans": "spans", "score_bound": "score_bound"}
 RETRIEVER_CAPABILITIES = {"vectors": "query_vectors"}  # query_vectors, stream_rows, exact_scores: a vector index
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from momentsearch.console import say
 from momentsearch.service.settings import ServiceSettings
 
 
@@ -26,9 +27,9 @@ def serve(index_dir: str | Path, settings: ServiceSettings | None = None, **chan
     (:mod:`momentsearch.serving.watch`: ingest into the index's corpus, index, swap)."""
     import uvicorn
 
-    from momentsearch.serving.searcher import load
     from momentsearch.service.app import create_app
     from momentsearch.service.security import api_key_from, check_bind
+    from momentsearch.serving.searcher import load
 
     cfg = (settings or ServiceSettings()).with_(**changes)
     cfg = cfg.with_(api_key=api_key_from(cfg.api_key))
@@ -51,11 +52,11 @@ def serve(index_dir: str | Path, settings: ServiceSettings | None = None, **chan
                             first_stage_params=cfg.first_stage_params)
         searcher.search("warm up the text encoder", k=1)  # loads the text encoder before the first request
         app = create_app(searcher, cfg, metrics=metrics)
-        print(f"ready: {len(searcher.video_ids)} videos ({searcher.family.name}, first stage "
+        say(f"ready: {len(searcher.video_ids)} videos ({searcher.family.name}, first stage "
               f"{searcher.first_stage.spec}) on {scheme}://{host}:{port}/  (API docs: /docs"
-              f"{'; API key required' if api_key else ''})", flush=True)
+              f"{'; API key required' if api_key else ''})")
         if searcher.stale is not None:
-            print(f"warning: {searcher.stale.message()}", flush=True)
+            say(f"warning: {searcher.stale.message()}")
         return app
 
     from momentsearch.service.loading import LoadingApp
@@ -71,14 +72,14 @@ def serve(index_dir: str | Path, settings: ServiceSettings | None = None, **chan
         from momentsearch.service.loading import IndexReloader
 
         threads.append(IndexReloader(loading, index_dir, loaded, cfg.watch_interval, cfg.timeout_ms / 1000 + 5.0,
-                                     log=lambda m: print(m, flush=True)))
+                                     log=lambda m: say(m)))
     if cfg.watch is not None:
         threads.append(_watcher(Path(cfg.watch), Path(index_dir), cfg.watch_interval))
     if cfg.access_log:
         _log_access_to_stdout()
     server = uvicorn.Server(uvicorn.Config(loading, host=host, port=port, log_level=cfg.log_level, access_log=False,
                                            ssl_keyfile=cfg.ssl_keyfile, ssl_certfile=cfg.ssl_certfile))
-    print(f"loading {index_dir}; {scheme}://{host}:{port}/readyz says when it is ready", flush=True)
+    say(f"loading {index_dir}; {scheme}://{host}:{port}/readyz says when it is ready")
     for t in threads:
         t.start()
     try:
@@ -102,11 +103,11 @@ def _watcher(videos: Path, index_dir: Path, interval: float) -> Any:
     stop = threading.Event()
 
     def said(update: Any) -> None:
-        print(update.summary(), flush=True)
+        say(update.summary())
 
     def failed(e: BaseException) -> None:
-        print(f"watch {videos}: this round failed ({type(e).__name__}: {e}); the index is unchanged, trying again "
-              "at the next change", flush=True)
+        say(f"watch {videos}: this round failed ({type(e).__name__}: {e}); the index is unchanged, trying again "
+              "at the next change")
 
     t = threading.Thread(target=watcher.run, args=(stop, said, failed), name="momentsearch-watch", daemon=True)
     t.stop = stop  # type: ignore[attr-defined]

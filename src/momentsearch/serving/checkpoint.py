@@ -18,12 +18,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from momentsearch.version import __version__
 from momentsearch.config import from_dict, to_dict
 from momentsearch.data.dataset import DatasetConfig
 from momentsearch.errors import CheckpointError, ConfigError
 from momentsearch.models.family import ModelFamily
 from momentsearch.models.registry import create_family, family_names, stored_family_config
+from momentsearch.version import __version__
 
 FORMAT = "momentsearch-checkpoint"
 FORMAT_VERSION = 2

@@ -18,10 +18,10 @@ The conditions combine with AND. A filter that matches no video gives no moments
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from functools import cached_property
-from datetime import datetime, timezone
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from functools import cached_property
 from typing import Any
 
 import numpy as np

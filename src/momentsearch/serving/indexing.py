@@ -28,6 +28,7 @@ import torch
 from tqdm import tqdm
 
 from momentsearch.data.corpus_folder import CorpusFolder
+from momentsearch.device import resolve_device
 from momentsearch.errors import SearchIndexError
 from momentsearch.fileio import atomic_dir
 from momentsearch.search.index import IndexWriter, VideoIndex
@@ -35,7 +36,6 @@ from momentsearch.search.stages import provides
 from momentsearch.serving.checkpoint import Checkpoint, load_checkpoint
 from momentsearch.serving.index_info import INDEX_FILE, CorpusRef, IndexInfo
 from momentsearch.text.query_encoders import describe_query_encoder, same_query_encoder
-from momentsearch.device import resolve_device
 
 PART_VIDEOS = 2048  # videos encoded and written at a time: memory stays that of a part, not of the corpus
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from dataclasses import replace
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,16 +27,16 @@ import torch
 from momentsearch.data.batching import pad_tokens
 from momentsearch.data.corpus_folder import CorpusFolder
 from momentsearch.data.dataset import Dataset, open_dataset
+from momentsearch.device import resolve_device
 from momentsearch.errors import QueryError, SearchIndexError
 from momentsearch.search.engine import SearchEngine
 from momentsearch.search.first_stage import build_first_stage
 from momentsearch.search.index import VideoIndex
 from momentsearch.search.ranked import Hit
-from momentsearch.text.queries import PrecomputedQueryFeatures
 from momentsearch.serving.checkpoint import Checkpoint, load_checkpoint
 from momentsearch.serving.filters import VideoFilter, VideoTable
 from momentsearch.serving.plan import SearchPlan
-from momentsearch.device import resolve_device
+from momentsearch.text.queries import PrecomputedQueryFeatures
 from momentsearch.timing import PartClock, part
 
 
@@ -216,9 +216,8 @@ def load(path: str | Path, split: str = "test", device: str = "auto", progress: 
     an index folder, ``exact`` for a checkpoint); its vector indexes are kept in ``first_stage/``."""
     dev = resolve_device(device)
     if Path(path).is_dir():
-        from momentsearch.serving.indexing import IndexFolder
-
         from momentsearch.serving.freshness import staleness, warn_if_stale
+        from momentsearch.serving.indexing import IndexFolder
 
         folder = IndexFolder.open(path)
         ckpt = folder.checkpoint

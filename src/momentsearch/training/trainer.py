@@ -26,21 +26,22 @@ from torch import nn
 from tqdm import tqdm
 
 from momentsearch.config import from_dict, to_dict
+from momentsearch.console import say
 from momentsearch.data.dataset import open_dataset
+from momentsearch.device import autocast, autocast_dtype, resolve_device, torch_settings
+from momentsearch.distributed import World
 from momentsearch.errors import CheckpointError, ConfigError
+from momentsearch.evaluation.ranking import rank_split
 from momentsearch.evaluation.recall import evaluate_ranked
 from momentsearch.evaluation.report import plot_recall_curves
 from momentsearch.fileio import write_json
 from momentsearch.models.family import InputDims, ModelFamily, Step, TrainingData
 from momentsearch.models.registry import create_family
-from momentsearch.evaluation.ranking import rank_split
-from momentsearch.text.queries import dataset_query_features
 from momentsearch.serving.checkpoint import StoredCheckpoint
+from momentsearch.text.queries import dataset_query_features
 from momentsearch.training.checkpoint import save_checkpoint, stored_train_config
 from momentsearch.training.config import TrainConfig
 from momentsearch.training.schedule import lr_factor, model_config_at, set_model_config
-from momentsearch.device import autocast, autocast_dtype, resolve_device, torch_settings
-from momentsearch.distributed import World
 
 SELECTION_KEYS = ("VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.5-r100", "VCMR 0.7-r10", "VR r10")
 
@@ -238,10 +239,10 @@ class Trainer:
                                 self.history, self.features_identity)
             if self.progress:
                 terms = ", ".join(f"{k} {v:.4f}" for k, v in stats.items() if k.startswith("loss_"))
-                print(f"epoch {epoch + 1}: loss {stats['loss']:.4f} ({terms}), val VCMR 0.5-r1 "
+                say(f"epoch {epoch + 1}: loss {stats['loss']:.4f} ({terms}), val VCMR 0.5-r1 "
                       f"{metrics['VCMR']['0.5-r1']:.2f}, 0.5-r10 "
                       f"{metrics['VCMR']['0.5-r10']:.2f}, VR r10 {metrics['VR']['r10']:.2f}, "
-                      f"{stats['queries_per_second']:.0f} queries/s", flush=True)
+                      f"{stats['queries_per_second']:.0f} queries/s")
             write_json(self.out / "history.json", self.history)
             plot_training(self.history, self.out / "training_curves.png", self.family.name)
             self.world.barrier()

@@ -41,7 +41,7 @@ import numpy as np
 from tqdm import tqdm
 
 from momentsearch.data.corpus_folder import MANIFEST, CorpusFolder, CorpusManifest
-from momentsearch.data.features import _check_array, _h5_key, checksum
+from momentsearch.data.features import check_clip_array, checksum, h5_key
 from momentsearch.data.transcripts import SIDECAR_SUFFIXES, TRANSCRIPTS, Transcript, sidecars
 from momentsearch.errors import ConfigError, CorpusFolderError, MomentSearchError
 from momentsearch.fileio import atomic_path, make_folder
@@ -110,17 +110,17 @@ def _same_source(entry: dict[str, Any], sig: dict[str, Any]) -> bool:
 
 
 def _write_array(folder: Path, video_id: str, arr: np.ndarray) -> int:
-    stored = _check_array(np.asarray(arr), None, f"{folder}/{video_id} (being written)").astype(np.float16)
+    stored = check_clip_array(np.asarray(arr), None, f"{folder}/{video_id} (being written)").astype(np.float16)
     if not np.isfinite(stored).all():
         raise MomentSearchError(f"{folder}/{video_id}: features overflow float16")
-    with atomic_path(folder / f"{_h5_key(video_id)}.npy") as tmp, open(tmp, "wb") as fh:
+    with atomic_path(folder / f"{h5_key(video_id)}.npy") as tmp, open(tmp, "wb") as fh:
         np.save(fh, stored)
     return checksum(stored)
 
 
 def _write_transcript(folder: Path, video_id: str, said: Transcript) -> int:
     data = json.dumps(said.to_json(), ensure_ascii=False).encode("utf-8")
-    with atomic_path(folder / f"{_h5_key(video_id)}.json") as tmp:
+    with atomic_path(folder / f"{h5_key(video_id)}.json") as tmp:
         tmp.write_bytes(data)
     return zlib.crc32(data)
 
@@ -221,7 +221,7 @@ def ingest(videos_dir: str | Path, out: str | Path, encoder: str | VisualEncoder
                                     "error": f"{path}: cannot be read ({e.strerror or e})"})
             continue
         e = entries.get(vid)
-        if e is not None and _same_source(e, sig) and (vis_dir / f"{_h5_key(vid)}.npy").is_file():
+        if e is not None and _same_source(e, sig) and (vis_dir / f"{h5_key(vid)}.npy").is_file():
             videos[vid] = e
             report.kept.append(vid)
         else:
@@ -261,7 +261,7 @@ def ingest(videos_dir: str | Path, out: str | Path, encoder: str | VisualEncoder
                 said = {"source": done.transcript.source, "kind": done.transcript.kind,
                         "cues": len(done.transcript.cues)}
             else:
-                (said_dir / f"{_h5_key(vid)}.json").unlink(missing_ok=True)  # from an earlier ingest of the file
+                (said_dir / f"{h5_key(vid)}.json").unlink(missing_ok=True)  # from an earlier ingest of the file
             report.warnings += [{"path": sig["path"], "warning": w} for w in done.warnings or []]
             entry = {"id": vid, **sig, "transcript": said, **({"warnings": done.warnings} if done.warnings else {}),
                      "ingested_at": _utc_now(), "duration": round(st.duration, 6),
@@ -306,5 +306,5 @@ def _finish(dst: Path, src: Path, identity: dict[str, Any], clip_seconds: float,
     (dst / JOURNAL).unlink(missing_ok=True)
     for vid in report.removed:  # after the manifest stopped naming them
         for d in (dst / "features" / "visual", sub_dir):
-            (d / f"{_h5_key(vid)}.npy").unlink(missing_ok=True)
-        (dst / TRANSCRIPTS / f"{_h5_key(vid)}.json").unlink(missing_ok=True)
+            (d / f"{h5_key(vid)}.npy").unlink(missing_ok=True)
+        (dst / TRANSCRIPTS / f"{h5_key(vid)}.json").unlink(missing_ok=True)

@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from momentsearch.data.loaders._common import names_its_file, read_text, require_file
 from momentsearch.data.corpus import Corpus
+from momentsearch.data.loaders._common import names_its_file, read_text, require_file
 from momentsearch.errors import AnnotationError
 
 CLASS = re.compile(r"c\d{3}")

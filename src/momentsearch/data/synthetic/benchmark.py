@@ -37,8 +37,8 @@ from momentsearch.data.synthetic.config import SyntheticConfig
 from momentsearch.data.synthetic.generator import SyntheticVideo, World, sample_video, video_features
 from momentsearch.data.synthetic.oracle import SyntheticOracle
 from momentsearch.errors import DatasetError, MomentSearchError
-from momentsearch.readers import read_yaml
 from momentsearch.fileio import atomic_dir, atomic_open, write_json, write_jsonl
+from momentsearch.readers import read_yaml
 
 FORMAT_VERSION = 1
 

@@ -112,7 +112,7 @@ def class_prototypes(cfg: SyntheticConfig, classes: list[str]) -> dict[str, np.n
 def clip_features(cfg: SyntheticConfig, index: int, duration: float, acts: list[tuple[str, float, float]],
                   protos: dict[str, np.ndarray]) -> np.ndarray:
     """(n_clips, feature_dim) float32 for one video (the module's formula), drawn from ``[seed, 1, index]``."""
-    from momentsearch.data.synthetic.generator import _coverage
+    from momentsearch.data.synthetic.generator import clip_coverage
 
     rng = np.random.default_rng([cfg.seed, 1, index])
     n = max(1, int(np.ceil(duration / cfg.clip_length - 1e-9)))
@@ -120,7 +120,7 @@ def clip_features(cfg: SyntheticConfig, index: int, duration: float, acts: list[
     style = rng.standard_normal(d)
     x = np.tile(cfg.style_strength * style / np.linalg.norm(style), (n, 1))
     if acts:
-        cover = _coverage(np.array([a[1] for a in acts]), np.array([a[2] for a in acts]), n, cfg.clip_length, duration)
+        cover = clip_coverage(np.array([a[1] for a in acts]), np.array([a[2] for a in acts]), n, cfg.clip_length, duration)
         x += cfg.action_strength * cover @ np.stack([protos[a[0]] for a in acts])
     x += cfg.noise * rng.standard_normal((n, d)) / np.sqrt(d)
     return x.astype(np.float32)

@@ -226,7 +226,7 @@ def caption_event(
     return Caption(text, ev.event_id, concepts)
 
 
-def _coverage(starts: np.ndarray, ends: np.ndarray, n_clips: int, clip: float, duration: float) -> np.ndarray:
+def clip_coverage(starts: np.ndarray, ends: np.ndarray, n_clips: int, clip: float, duration: float) -> np.ndarray:
     """(n_clips, n_spans): the fraction of each clip that each span covers."""
     c0 = np.arange(n_clips) * clip
     c1 = np.minimum(c0 + clip, duration)
@@ -253,12 +253,12 @@ def video_features(cfg: SyntheticConfig, world: World, video: SyntheticVideo) ->
             + (cfg.adjective_strength * world.adjectives[world.adjective_index[e.adjective]] if e.adjective else 0.0)
             for e in video.events
         ])
-        cov = _coverage(np.array([e.start for e in video.events]), np.array([e.end for e in video.events]),
+        cov = clip_coverage(np.array([e.start for e in video.events]), np.array([e.end for e in video.events]),
                         n, cfg.clip_length, video.duration)
         x += cov @ ev_vec
     if video.distractors:
         dv = np.stack([(world.actions if k == "action" else world.objects)[i] for _, _, k, i in video.distractors])
-        cov = _coverage(np.array([s for s, *_ in video.distractors]), np.array([e for _, e, *_ in video.distractors]),
+        cov = clip_coverage(np.array([s for s, *_ in video.distractors]), np.array([e for _, e, *_ in video.distractors]),
                         n, cfg.clip_length, video.duration)
         x += cfg.distractor_strength * (cov @ dv)
     x += cfg.noise * rng.standard_normal((n, d)) / math.sqrt(d)
@@ -268,7 +268,7 @@ def video_features(cfg: SyntheticConfig, world: World, video: SyntheticVideo) ->
     sub = cfg.noise * 0.5 * rng.standard_normal((n, ds)) / math.sqrt(ds)
     if video.subtitles:
         sv = np.stack([world.sub_objects[o] if o >= 0 else world.sub_fillers[f] for *_, o, f in video.subtitles])
-        cov = _coverage(np.array([s[0] for s in video.subtitles]), np.array([s[1] for s in video.subtitles]),
+        cov = clip_coverage(np.array([s[0] for s in video.subtitles]), np.array([s[1] for s in video.subtitles]),
                         n, cfg.clip_length, video.duration)
         sub += cov @ sv
     return x.astype(np.float32), sub.astype(np.float32)

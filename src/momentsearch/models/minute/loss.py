@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import torch
 
+from momentsearch.distributed import sharded
 from momentsearch.losses.contrastive import bidirectional_info_nce
 from momentsearch.losses.localization import start_end_nll
 from momentsearch.models.minute.batches import MinuteBatch
 from momentsearch.models.minute.network import MINUTE
-from momentsearch.distributed import sharded
 
 
 def retriever_loss(model: MINUTE, batch: MinuteBatch) -> tuple[torch.Tensor, dict[str, float]]:

@@ -20,10 +20,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from momentsearch.distributed import sharded
 from momentsearch.models.mmn.batches import MMNBatch
 from momentsearch.models.mmn.config import MMNConfig
 from momentsearch.models.mmn.network import MMN
-from momentsearch.distributed import sharded
 
 
 def iou_targets(iou: torch.Tensor, cfg: MMNConfig) -> torch.Tensor:

@@ -9,6 +9,7 @@ from torch import nn
 
 from momentsearch.data.corpus import Video
 from momentsearch.data.features import FeatureStore
+from momentsearch.distributed import sharded
 from momentsearch.models.family import BatchSource, ModelFamily, Step, TrainingData
 from momentsearch.models.registry import register
 from momentsearch.models.span.batches import SpanBatch, SpanBatches
@@ -18,7 +19,6 @@ from momentsearch.models.span.network import SpanNet
 from momentsearch.models.span.search import SpanStages, encode_corpus
 from momentsearch.search.index import VideoIndex
 from momentsearch.search.stages import SearchStages
-from momentsearch.distributed import sharded
 
 
 class _SpanFamily(ModelFamily):

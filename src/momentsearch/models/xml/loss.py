@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 import torch
 
+from momentsearch.distributed import sharded
 from momentsearch.losses import hinge_ranking_loss, sample_negatives, start_end_nll
 from momentsearch.losses.multilevel import (
     pair_nll_loss,
@@ -34,7 +35,6 @@ from momentsearch.losses.multilevel import (
 from momentsearch.models.xml.batches import Batch
 from momentsearch.models.xml.config import XMLConfig
 from momentsearch.models.xml.network import XML
-from momentsearch.distributed import sharded
 
 
 def _confidence(batch: Batch, cfg: XMLConfig) -> torch.Tensor:

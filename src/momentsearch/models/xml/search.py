@@ -11,10 +11,10 @@ import torch
 from momentsearch.data.batching import video_batches
 from momentsearch.data.corpus import Video
 from momentsearch.data.features import FeatureStore
+from momentsearch.errors import FeatureError
 from momentsearch.models.layers import eval_mode
 from momentsearch.models.xml.network import XML
 from momentsearch.search.clipmax import ClipMaxRetriever
-from momentsearch.errors import FeatureError
 from momentsearch.search.index import VideoIndex, concat_ragged, paired_clip_dots
 from momentsearch.search.proposals import banded_top
 

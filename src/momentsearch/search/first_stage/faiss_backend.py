@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from momentsearch.console import say
 from momentsearch.errors import FirstStageError
 from momentsearch.search.first_stage.base import VectorBackend, register_backend
 
@@ -86,7 +87,7 @@ class FaissBackend(VectorBackend):
         for s in range(0, n, step):
             index.add(np.ascontiguousarray(rows[s: s + step], np.float32))
             if progress:
-                print(f"  faiss:{self.arg} {name}: {min(s + step, n):,}/{n:,} vectors", flush=True)
+                say(f"  faiss:{self.arg} {name}: {min(s + step, n):,}/{n:,} vectors")
         self.index = index
         self._configure()
         folder.mkdir(parents=True, exist_ok=True)

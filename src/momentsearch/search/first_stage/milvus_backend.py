@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from momentsearch.console import say
 from momentsearch.errors import FirstStageError
 from momentsearch.search.first_stage.base import VectorBackend, register_backend
 
@@ -95,7 +96,7 @@ class MilvusBackend(VectorBackend):
                 block = np.asarray(rows[s: s + step], np.float32)
                 self.client.insert(self.collection, [{"id": s + i, "vec": block[i]} for i in range(len(block))])
                 if progress:
-                    print(f"  milvus {self.index_type} {name}: {min(s + step, n):,}/{n:,} vectors", flush=True)
+                    say(f"  milvus {self.index_type} {name}: {min(s + step, n):,}/{n:,} vectors")
             self.client.flush(self.collection)
             self._wait_for_index(n, progress)
             self.client.load_collection(self.collection)
@@ -117,7 +118,7 @@ class MilvusBackend(VectorBackend):
                 raise FirstStageError(f"milvus: the server indexed {done:,} of {n:,} rows in {timeout_s:.0f} s; "
                                       "search again later (the built collection is kept)")
             if progress and time.monotonic() - last > 30:
-                print(f"  milvus {self.index_type}: the server has indexed {int(done):,}/{n:,} rows", flush=True)
+                say(f"  milvus {self.index_type}: the server has indexed {int(done):,}/{n:,} rows")
                 last = time.monotonic()
             time.sleep(1.0)
 

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from momentsearch.console import say
 from momentsearch.errors import FirstStageError
 from momentsearch.search.first_stage.base import VectorBackend, create_backend
 from momentsearch.search.first_stage.pools import pad, restrict_to_pools, score_pools
@@ -247,7 +248,7 @@ def build_first_stage(retriever: Any, index: Any, spec: str = "exact", folder: s
         name = f"{backend.key(data_key(index, retriever.array, s, getattr(retriever, 'cosine', None)))}_s{s}"
         if not backend.load(root, name, int(index.offsets[-1])):
             if progress:
-                print(f"building the first stage {spec} (stream {s + 1}/{retriever.n_streams}) in {root}", flush=True)
+                say(f"building the first stage {spec} (stream {s + 1}/{retriever.n_streams}) in {root}")
             try:
                 backend.build(retriever.stream_rows(s), root, name, progress)
             except OSError as e:  # a read-only index folder, a full disk

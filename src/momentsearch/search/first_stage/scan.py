@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from momentsearch.console import say
 from momentsearch.errors import FirstStageError
 from momentsearch.fileio import atomic_dir, write_json
 from momentsearch.readers import check_array, read_json_object, read_npy
@@ -218,7 +219,7 @@ class ScanFirstStage:
             if x.shape[1] % m:
                 raise FirstStageError(f"scan: m={m} does not divide the vectors' dimension {x.shape[1]}")
             if progress:
-                print(f"  scan: training a {m}-byte product quantizer on {len(x):,} clips (stream {s + 1})", flush=True)
+                say(f"  scan: training a {m}-byte product quantizer on {len(x):,} clips (stream {s + 1})")
             pq = faiss.ProductQuantizer(x.shape[1], m, 8)
             pq.cp.seed = 1234 + s
             pq.cp.min_points_per_centroid = 1  # a small corpus: no warning per sub-quantizer (16 lines for 2 streams)
@@ -242,7 +243,7 @@ class ScanFirstStage:
                 sel = np.arange(a, min(a + CODE_BLOCK, n_rows)) if rows is None else rows[a: a + CODE_BLOCK]
                 codes[a: a + len(sel)] = pq.compute_codes(np.ascontiguousarray(source.stream_rows(s, sel)))
                 if progress and (a // CODE_BLOCK) % 8 == 7:
-                    print(f"  scan: coded {a + len(sel):,}/{n_rows:,} clips (stream {s + 1})", flush=True)
+                    say(f"  scan: coded {a + len(sel):,}/{n_rows:,} clips (stream {s + 1})")
             out.append(codes)
         return out
 
@@ -304,7 +305,7 @@ def build_scan(source: Any, folder: Path, params: dict[str, str], progress: bool
     if stage is not None:
         return stage
     if progress:
-        print(f"building the first stage scan ({m} bytes a clip and stream) in {where}", flush=True)
+        say(f"building the first stage scan ({m} bytes a clip and stream) in {where}")
     books = ScanFirstStage.train(source, m, progress)
     stage = ScanFirstStage(source, books, ScanFirstStage.encode(source, books, progress=progress), rescore=rescore,
                            threads=threads)

@@ -1,0 +1,79 @@
+"""The code's own rules, enforced in make test: imports sorted and no ``print`` in library code (ruff, as
+pyproject's ``[tool.ruff]`` says), and no private name (``_x``) imported from another module of the package."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "momentsearch"
+
+
+def _ruff() -> str:
+    found = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
+    if found is None:
+        pytest.fail("ruff is missing: pip install -e '.[test]' (make test installs it)")
+    return found
+
+
+def test_ruff_passes_on_the_library() -> None:
+    r = subprocess.run([_ruff(), "check", "--no-cache", "src"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, f"ruff check src (fix with `ruff check src --fix`):\n{r.stdout}{r.stderr}"
+
+
+def test_ruff_catches_a_print_and_unsorted_imports(tmp_path: Path) -> None:
+    """The rules are on: a library module with a print and unsorted imports fails them (a cli module may print)."""
+    pkg = tmp_path / "src" / "momentsearch"
+    (pkg / "cli").mkdir(parents=True)
+    bad = "import sys\nimport os\n\nprint(os.sep, sys.argv)\n"
+    (pkg / "lib.py").write_text(bad)
+    (pkg / "cli" / "cmd.py").write_text("import os\n\nprint(os.sep)\n")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    r = subprocess.run([_ruff(), "check", "--no-cache", "--output-format", "concise", "src"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    found = sorted(line.split(": ")[1].split()[0] for line in r.stdout.splitlines() if ": " in line and "lib.py" in line)
+    assert r.returncode == 1 and found == ["I001", "T201"], r.stdout
+    assert "cmd.py" not in r.stdout
+
+
+def private_imports(root: Path) -> list[str]:
+    """``from momentsearch.x import _name`` anywhere under ``root``, as 'file:line name'."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("momentsearch"):
+                out += [f"{path.relative_to(root)}:{node.lineno} {a.name}" for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
+    return out
+
+
+def test_no_private_name_is_imported_across_modules(tmp_path: Path) -> None:
+    assert private_imports(SRC) == []
+    (tmp_path / "m.py").write_text("from momentsearch.data.features import _secret, public\n")
+    assert private_imports(tmp_path) == ["m.py:1 _secret"]
+
+
+def test_progress_lines_go_to_stdout_until_the_application_takes_them(capsys: pytest.CaptureFixture[str]) -> None:
+    import logging
+
+    from momentsearch.console import LOGGER, say
+
+    say("building the first stage")
+    assert capsys.readouterr().out == "building the first stage\n"
+    records: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda r: records.append(r.getMessage())  # type: ignore[method-assign]
+    LOGGER.addHandler(handler)
+    try:
+        say("epoch 1")
+    finally:
+        LOGGER.removeHandler(handler)
+    assert records == ["epoch 1"] and capsys.readouterr().out == ""
+    say("epoch 2")  # the application's handler gone: stdout again
+    assert capsys.readouterr().out == "epoch 2\n"
