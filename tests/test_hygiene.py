@@ -62,18 +62,26 @@ def test_no_private_name_is_imported_across_modules(tmp_path: Path) -> None:
 def test_progress_lines_go_to_stdout_until_the_application_takes_them(capsys: pytest.CaptureFixture[str]) -> None:
     import logging
 
-    from momentsearch.console import LOGGER, say
+    from momentsearch.console import LOGGER, STDOUT, say
 
     say("building the first stage")
     assert capsys.readouterr().out == "building the first stage\n"
     records: list[str] = []
     handler = logging.Handler()
     handler.emit = lambda r: records.append(r.getMessage())  # type: ignore[method-assign]
+    LOGGER.removeHandler(STDOUT)
     LOGGER.addHandler(handler)
     try:
         say("epoch 1")
     finally:
         LOGGER.removeHandler(handler)
+        LOGGER.addHandler(STDOUT)
     assert records == ["epoch 1"] and capsys.readouterr().out == ""
-    say("epoch 2")  # the application's handler gone: stdout again
+    LOGGER.setLevel(logging.WARNING)
+    try:
+        say("quiet")
+    finally:
+        LOGGER.setLevel(logging.INFO)
+    assert capsys.readouterr().out == ""
+    say("epoch 2")
     assert capsys.readouterr().out == "epoch 2\n"

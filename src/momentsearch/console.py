@@ -2,11 +2,11 @@
 one line at a time on the ``momentsearch.progress`` logger, at INFO. Library code never calls ``print``; it
 calls :func:`say`.
 
-Unless the application put a handler of its own on that logger, :func:`say` writes each line to the current
-``sys.stdout`` as ``print`` did, so a command and a script see the same lines. To silence or redirect them use
-the standard library: ``logging.getLogger("momentsearch.progress").setLevel(logging.WARNING)``, or add a handler
-of your own (the default one is then removed). The lines do not propagate to the root logger (an application's
-``basicConfig`` would print them twice).
+The logger comes with one handler, :data:`STDOUT`, that writes each line to the current ``sys.stdout`` as
+``print`` did, so a command and a script see the same lines; it does not propagate to the root logger (an
+application's ``basicConfig`` would print the lines twice). To silence them:
+``logging.getLogger("momentsearch.progress").setLevel(logging.WARNING)``; to send them elsewhere, remove
+:data:`STDOUT` and add a handler of your own.
 """
 
 from __future__ import annotations
@@ -33,17 +33,13 @@ class _CurrentStdout(logging.StreamHandler):
         pass
 
 
-_DEFAULT = _CurrentStdout()
+STDOUT = _CurrentStdout()
+LOGGER.addHandler(STDOUT)
+LOGGER.propagate = False
+if LOGGER.level == logging.NOTSET:
+    LOGGER.setLevel(logging.INFO)
 
 
 def say(message: str) -> None:
-    """One line of progress on ``momentsearch.progress`` (stdout unless the application gave it a handler)."""
-    own = [h for h in LOGGER.handlers if h is not _DEFAULT]
-    if own and _DEFAULT in LOGGER.handlers:
-        LOGGER.removeHandler(_DEFAULT)
-    elif not own and _DEFAULT not in LOGGER.handlers:
-        LOGGER.addHandler(_DEFAULT)
-    LOGGER.propagate = False
-    if LOGGER.level == logging.NOTSET:
-        LOGGER.setLevel(logging.INFO)
+    """One line of progress on ``momentsearch.progress`` (stdout, unless the application changed its handlers)."""
     LOGGER.info(message)
