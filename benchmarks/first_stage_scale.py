@@ -44,7 +44,7 @@ from _common import RESULTS, report  # noqa: E402
 from momentsearch.config import CONFIG_DIR  # noqa: E402
 from momentsearch.data.batching import pad_tokens  # noqa: E402
 from momentsearch.data.synthetic import SyntheticBenchmark, generate, load_preset  # noqa: E402
-from momentsearch.models.xml.search import XMLRetriever, encode_corpus  # noqa: E402
+from momentsearch.models.xml.search import XMLRetriever, encode_corpus, xml_stages  # noqa: E402
 from momentsearch.search.first_stage import ExactFirstStage, build_first_stage  # noqa: E402
 from momentsearch.search.first_stage.scan import default_rescore  # noqa: E402
 from momentsearch.search.index import VideoIndex  # noqa: E402
@@ -192,7 +192,8 @@ def serve_probe(args: argparse.Namespace) -> None:
     index = VideoIndex.load(args.work / f"h1_{args.videos}", mmap=True)
     if args.copies > 1:
         index = million(args.work, index, args.copies, args.noise)
-    retriever = XMLRetriever(ckpt.model.eval(), index)
+    xml = xml_stages(ckpt.model.eval(), index)  # the query network, then the first stage: both timed below
+    retriever, ask = xml.retriever, xml.queries
     spec, params = args.probe.partition(" ")[0], dict(x.split("=") for x in args.probe.split()[1:])
     stage = build_first_stage(retriever, index, spec, stage_folder(args), dict(params), family="xml")
     ready = time.time()  # the parent counts start-up from its launch: the interpreter and imports included
@@ -200,7 +201,7 @@ def serve_probe(args: argparse.Namespace) -> None:
     lat, got = [], []
     for tok, mask in batches:
         t = time.perf_counter()
-        got.append(stage.retrieve(tok, mask, 100)[1][0])
+        got.append(stage.retrieve(ask(tok, mask), 100)[1][0])
         lat.append(1000 * (time.perf_counter() - t))
     status = {x.split(":")[0]: int(x.split()[1]) for x in Path("/proc/self/status").read_text().splitlines()
               if x.startswith(("VmHWM", "RssAnon", "RssFile"))}
@@ -256,8 +257,9 @@ def main() -> None:
     n_clips, s, d = index.arrays["h1"].shape
     log(f"{len(index):,} videos, {n_clips:,} clips, {s} streams of d={d}")
     batches = query_batches(args, bench, ckpt)
-    retriever = XMLRetriever(model, index)
-    q = np.concatenate([retriever.query_vectors(tok, mask) for tok, mask in batches])
+    xml = xml_stages(model, index)  # the query network, then the first stage: both timed below
+    retriever, ask = xml.retriever, xml.queries
+    q = np.concatenate([retriever.query_vectors(ask(tok, mask)) for tok, mask in batches])
     if truth_file(args).exists():
         truth = np.load(truth_file(args))
     else:
@@ -269,11 +271,11 @@ def main() -> None:
     if args.copies == 1 and not args.only:
         exact = ExactFirstStage(retriever)
         t = time.perf_counter()
-        exact.retrieve(*batches[0], 100)  # the fp32 unit copy of every clip, made once
+        exact.retrieve(ask(*batches[0]), 100)  # the fp32 unit copy of every clip, made once
         prepare_s, lat = time.perf_counter() - t, []
         for tok, mask in batches[: args.exact_queries]:
             t = time.perf_counter()
-            exact.retrieve(tok, mask, 100)
+            exact.retrieve(ask(tok, mask), 100)
             lat.append(1000 * (time.perf_counter() - t))
         rows.append(row("exact (every clip, fp32 in memory)", prepare_s, 2 * fp16_bytes, lat, 1.0, len(index),
                         2 * fp16_bytes))
@@ -312,12 +314,12 @@ def main() -> None:
         stage = stages[build_key]
         if spec == "scan":
             stage.rescore = int(params["rescore"])
-        stage.retrieve(*batches[0], 100)  # warm-up (the scan's loop compiles here on a first run)
+        stage.retrieve(ask(*batches[0]), 100)  # warm-up (the scan's loop compiles here on a first run)
         stage.stats.update(queries=0, uncertified=0, candidates=0)
         got, lat = [], []
         for tok, mask in batches:
             t = time.perf_counter()
-            got.append(stage.retrieve(tok, mask, 100)[1][0])
+            got.append(stage.retrieve(ask(tok, mask), 100)[1][0])
             lat.append(1000 * (time.perf_counter() - t))
         rows.append(row(label, built[build_key], stage.nbytes, lat, recall(got, truth),
                         stage.stats["candidates"] / max(1, stage.stats["queries"]),

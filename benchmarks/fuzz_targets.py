@@ -180,13 +180,14 @@ def _scan_stage(folder: Path) -> None:
 
     from momentsearch.search.first_stage.scan import ScanFirstStage, layout_key
     from momentsearch.search.index import VideoIndex
+    from momentsearch.search.stages import Queries
 
     index = VideoIndex.load(folder / "scan/arrays")
     (stage_dir,) = (folder / "scan/stage").glob("scan_*")
     stage = ScanFirstStage.load(stage_dir, retriever(index), layout_key(index), threads=1)
     if stage is not None:
         q = torch.ones(1, 2, 32)
-        stage.retrieve(q, torch.ones(1, 2, dtype=torch.bool), 10)
+        stage.retrieve(Queries(q, torch.ones(1, 2, dtype=torch.bool)), 10)
         stage.close()
 
 

@@ -26,7 +26,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, report  # noqa: E402
 
-from momentsearch.search.clipmax import ClipMaxRetriever  # noqa: E402
+from momentsearch.search.stages import Queries  # noqa: E402
+from momentsearch.search.clipmax import ClipMaxRetriever, as_read  # noqa: E402
 from momentsearch.search.first_stage import ExactFirstStage  # noqa: E402
 from momentsearch.search.index import VideoIndex  # noqa: E402
 
@@ -78,18 +79,18 @@ def main() -> None:
         t = time.perf_counter()
         index = corpus(v, dev)
         gen_s = time.perf_counter() - t
-        retriever = ClipMaxRetriever(lambda tok, mask: tok, index, "h1", cosine=True, device=dev, chunk_clips=1_000_000)
+        retriever = ClipMaxRetriever(as_read, index, "h1", cosine=True, device=dev, chunk_clips=1_000_000)
         stage = ExactFirstStage(retriever)
         rng = np.random.default_rng(1)
         q = torch.from_numpy(rng.normal(size=(args.queries, STREAMS, D)).astype(np.float32))
         mask = torch.ones(args.queries, STREAMS, dtype=torch.bool)
         t = time.perf_counter()
-        stage.retrieve(q[:1], mask[:1], 100)  # the fp32 unit copy of every clip, made once
+        stage.retrieve(Queries(q[:1], mask[:1]), 100)  # the fp32 unit copy of every clip, made once
         copy_s = time.perf_counter() - t
         print(f"{v} videos: corpus made in {gen_s:.1f} s, copied to the device in {copy_s:.1f} s", flush=True)
         if v <= 100_000:  # the same top 100 as the CPU path
-            cpu = ExactFirstStage(ClipMaxRetriever(lambda tok, mask: tok, index, "h1", cosine=True))
-            same = [np.array_equal(cpu.retrieve(q[i: i + 1], mask[:1], 100)[1], stage.retrieve(q[i: i + 1], mask[:1], 100)[1])
+            cpu = ExactFirstStage(ClipMaxRetriever(as_read, index, "h1", cosine=True))
+            same = [np.array_equal(cpu.retrieve(Queries(q[i: i + 1], mask[:1]), 100)[1], stage.retrieve(Queries(q[i: i + 1], mask[:1]), 100)[1])
                     for i in range(5)]
             print(f"  top 100 as on the CPU: {sum(same)}/5 queries", flush=True)
         clip_bytes = int(index.offsets[-1]) * STREAMS * D * 4
@@ -97,7 +98,7 @@ def main() -> None:
             lat = []
             for i in range(0, args.queries - b + 1, b):
                 t = time.perf_counter()
-                stage.retrieve(q[i: i + b], mask[i: i + b], 100)
+                stage.retrieve(Queries(q[i: i + b], mask[i: i + b]), 100)
                 lat.append((time.perf_counter() - t) * 1000)
             rows.append({"device": name, "videos": v, "clips": int(index.offsets[-1]), "batch": b,
                          "copy_to_device_s": round(copy_s, 2), "device_GiB": round(clip_bytes / 2**30, 2),

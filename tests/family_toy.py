@@ -23,7 +23,7 @@ from momentsearch.data.features import FeatureStore
 from momentsearch.losses.localization import span_to_clip_indices
 from momentsearch.models.family import InputDims, ModelFamily, Step, TrainingData
 from momentsearch.search.index import VideoIndex, concat_ragged
-from momentsearch.search.stages import SearchStages
+from momentsearch.search.stages import DenseGrid, Queries, SearchStages
 
 
 @dataclass(frozen=True)
@@ -111,26 +111,28 @@ class ToyStages:
         self.clips = torch.from_numpy(np.asarray(index.array("clips"), np.float32))
 
     @torch.no_grad()
-    def score_videos(self, tokens: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
-        sim = (self.model.query(tokens, token_mask) @ self.clips.T).numpy()  # (B, N)
+    def score_videos(self, queries: Queries) -> torch.Tensor:
+        sim = (self.model.query(queries.tokens, queries.mask) @ self.clips.T).numpy()  # (B, N)
         return torch.from_numpy(np.maximum.reduceat(sim, self.index.offsets[:-1], axis=1))
 
     @torch.no_grad()
-    def rerank(self, tokens: torch.Tensor, token_mask: torch.Tensor, videos: np.ndarray,
-               scores: torch.Tensor) -> torch.Tensor:
+    def rerank(self, queries: Queries, videos: np.ndarray, scores: torch.Tensor) -> torch.Tensor:
         mean = torch.from_numpy(np.asarray(self.index.video_arrays["mean"], np.float32))[videos]  # (B, K, d)
-        return scores + torch.einsum("bd,bkd->bk", self.model.query(tokens, token_mask), mean)
+        return scores + torch.einsum("bd,bkd->bk", self.model.query(queries.tokens, queries.mask), mean)
 
     @torch.no_grad()
-    def localize(self, tokens: torch.Tensor, token_mask: torch.Tensor, videos: np.ndarray,
-                 video_scores: torch.Tensor | None) -> torch.Tensor:
+    def localize(self, queries: Queries, videos: np.ndarray, video_scores: torch.Tensor | None) -> DenseGrid:
         b, k = videos.shape
         clips, mask = self.index.padded("clips", videos.reshape(-1))  # (B*K, T, d)
-        q = self.model.query(tokens, token_mask).repeat_interleave(k, 0)
+        q = self.model.query(queries.tokens, queries.mask).repeat_interleave(k, 0)
         p = self.model.span_scores(torch.einsum("nd,ntd->nt", q, clips), mask).exp()
         if video_scores is not None:
             p = p * torch.sigmoid(video_scores.reshape(-1))[:, None, None]
-        return p.reshape(b, k, *p.shape[1:])
+        t = p.shape[-1]
+        idx = torch.arange(t)
+        ok = (idx[None, :] >= idx[:, None]) & (idx[None, :] - idx[:, None] < self.model.cfg.max_span)
+        ok = ok[None] & mask[:, :, None] & mask[:, None, :]
+        return DenseGrid(p.reshape(b, k, t, t), ok.reshape(b, k, t, t))
 
 
 class ToyFamily(ModelFamily):

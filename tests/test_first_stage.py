@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from momentsearch.search.stages import Queries
 from momentsearch.errors import FirstStageError, QueryError
 from momentsearch.search.clipmax import ClipMaxRetriever
 from momentsearch.search.first_stage import ExactFirstStage, build_first_stage, parse_params
@@ -29,7 +30,7 @@ def _index(n_videos: int = 400, streams: int = 2, d: int = 24, seed: int = 0) ->
 
 def _retriever(index: VideoIndex, cosine: bool) -> ClipMaxRetriever:
     s = index.arrays["h1"].shape[1]
-    return ClipMaxRetriever(lambda tokens, mask: tokens[:, :s], index, "h1", cosine=cosine)
+    return ClipMaxRetriever(lambda q: q.tokens[:, :s], index, "h1", cosine=cosine)
 
 
 def _queries(b: int = 12, s: int = 2, d: int = 24) -> tuple[torch.Tensor, torch.Tensor]:
@@ -42,11 +43,11 @@ def test_exact_faiss_flat_and_milvus_give_the_same_top_100(tmp_path: Path, cosin
     index = _index()
     retr = _retriever(index, cosine)
     tokens, mask = _queries()
-    ref_s, ref_v = ExactFirstStage(retr).retrieve(tokens, mask, 100)
+    ref_s, ref_v = ExactFirstStage(retr).retrieve(Queries(tokens, mask), 100)
     assert ref_v.shape == (12, 100)
     for spec in ("faiss:Flat", "milvus"):
         stage = build_first_stage(retr, index, spec, tmp_path / "fs", family="test")
-        s, v = stage.retrieve(tokens, mask, 100)
+        s, v = stage.retrieve(Queries(tokens, mask), 100)
         assert np.array_equal(v, ref_v), spec
         np.testing.assert_allclose(s.numpy(), ref_s.numpy(), rtol=1e-5, atol=1e-5)
         # certified by the threshold bound in every query, after fetching far fewer clips than the corpus holds
@@ -73,11 +74,11 @@ def test_approximate_indexes_recall_against_exact(tmp_path: Path) -> None:
     index = _index(n_videos=600, streams=1)
     retr = _retriever(index, True)
     tokens, mask = _queries(s=1)
-    _, ref = ExactFirstStage(retr).retrieve(tokens, mask, 100)
+    _, ref = ExactFirstStage(retr).retrieve(Queries(tokens, mask), 100)
     recall = {}
     for spec, params in (("faiss:HNSW32", {}), ("faiss:IVF64,Flat", {"nprobe": "8"}),
                          ("faiss:IVF64,Flat", {"nprobe": "64"})):
-        _, got = build_first_stage(retr, index, spec, tmp_path, params, family="test").retrieve(tokens, mask, 100)
+        _, got = build_first_stage(retr, index, spec, tmp_path, params, family="test").retrieve(Queries(tokens, mask), 100)
         recall[spec, params.get("nprobe")] = np.mean([len(set(a) & set(b)) / 100 for a, b in zip(got, ref, strict=True)])
     # random vectors are the hard case: 8 of 64 lists miss 40% (measured 0.597); all 64 lists are exhaustive
     assert recall["faiss:HNSW32", None] >= 0.97
@@ -90,13 +91,13 @@ def test_pools_are_scored_exactly(tmp_path: Path) -> None:
     retr = _retriever(index, True)
     tokens, mask = _queries(b=2)
     pools = [[3, 50, 7, 99], [10, 11]]
-    ref_s, ref_v = ExactFirstStage(retr).retrieve(tokens, mask, 100, pools)
-    s, v = build_first_stage(retr, index, "faiss:Flat", tmp_path).retrieve(tokens, mask, 100, pools)
+    ref_s, ref_v = ExactFirstStage(retr).retrieve(Queries(tokens, mask), 100, pools)
+    s, v = build_first_stage(retr, index, "faiss:Flat", tmp_path).retrieve(Queries(tokens, mask), 100, pools)
     assert ref_v.shape == v.shape == (2, 4)
     assert np.array_equal(v[0], ref_v[0]) and set(v[1, :2]) == {10, 11}
     assert torch.isinf(s[1, 2:]).all()
     with pytest.raises(QueryError, match="outside 0..119"):
-        build_first_stage(retr, index, "faiss:Flat", tmp_path).retrieve(tokens, mask, 10, [[1], [500]])
+        build_first_stage(retr, index, "faiss:Flat", tmp_path).retrieve(Queries(tokens, mask), 10, [[1], [500]])
 
 
 def test_bad_specs_and_unservable_families_say_what_to_do(tmp_path: Path) -> None:

@@ -48,8 +48,9 @@ def test_a_cpu_checkpoint_ranks_the_same_on_the_gpu(tiny_benchmark: Path, tmp_pa
 
 def test_exact_search_on_the_gpu_ranks_as_on_the_cpu() -> None:
     """ClipMaxRetriever on CUDA (clips on the device, each video's max taken there) against the CPU path."""
-    from momentsearch.search.clipmax import ClipMaxRetriever
+    from momentsearch.search.clipmax import ClipMaxRetriever, as_read
     from momentsearch.search.index import VideoIndex, concat_ragged
+    from momentsearch.search.stages import Queries
 
     rng = np.random.default_rng(0)
     parts = [rng.normal(size=(int(rng.integers(1, 41)), 2, 32)).astype(np.float16) for _ in range(2000)]
@@ -58,8 +59,8 @@ def test_exact_search_on_the_gpu_ranks_as_on_the_cpu() -> None:
     q = torch.from_numpy(rng.normal(size=(8, 2, 32)).astype(np.float32))
     mask = torch.ones(8, 2, dtype=torch.bool)
     for cosine in (True, False):
-        cpu = ClipMaxRetriever(lambda t, m: t, index, "h1", cosine).score_videos(q, mask)
-        gpu = ClipMaxRetriever(lambda t, m: t, index, "h1", cosine, device=torch.device("cuda")).score_videos(q, mask)
+        cpu = ClipMaxRetriever(as_read, index, "h1", cosine).score_videos(Queries(q, mask))
+        gpu = ClipMaxRetriever(as_read, index, "h1", cosine, device=torch.device("cuda")).score_videos(Queries(q, mask))
         assert gpu.device.type == "cpu" and gpu.shape == (8, 2000)
         assert torch.allclose(cpu, gpu, atol=1e-4), (cpu - gpu).abs().max()
         assert np.array_equal(cpu.topk(10).indices.numpy(), gpu.topk(10).indices.numpy())
@@ -67,17 +68,18 @@ def test_exact_search_on_the_gpu_ranks_as_on_the_cpu() -> None:
 
 def test_auto_serves_a_large_index_exactly_on_the_gpu(tmp_path: Path) -> None:
     """Above 200,000 clips ``auto`` scans codes on the CPU but searches every clip on a GPU (it fits)."""
-    from momentsearch.search.clipmax import ClipMaxRetriever
+    from momentsearch.search.clipmax import ClipMaxRetriever, as_read
     from momentsearch.search.first_stage import ExactFirstStage, build_first_stage
     from momentsearch.search.index import VideoIndex
+    from momentsearch.search.stages import Queries
 
     n = 10_000
     offsets = np.arange(0, 25 * n + 1, 25, dtype=np.int64)  # 250,000 clips
     rows = np.random.default_rng(0).normal(size=(25 * n, 2, 16)).astype(np.float16)
     index = VideoIndex([f"v{i}" for i in range(n)], np.full(n, 50.0), np.full(n, 2.0), offsets, {"h1": rows})
-    retriever = ClipMaxRetriever(lambda t, m: t, index, "h1", True, device=torch.device("cuda"))
+    retriever = ClipMaxRetriever(as_read, index, "h1", True, device=torch.device("cuda"))
     stage = build_first_stage(retriever, index, "auto", tmp_path)
     assert isinstance(stage, ExactFirstStage)
     q = torch.from_numpy(rows[25 * 7: 25 * 7 + 1].astype(np.float32))  # video 7's first clip as the query
-    top, idx = stage.retrieve(q, torch.ones(1, 2, dtype=torch.bool), 5)
+    top, idx = stage.retrieve(Queries(q, torch.ones(1, 2, dtype=torch.bool)), 5)
     assert idx[0, 0] == 7 and abs(float(top[0, 0]) - 1.0) < 1e-3

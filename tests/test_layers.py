@@ -24,7 +24,8 @@ RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
 # the exceptions, each named in docs/architecture.md with why: the facade's lazy imports of its own API, and its
 # __version__ from the base (the facade ranks below everything, so even that reads as "up")
 UP_ALLOWED = {("momentsearch", "momentsearch.serving"), ("momentsearch", "momentsearch.api"),
-              ("momentsearch", "momentsearch.client"), ("momentsearch", "momentsearch.version")}
+              ("momentsearch", "momentsearch.client"), ("momentsearch", "momentsearch.version"),
+              ("momentsearch", "momentsearch.serving.searcher"), ("momentsearch", "momentsearch.api.split_search")}
 # a search needs no trainer, no annotation loader and no evaluation metric (a family's module still brings its
 # loss, and XML's relevance terms: models/* import losses and relevance)
 SERVING_FORBIDDEN = ("momentsearch.training", "momentsearch.data.loaders", "momentsearch.evaluation",
@@ -169,3 +170,16 @@ def test_under_make_test_a_missing_extra_fails_instead_of_skipping(tmp_path: Pat
     lenient = subprocess.run(run, capture_output=True, text=True, timeout=120, cwd=tmp_path,
                              env={k: v for k, v in os.environ.items() if k != "MOMENTSEARCH_REQUIRE_EXTRAS"})
     assert lenient.returncode in (0, 5) and "1 skipped" in lenient.stdout  # 5: no test ran, the module was skipped
+
+
+def test_the_serving_core_opens_no_dataset() -> None:
+    """A checkpoint's split reaches search as an index folder (api.split_search); serving/ never opens a dataset
+    (its checkpoint reader names the run's dataset config, a typed record, and nothing else of data.dataset)."""
+    import ast
+
+    names = []
+    for path in sorted((SRC / "serving").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "momentsearch.data.dataset":
+                names += [f"{path.name}: {a.name}" for a in node.names]
+    assert names == ["checkpoint.py: DatasetConfig"]

@@ -22,6 +22,7 @@ import pytest
 
 from test_first_stage import _index, _queries, _retriever
 
+from momentsearch.search.stages import Queries
 from momentsearch.search.first_stage import ExactFirstStage, build_first_stage
 
 PORT_FLAGS = ("--proxy-port", "--etcd-port", "--root-coord-port", "--proxy-internal-port", "--query-coord-port",
@@ -112,9 +113,9 @@ def test_a_milvus_server_gives_the_exact_top_100(milvus_uri: str, tmp_path: Path
     index = _index(n_videos=300)
     retr = _retriever(index, cosine)
     tokens, mask = _queries()
-    ref_s, ref_v = ExactFirstStage(retr).retrieve(tokens, mask, 100)
+    ref_s, ref_v = ExactFirstStage(retr).retrieve(Queries(tokens, mask), 100)
     stage = build_first_stage(retr, index, f"milvus:{milvus_uri}", tmp_path, {"index_type": "FLAT"}, family="test")
-    s, v = stage.retrieve(tokens, mask, 100)
+    s, v = stage.retrieve(Queries(tokens, mask), 100)
     assert np.array_equal(v, ref_v)
     np.testing.assert_allclose(s.numpy(), ref_s.numpy(), rtol=1e-5, atol=1e-5)
     assert stage.stats["uncertified"] == 0
@@ -124,7 +125,7 @@ def test_a_milvus_server_gives_the_exact_top_100(milvus_uri: str, tmp_path: Path
     # a second searcher finds the collections the first built on the server (keyed by the rows) and reuses them
     again = build_first_stage(retr, index, f"milvus:{milvus_uri}", tmp_path, {"index_type": "FLAT"}, family="test")
     assert {b.collection for b in again.backends} == names
-    assert np.array_equal(again.retrieve(tokens, mask, 100)[1], ref_v)
+    assert np.array_equal(again.retrieve(Queries(tokens, mask), 100)[1], ref_v)
     again.close()
 
 
@@ -135,10 +136,10 @@ def test_a_milvus_server_ivf_index_and_a_bad_uri(milvus_uri: str, tmp_path: Path
     index = _index(n_videos=400, streams=1)
     retr = _retriever(index, True)
     tokens, mask = _queries(s=1)
-    _, ref = ExactFirstStage(retr).retrieve(tokens, mask, 100)
+    _, ref = ExactFirstStage(retr).retrieve(Queries(tokens, mask), 100)
     params = {"index_type": "IVF_FLAT", "nlist": "16", "nprobe": "16"}  # every list probed: exact
     stage = build_first_stage(retr, index, f"milvus:{milvus_uri}", tmp_path, params, family="test")
-    assert np.array_equal(stage.retrieve(tokens, mask, 100)[1], ref)
+    assert np.array_equal(stage.retrieve(Queries(tokens, mask), 100)[1], ref)
     stage.close()
     with pytest.raises(FirstStageError, match="milvus: cannot connect to http://127.0.0.1:9"):
         build_first_stage(retr, index, "milvus:http://127.0.0.1:9", tmp_path, {}, family="test")

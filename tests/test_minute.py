@@ -76,24 +76,27 @@ def _scores(scoring: str) -> torch.Tensor:
 
 
 def test_shared_norm_scoring_is_eq13_and_two_stage_is_eqs5_to_7() -> None:
-    s = _scores("shared_norm")
-    # Eq. 13: S = S_R + l_st + l_ed; scores are exp(S - max S), so ratios are exp(S differences)
+    grid = _scores("shared_norm")
+    s = grid.score
+    # Eq. 13: S = S_R + l_st + l_ed, the log-score itself
     top = s.reshape(-1).argmax().item()
     assert np.unravel_index(top, s.shape)[1:] == (1, 0, 1)  # video 2 (lower S_R), clips 0-1: 0 + 5 + 5 = 10
-    assert s[0, 1, 0, 1].item() == pytest.approx(1.0)
-    assert (s[0, 0, 0, 0] / s[0, 1, 0, 1]).item() == pytest.approx(math.exp((2 + 0 + 0) - 10), rel=1e-9)
-    assert s[0, 1, 1, 0].item() == 0 and s[0, 0, 2, 2].item() == 0  # outside the band, padding
-    t = _scores("two_stage")
-    # Eqs. 5-7: exp(S_R) * P_st * P_ed with P normalised within each video
+    assert s[0, 1, 0, 1].item() == pytest.approx(10.0)
+    assert s[0, 0, 0, 0].item() == pytest.approx(2.0 + 0 + 0)
+    # outside the band and on padding: not valid (and -inf), whatever the logits say
+    assert not grid.valid[0, 1, 1, 0] and not grid.valid[0, 0, 2, 2] and s[0, 1, 1, 0].item() == -math.inf
+    assert grid.valid[0, 0, 0, 1] and grid.valid[0, 1, 2, 2] and int(grid.valid.sum()) == 3 + 6
+    t = _scores("two_stage").score
+    # Eqs. 5-7: log(exp(S_R) * P_st * P_ed) with P normalised within each video
     p = torch.tensor([0.0, 0.0]).softmax(0)
     v1 = math.exp(2) * p[0].item() * p[1].item()
     p2_st, p2_ed = torch.tensor([5.0, 0, 0]).softmax(0), torch.tensor([0.0, 5, 0]).softmax(0)
     v2 = math.exp(0) * (p2_st[0] * p2_ed[1]).item()
-    assert (t[0, 0, 0, 1] / t[0, 1, 0, 1]).item() == pytest.approx(v1 / v2, rel=1e-6)
+    assert (t[0, 0, 0, 1] - t[0, 1, 0, 1]).item() == pytest.approx(math.log(v1 / v2), rel=1e-6)
     assert np.unravel_index(t.reshape(-1).argmax().item(), t.shape)[1] == 0  # the top video wins here
     svmr = moment_scores(torch.zeros(1, 1, 3), torch.zeros(1, 1, 3), torch.ones(1, 1, 3, dtype=torch.bool),
                          torch.ones(3, 3, dtype=torch.bool), None, "shared_norm", 1.0)
-    assert svmr.sum().item() == pytest.approx(1.0)  # P_st P_ed in one video
+    assert svmr.score.exp().sum().item() == pytest.approx(1.0)  # log P_st P_ed in one video
 
 
 def test_clue_mining_weights_are_l2_normalised_query_conditioned_and_switchable() -> None:

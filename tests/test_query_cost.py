@@ -55,12 +55,15 @@ def trained(tiny_benchmark: Path, tmp_path_factory: pytest.TempPathFactory) -> P
 
 @pytest.mark.slow
 @pytest.mark.parametrize("k", [1, 3, 10, 100])
-def test_the_cheap_path_ranks_as_the_reference(trained: Path, k: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cheap_path_ranks_as_the_reference(trained: Path, tiny_benchmark: Path, k: int,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from momentsearch.data.synthetic import SyntheticBenchmark
+
     import momentsearch.search.bounded as bounded
 
     monkeypatch.setattr(bounded, "FIRST_BLOCK", 2)  # the tiny split has 7 test videos: blocks of 2, 4, then the rest
     searcher = momentsearch.load(trained, split="test", device="cpu")
-    test = searcher.dataset.split("test")
+    test = SyntheticBenchmark.load(tiny_benchmark).corpus.split("test")
     texts = [m.text for m in test.moments][:120]
     engine, loc = searcher.engine, searcher.engine.stages.localizer
     engine.stats.clear()
@@ -87,19 +90,20 @@ def test_bounded_localization_by_hand() -> None:
     n = 8: every video. In each case the moments kept are those of localizing all ten."""
     import momentsearch.search.bounded as bounded
     from momentsearch.search.bounded import bounded_moments
+    from momentsearch.search.stages import Proposals
 
     planted = {0: [(0, 1, 80.0), (5, 6, 30.0)], 1: [(2, 3, 60.0)], 2: [(0, 0, 40.0)], 3: [(1, 2, 15.0)],
                4: [(3, 4, 9.0)], 5: [(0, 9, 4.0)], 6: [(1, 1, 3.5)], 7: [(2, 2, 2.5)], 8: [(3, 3, 1.5)],
                9: [(4, 4, 0.5)]}
     asked: list[list[int]] = []
 
-    def localize(rows: np.ndarray, cols: np.ndarray):
+    def localize(rows: np.ndarray, cols: np.ndarray) -> Proposals:
         asked.append(cols.tolist())
-        st, ed, sc = (np.zeros((len(rows), len(cols), 2), t) for t in (np.int64, np.int64, np.float32))
+        p = Proposals.empty(len(rows), len(cols), 2)
         for j, c in enumerate(cols):
             for m, (a, b, score) in enumerate(planted[int(c)]):
-                st[:, j, m], ed[:, j, m], sc[:, j, m] = a, b, score
-        return st, ed, sc
+                p.start[:, j, m], p.end[:, j, m], p.score[:, j, m], p.valid[:, j, m] = a, b + 1, score, True
+        return p
 
     bound = np.array([[100.0, 90.0, 50.0, 20.0, 10.0, 5.0, 4.0, 3.0, 2.0, 1.0]])
     videos, valid = np.arange(10)[None], np.ones((1, 10), bool)
@@ -110,11 +114,12 @@ def test_bounded_localization_by_hand() -> None:
                              (8, [[0, 1], [2, 3, 4, 5], [6, 7, 8, 9]])):
             asked.clear()
             stats: dict[str, int] = {}
-            st, ed, sc = bounded_moments(localize, bound, valid, videos, n, 0.7, stats)
+            got = bounded_moments(localize, bound, valid, videos, n, 0.7, stats)
             assert asked == want_cols and stats["localized"] == sum(map(len, want_cols)), n
             full = localize(np.arange(1), np.arange(10))
             done = sum(map(len, want_cols))
-            assert np.array_equal(sc[:, :done], full[2][:, :done]) and (sc[:, done:] == 0).all()
+            assert np.array_equal(got.score[:, :done], full.score[:, :done])
+            assert np.array_equal(got.valid[:, :done], full.valid[:, :done]) and not got.valid[:, done:].any()
     finally:
         bounded.FIRST_BLOCK = old
 

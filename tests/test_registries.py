@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from momentsearch.search.stages import Queries
 from momentsearch.errors import EncoderError
 from momentsearch.search.first_stage import ExactFirstStage, build_first_stage
 from momentsearch.search.first_stage.base import backend_names
@@ -59,9 +60,9 @@ def test_every_first_stage_backend_finds_the_exact_top_videos(name: str, tmp_pat
     index = _index(n_videos=300)
     retriever = _retriever(index, cosine=True)
     tokens, mask = _queries()
-    _, want = ExactFirstStage(retriever).retrieve(tokens, mask, 50)
+    _, want = ExactFirstStage(retriever).retrieve(Queries(tokens, mask), 50)
     stage = build_first_stage(retriever, index, spec, tmp_path / "fs", params=dict(params), family="test")
-    scores, got = stage.retrieve(tokens, mask, 50)
+    scores, got = stage.retrieve(Queries(tokens, mask), 50)
     recall = np.mean([len(set(g) & set(w)) / 50 for g, w in zip(got, want, strict=True)])
     assert recall >= bar, (name, recall)
     assert torch.all(scores[:, :-1] >= scores[:, 1:])  # best first

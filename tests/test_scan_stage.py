@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from momentsearch.search.stages import Queries
 from momentsearch.errors import FirstStageError
 from momentsearch.search.clipmax import ClipMaxRetriever
 from momentsearch.search.first_stage import ExactFirstStage, build_first_stage
@@ -45,7 +46,7 @@ def structured(n_videos: int, streams: int = 2, d: int = 32, seed: int = 0, conc
 
 def retriever(index: VideoIndex, cosine: bool = True) -> ClipMaxRetriever:
     s = index.arrays["h1"].shape[1]
-    return ClipMaxRetriever(lambda tokens, mask: tokens[:, :s], index, "h1", cosine=cosine)
+    return ClipMaxRetriever(lambda q: q.tokens[:, :s], index, "h1", cosine=cosine)
 
 
 def queries(protos: np.ndarray, b: int = 40, seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
@@ -105,9 +106,9 @@ def test_rescoring_every_video_is_exact(tmp_path: Path, cosine: bool):
     index, protos = structured(400)
     retr = retriever(index, cosine)
     tokens, mask = queries(protos, b=12)
-    ref_s, ref_v = ExactFirstStage(retr).retrieve(tokens, mask, 100)
+    ref_s, ref_v = ExactFirstStage(retr).retrieve(Queries(tokens, mask), 100)
     stage = build_first_stage(retr, index, "scan", tmp_path, {"rescore": "400"})
-    s, v = stage.retrieve(tokens, mask, 100)
+    s, v = stage.retrieve(Queries(tokens, mask), 100)
     assert np.array_equal(v, ref_v)
     np.testing.assert_allclose(s.numpy(), ref_s.numpy(), rtol=1e-5, atol=1e-5)
     assert stage.stats["uncertified"] == 0  # every video scored: certified
@@ -120,10 +121,10 @@ def test_auto_picks_scan_above_its_limit_and_keeps_recall_at_100(tmp_path: Path)
     assert n_clips > AUTO_EXACT_LIMIT and resolve_spec("auto", n_clips) == "scan"
     retr = retriever(index)
     tokens, mask = queries(protos)
-    ref_s, ref_v = ExactFirstStage(retr).retrieve(tokens, mask, 100)
+    ref_s, ref_v = ExactFirstStage(retr).retrieve(Queries(tokens, mask), 100)
     stage = build_first_stage(retr, index, "auto", tmp_path)
     assert isinstance(stage, ScanFirstStage) and stage.rescore is None  # auto's own rule: default_rescore
-    s, v = stage.retrieve(tokens, mask, 100)
+    s, v = stage.retrieve(Queries(tokens, mask), 100)
     assert recall(v, ref_v) >= 0.99, recall(v, ref_v)
     assert stage.stats["candidates"] / 40 == 1000 < len(index)  # a tenth of the videos read exactly
     # the scores returned are exact ones
@@ -134,7 +135,7 @@ def test_auto_picks_scan_above_its_limit_and_keeps_recall_at_100(tmp_path: Path)
                 assert sc == pytest.approx(exact[vid], abs=1e-5)
     # too few re-scored videos lose recall: the parameter matters, so the test above can fail
     stage.rescore = 100
-    assert recall(stage.retrieve(tokens, mask, 100)[1], ref_v) < 0.95
+    assert recall(stage.retrieve(Queries(tokens, mask), 100)[1], ref_v) < 0.95
 
 
 def test_a_built_stage_is_reused_and_a_damaged_one_named(tmp_path: Path):
@@ -187,10 +188,10 @@ def test_a_grown_index_answers_as_one_built_anew_with_the_same_codebooks(tmp_pat
     for a, b in zip(grown.codes, anew.codes, strict=True):
         assert np.array_equal(a, b)
     tokens, mask = queries(protos, b=16)
-    sg, vg = grown.retrieve(tokens, mask, 100)
-    sa, va = anew.retrieve(tokens, mask, 100)
+    sg, vg = grown.retrieve(Queries(tokens, mask), 100)
+    sa, va = anew.retrieve(Queries(tokens, mask), 100)
     assert np.array_equal(vg, va) and torch.equal(sg, sa)
-    assert recall(vg, ExactFirstStage(retr).retrieve(tokens, mask, 100)[1]) >= 0.99
+    assert recall(vg, ExactFirstStage(retr).retrieve(Queries(tokens, mask), 100)[1]) >= 0.99
 
 
 def test_momentsearch_index_grows_the_scan_stage_of_a_grown_corpus(tiny_benchmark: Path, tmp_path: Path):

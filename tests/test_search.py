@@ -11,13 +11,13 @@ import torch
 from momentsearch.data.synthetic import SyntheticBenchmark
 from momentsearch.data.batching import load_video_batch
 from momentsearch.models.xml import XML, XMLConfig
-from momentsearch.models.xml.search import XMLLocalizer, XMLRetriever, encode_corpus
+from momentsearch.models.xml.search import XMLLocalizer, XMLRetriever, encode_corpus, xml_stages
 from momentsearch.search.engine import SearchEngine
 from momentsearch.errors import QueryError
 from momentsearch.search.index import VideoIndex
 from momentsearch.search import engine as engine_module
 from momentsearch.search.nms import temporal_nms, temporal_nms_grid, temporal_nms_grid_loop, temporal_nms_loop
-from momentsearch.search.stages import SearchStages
+from momentsearch.search.stages import DenseGrid, Proposals, Queries, SearchStages
 
 CPU = torch.device("cpu")
 
@@ -100,7 +100,8 @@ def test_index_round_trip_and_ragged_scores_match_the_model(tiny_benchmark: Path
     with torch.no_grad():
         h1, _ = model.encode_videos(streams, mask)
         expected = model.video_scores(model.encode_queries(tokens, tmask), h1, mask)
-    got = XMLRetriever(model, back).score_videos(tokens, tmask)
+    got = XMLRetriever(model, back).score_videos(Queries(model.encode_queries(tokens, tmask).detach(),
+                                                         torch.ones(3, model.cfg.n_streams, dtype=torch.bool)))
     np.testing.assert_allclose(got.numpy(), expected.numpy(), atol=2e-3)  # fp16 index vs fp32
 
 
@@ -111,8 +112,7 @@ def _xml_engine(tiny_benchmark: Path, **kwargs: int) -> tuple[SyntheticBenchmark
     videos = list(bench.corpus.split("test").videos.values())
     with bench.features() as store:
         index = build_index(model, store, videos, bench.config.clip_length)
-    return bench, model, index, SearchEngine(SearchStages(XMLRetriever(model, index), XMLLocalizer(model, index)),
-                                             index, **kwargs)
+    return bench, model, index, SearchEngine(xml_stages(model, index), index, **kwargs)
 
 
 def test_engine_returns_sorted_moments_inside_their_videos(tiny_benchmark: Path) -> None:
@@ -159,7 +159,9 @@ def test_localizer_through_the_fp16_index_equals_the_models_padded_computation(t
     tmask[1, 5:] = False
     s_vr = torch.tensor([[0.3, -0.1, 0.5, 0.2, 0.0, 0.4], [0.1, 0.2, -0.3, 0.6, 0.3, 0.0]])
     order = np.array([[0, 1, 2, 3, 4, 5], [5, 3, 1, 0, 2, 4]])
-    got = XMLLocalizer(model, index).localize(tokens, tmask, order, s_vr)  # (2, 6, T, T)
+    stages = xml_stages(model, index)
+    grid = XMLLocalizer(model, index).localize(stages.queries(tokens, tmask), order, s_vr)  # (2, 6, T, T)
+    got = grid.score
     with torch.no_grad():
         q = model.encode_queries(tokens, tmask)
         _, h2 = model.encode_videos(streams, mask)
@@ -169,10 +171,15 @@ def test_localizer_through_the_fp16_index_equals_the_models_padded_computation(t
             t = want.shape[-1]
             np.testing.assert_allclose(got[b, :, :t, :t].numpy(), want.numpy(), rtol=2e-2, atol=1e-6)
     # without retrieval scores: s_tl within each video (SVMR), a distribution over the allowed spans
-    s_tl = XMLLocalizer(model, index).localize(tokens, tmask, order, None)
+    s_tl = XMLLocalizer(model, index).localize(stages.queries(tokens, tmask), order, None)
     n = index.n_clips[order[0]]
     for j in range(6):
-        assert float(s_tl[0, j, : n[j], : n[j]].sum()) <= 1.0 + 1e-5
+        assert float(s_tl.score[0, j, : n[j], : n[j]].sum()) <= 1.0 + 1e-5
+        # the valid cells: the length band on the video's own clips, nothing past its end
+        want_valid = np.zeros(s_tl.valid.shape[-2:], bool)
+        for a in range(n[j]):
+            want_valid[a, a + model.cfg.n_min - 1: min(n[j], a + model.cfg.n_max)] = True
+        np.testing.assert_array_equal(s_tl.valid[0, j].numpy(), want_valid)
 
 
 def test_candidate_pools_restrict_the_videos_a_query_is_answered_from(tiny_benchmark: Path) -> None:
@@ -197,25 +204,25 @@ def test_stages_hold_their_stages_to_what_they_declare() -> None:
     class Retr:
         provides = frozenset()
 
-        def score_videos(self, tokens, mask):
-            return tokens
+        def score_videos(self, queries):
+            return queries.tokens
 
     class Grid:
         provides = frozenset({"dense"})
 
-        def localize(self, tokens, mask, videos, scores=None):
-            return tokens
+        def localize(self, queries, videos, scores=None):
+            return queries.tokens
 
     class Claims(Grid):
         provides = frozenset({"dense", "score_bound"})
 
     class Hides(Grid):
-        def propose(self, tokens, mask, videos, scores, n):
-            return tokens
+        def propose(self, queries, videos, scores, n):
+            return queries.tokens
 
     class Silent:
-        def localize(self, tokens, mask, videos, scores=None):
-            return tokens
+        def localize(self, queries, videos, scores=None):
+            return queries.tokens
 
     stages = SearchStages(Retr(), Grid())
     assert stages.can("dense") and not stages.can("score_bound") and not stages.can("vectors")
@@ -225,3 +232,40 @@ def test_stages_hold_their_stages_to_what_they_declare() -> None:
         SearchStages(Retr(), Hides())
     with pytest.raises(TypeError, match="Silent must declare what it provides"):
         SearchStages(Retr(), Silent())
+
+
+def test_the_values_between_stages_refuse_what_does_not_fit() -> None:
+    """Queries, DenseGrid and Proposals check their shapes; validity is a mask, never a score value."""
+    with pytest.raises(ValueError, match="bool mask"):
+        Queries(torch.zeros(2, 3, 4), torch.ones(2, 3))
+    with pytest.raises(ValueError, match="bool mask"):
+        Queries(torch.zeros(2, 3, 4), torch.ones(2, 4, dtype=torch.bool))
+    q = Queries(torch.arange(24.0).reshape(2, 3, 4), torch.tensor([[True, True, False], [True, False, False]]))
+    assert len(q) == 2 and torch.equal(q.rows(np.array([1])).mask, q.mask[1:])
+    with pytest.raises(ValueError, match="one \\(B, K, n\\) shape"):
+        Proposals(np.zeros((1, 2, 3)), np.zeros((1, 2, 3)), np.zeros((1, 2, 3)), np.zeros((1, 2, 2), bool))
+    with pytest.raises(ValueError, match="valid must be bool"):
+        Proposals(np.zeros((1, 2, 3)), np.zeros((1, 2, 3)), np.zeros((1, 2, 3)), np.zeros((1, 2, 3)))
+    with pytest.raises(ValueError, match="DenseGrid"):
+        DenseGrid(torch.zeros(1, 2, 3, 3), torch.zeros(1, 2, 3, 3))
+
+
+def test_a_dense_grid_becomes_proposals_by_its_valid_cells_not_by_its_scores() -> None:
+    """grid_proposals by hand: a valid cell with a negative (log) score is a moment, an invalid cell with the best
+    score is not; a video with fewer valid cells than asked has its other slots not valid; seconds on each
+    video's own grid, the end cut at its duration."""
+    from momentsearch.search.proposals import grid_proposals
+
+    index = VideoIndex(["a", "b"], np.array([5.0, 2.5]), np.array([2.0, 1.0]), np.array([0, 3, 6]),
+                       {"x": np.zeros((6, 1, 1), np.float16)})
+    score = torch.tensor([[[[-1.0, -3.0, 9.0], [0.0, -2.0, -5.0], [0.0, 0.0, -0.5]],
+                           [[1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]]])  # (1, 2, 3, 3)
+    valid = torch.zeros(1, 2, 3, 3, dtype=torch.bool)
+    valid[0, 0] = torch.tensor([[True, True, False], [False, True, True], [False, False, True]])
+    valid[0, 1, 0, 0] = True
+    p = grid_proposals(index, np.array([[0, 1]]), DenseGrid(score, valid), 3)
+    np.testing.assert_array_equal(p.score[0, 0], [-0.5, -1.0, -2.0])  # the 9.0 cell is not a moment
+    np.testing.assert_array_equal(p.valid[0, 0], [True, True, True])
+    np.testing.assert_array_equal(p.start[0, 0], [4.0, 0.0, 2.0])  # clips 2-2, 0-0, 1-1 of 2 s
+    np.testing.assert_array_equal(p.end[0, 0], [5.0, 2.0, 4.0])  # clip 2 ends at 6 s, cut at 5 s
+    assert p.valid[0, 1].tolist() == [True, False, False] and (p.start[0, 1, 0], p.end[0, 1, 0]) == (0.0, 1.0)

@@ -1,12 +1,14 @@
 """momentsearch: video corpus moment retrieval with many-to-many graded relevance.
 
     import momentsearch
-    searcher = momentsearch.load("runs/demo/xml/checkpoints/best.pt")
+    searcher = momentsearch.load("my_index")          # an index folder (momentsearch index ... --out my_index)
     hits = searcher.search("a person opens the fridge", k=5)
+    momentsearch.load("runs/demo/xml/checkpoints/best.pt", split="test")  # a split of a trained model's dataset
 
-``load`` and ``pack`` come from :mod:`momentsearch.serving` (the serving core), ``evaluate`` and ``train``
-from :mod:`momentsearch.api`, each imported on first use so that ``import momentsearch`` stays light (no
-torch until a model is needed) and a search never imports the trainer.
+``load`` over an index folder and ``pack`` come from :mod:`momentsearch.serving` (the serving core); ``load`` over a
+checkpoint, ``evaluate`` and ``train`` from :mod:`momentsearch.api`, each imported on first use so that ``import
+momentsearch`` stays light (no torch until a model is needed) and a search of an index folder never imports the
+trainer.
 """
 
 from __future__ import annotations
@@ -15,8 +17,24 @@ from typing import Any
 
 from momentsearch.version import __version__
 
-_SERVING = ("load", "pack", "Searcher", "Hit")  # the serving core: no trainer, no evaluation imported
+_SERVING = ("pack", "Searcher", "Hit")  # the serving core: no trainer, no evaluation imported
 _API = (*_SERVING, "evaluate", "evaluate_mvmr", "train", "Evaluation", "MVMREvaluation")
+
+
+def load(path: Any, split: str = "test", **options: Any) -> Any:
+    """A searcher. ``path`` an index folder: over its corpus (the serving core alone); a checkpoint: over ``split``'s
+    videos of the dataset it was trained on, through an index folder written beside it
+    (:mod:`momentsearch.api.split_search`). ``options``: ``device``, ``progress``, ``k_videos``, ``cache_size``,
+    ``first_stage``, ``first_stage_params``."""
+    from pathlib import Path
+
+    if Path(path).is_dir():
+        from momentsearch.serving.searcher import load as load_index
+
+        return load_index(path, **options)
+    from momentsearch.api.split_search import load_split
+
+    return load_split(path, split, **options)
 
 
 def __getattr__(name: str) -> Any:
@@ -35,4 +53,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'momentsearch' has no attribute {name!r}")
 
 
-__all__ = ["__version__", "Client", *_API]
+__all__ = ["__version__", "Client", "load", *_API]

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from momentsearch.api.split_search import load_split
 from momentsearch.data.corpus import Corpus
 from momentsearch.data.dataset import open_dataset
 from momentsearch.data.mvmr import MVMRPools, load_mvmr_pools
@@ -25,7 +26,6 @@ from momentsearch.evaluation.report import flatten, markdown_table
 from momentsearch.fileio import atomic_open, write_json
 from momentsearch.search.ranked import RankedMoments
 from momentsearch.serving.checkpoint import load_checkpoint
-from momentsearch.serving.searcher import load
 from momentsearch.text.queries import dataset_query_features
 from momentsearch.training.checkpoint import require_train_config
 
@@ -41,7 +41,7 @@ class MVMREvaluation:
 def checkpoint_video_scores(checkpoint: str | Path, split: str, corpus: Corpus) -> np.ndarray:
     """s_tv from a trained model: its retriever's score of every (query, video) of the split, in the
     corpus' query and video order."""
-    searcher = load(checkpoint, split=split)
+    searcher = load_split(checkpoint, split)
     col = {v: i for i, v in enumerate(searcher.video_ids)}
     missing = [v for v in corpus.videos if v not in col]
     if missing:

@@ -75,12 +75,20 @@ def run_search(checkpoint: Path, texts: list[str], k: int = 10, split: str = "te
     import warnings
 
     from momentsearch.serving.freshness import StaleIndexWarning
-    from momentsearch.serving.searcher import load
+    from momentsearch.serving.indexing import is_index_folder
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", StaleIndexWarning)
-        searcher = load(checkpoint, split=split, device=device, progress=progress, first_stage=first_stage,
-                        first_stage_params=first_stage_params)
+        if is_index_folder(checkpoint):  # the serving core alone: no trainer, no dataset
+            from momentsearch.serving.searcher import load
+
+            searcher = load(checkpoint, device=device, progress=progress, first_stage=first_stage,
+                            first_stage_params=first_stage_params)
+        else:
+            from momentsearch.api.split_search import load_split
+
+            searcher = load_split(checkpoint, split, device=device, progress=progress, first_stage=first_stage,
+                                  first_stage_params=first_stage_params)
     for w in caught:  # a stale index said once, plainly, on stderr (the results stay on stdout)
         if issubclass(w.category, StaleIndexWarning):
             typer.echo(f"warning: {w.message}", err=True)

@@ -34,7 +34,7 @@ from momentsearch.data.features import FeatureStore
 if TYPE_CHECKING:
     from momentsearch.search.index import VideoIndex
     from momentsearch.search.stages import SearchStages
-    from momentsearch.text.queries import QueryFeatures
+    from momentsearch.text.queries import InMemoryTextFeatures, QueryFeatures
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,7 @@ class ModelFamily(ABC):
     version: ClassVar[int] = 1  # bump when a checkpoint of the old version cannot be loaded
     config_class: ClassVar[type]
     network_class: ClassVar[Any] = None  # built from the config by the default build / restore
+    packable: ClassVar[bool] = False  # True: ``pack`` writes a model without training (the clip family)
 
     @classmethod
     def stored_config(cls, data: dict[str, Any]) -> dict[str, Any]:
@@ -122,7 +123,7 @@ class ModelFamily(ABC):
         """The query encoder's identity (stored in checkpoints and index folders, checked when an index opens)."""
         return dict(self.query_encoder().identity())
 
-    def query_features(self, model: nn.Module, cache_size: int = 4096) -> Any:
+    def query_features(self, model: nn.Module, cache_size: int = 4096) -> InMemoryTextFeatures:
         """Free text -> the features ``stages`` read, in memory (``encode_many(texts)``)."""
         from momentsearch.text.queries import InMemoryTextFeatures
 
@@ -180,6 +181,12 @@ class ModelFamily(ABC):
     def encode_corpus(self, model: nn.Module, store: FeatureStore, videos: Sequence[Video],
                       clip_lengths: Mapping[str, float], device: torch.device, progress: bool = True) -> VideoIndex:
         """Encode every video once into an index of named arrays."""
+
+    def index_grid(self, duration: float, clip_length: float, n_clips: int) -> tuple[float, int]:
+        """The time grid a video takes in this family's index: (seconds a row, rows), from its corpus entry's
+        (``momentsearch index`` writes the arrays part by part into files of that size). By default the corpus's own
+        clips; a family that resamples every video to a fixed number of rows (MMN's N) says so here."""
+        return clip_length, n_clips
 
     @abstractmethod
     def stages(self, model: nn.Module, index: VideoIndex, device: torch.device) -> SearchStages:

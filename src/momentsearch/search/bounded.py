@@ -17,21 +17,20 @@ import numpy as np
 import torch
 
 from momentsearch.search.nms import temporal_nms_grid
+from momentsearch.search.stages import Proposals
 
 FIRST_BLOCK = 32
 
-Moments = tuple[np.ndarray, np.ndarray, np.ndarray]  # (B, K, c) start seconds, end seconds, scores
 
-
-def bounded_moments(localize: Callable[[np.ndarray, np.ndarray], Moments], bound: np.ndarray, valid: np.ndarray,
+def bounded_moments(localize: Callable[[np.ndarray, np.ndarray], Proposals], bound: np.ndarray, valid: np.ndarray,
                     videos: np.ndarray, n: int, nms_threshold: float,
-                    stats: dict[str, int] | None = None) -> Moments:
-    """``localize(query rows, column range) -> moments`` of those queries' candidates in those columns;
+                    stats: dict[str, int] | None = None) -> Proposals:
+    """``localize(query rows, column range) -> proposals`` of those queries' candidates in those columns;
     ``bound`` (B, K) non-increasing along each row (the first stage's order); ``valid`` (B, K) False for
-    padding. Returns (B, K, c) like localizing everything, with score 0 (not taken) for skipped videos."""
+    padding. Returns (B, K, c) proposals like localizing everything, not valid for the skipped videos."""
     b, k = videos.shape
     bound = np.where(valid, bound, -np.inf)
-    blocks: list[tuple[np.ndarray, int, int, Moments]] = []
+    blocks: list[tuple[np.ndarray, int, int, Proposals]] = []
     open_ = np.arange(b)
     done_cols = np.zeros(b, np.int64)  # columns localized so far, per query
     a, width = 0, FIRST_BLOCK
@@ -52,26 +51,24 @@ def bounded_moments(localize: Callable[[np.ndarray, np.ndarray], Moments], bound
     return _assemble(blocks, b, k)
 
 
-def _assemble(blocks: list[tuple[np.ndarray, int, int, Moments]], b: int, k: int) -> Moments:
-    c = max(m[2].shape[-1] for *_, m in blocks)
-    st = np.zeros((b, k, c), np.float64)
-    ed = np.zeros((b, k, c), np.float64)
-    sc = np.zeros((b, k, c), np.float32)
-    for rows, a, z, (s, e, p) in blocks:
-        w = p.shape[-1]
-        st[rows[:, None], np.arange(a, z)[None, :], :w] = s
-        ed[rows[:, None], np.arange(a, z)[None, :], :w] = e
-        sc[rows[:, None], np.arange(a, z)[None, :], :w] = p
-    return st, ed, sc
+def _assemble(blocks: list[tuple[np.ndarray, int, int, Proposals]], b: int, k: int) -> Proposals:
+    c = max(p.score.shape[-1] for *_, p in blocks)
+    out = Proposals.empty(b, k, c, np.result_type(*(p.score.dtype for *_, p in blocks)))
+    for rows, a, z, p in blocks:
+        w = p.score.shape[-1]
+        at = (rows[:, None], np.arange(a, z)[None, :], slice(0, w))
+        out.start[at], out.end[at], out.score[at], out.valid[at] = p.start, p.end, p.score, p.valid
+    return out
 
 
-def _n_above(blocks: list[tuple[np.ndarray, int, int, Moments]], rows: np.ndarray, z: int, videos: np.ndarray, valid: np.ndarray, n: int, nms_threshold: float, above: np.ndarray) -> np.ndarray:
+def _n_above(blocks: list[tuple[np.ndarray, int, int, Proposals]], rows: np.ndarray, z: int, videos: np.ndarray,
+             valid: np.ndarray, n: int, nms_threshold: float, above: np.ndarray) -> np.ndarray:
     """Whether each of ``rows`` keeps at least ``n`` moments scoring above ``above`` after NMS over its first
     ``z`` columns. Only candidates above the line take part (a kept moment is suppressed only by a better one
     of its video), and only the columns holding one: the check costs what is near the top, not every video."""
-    st, ed, sc = _assemble(blocks, len(videos), z)
-    st, ed, sc = st[rows], ed[rows], sc[rows]
-    ok = (sc > np.maximum(above, 0)[:, None, None]) & valid[rows, :z, None]
+    p = _assemble(blocks, len(videos), z)
+    st, ed, sc = p.start[rows], p.end[rows], p.score[rows]
+    ok = p.valid[rows] & (sc > above[:, None, None]) & valid[rows, :z, None]
     cols = np.flatnonzero(ok.any(axis=(0, 2)))
     if len(cols) == 0:
         return np.zeros(len(rows), bool)

@@ -15,18 +15,26 @@ import torch.nn.functional as F
 
 from momentsearch.search.index import VideoIndex, clip_rows
 from momentsearch.search.kernels import half_to_float32
+from momentsearch.search.stages import Queries
 
-QueryEncoder = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # tokens, mask -> (B, S, d)
+QueryVectors = Callable[[Queries], torch.Tensor]  # the queries the stages read -> (B, S, d) query vectors
+
+
+def as_read(queries: Queries) -> torch.Tensor:
+    """The queries' tokens as they are: the family's query network already made them its vectors (B, S, d)."""
+    return queries.tokens
 
 
 class ClipMaxRetriever:
-    """``score_videos(tokens, mask) -> (B, V)``: mean over streams of max over clips of sim(q_s, c_s)."""
+    """``score_videos(queries) -> (B, V)``: mean over streams of max over clips of sim(q_s, c_s).
+    ``vectors``: the (B, S, d) query vectors of the queries the stages read (:func:`as_read` when the family's
+    query network made them; else a function of the token features)."""
 
     provides = frozenset({"vectors"})  # servable by a vector index (search.first_stage)
 
-    def __init__(self, encode_queries: QueryEncoder, index: VideoIndex, array: str, cosine: bool,
+    def __init__(self, vectors: QueryVectors, index: VideoIndex, array: str, cosine: bool,
                  device: torch.device | None = None, chunk_clips: int = 200_000):
-        self.encode_queries = encode_queries
+        self.vectors = vectors
         self.index, self.array, self.cosine = index, array, cosine
         self.device = device or torch.device("cpu")
         self.chunk = chunk_clips
@@ -46,9 +54,9 @@ class ClipMaxRetriever:
         return int(self.index.array(self.array).shape[1])
 
     @torch.no_grad()
-    def query_vectors(self, tokens: torch.Tensor, token_mask: torch.Tensor) -> np.ndarray:
+    def query_vectors(self, queries: Queries) -> np.ndarray:
         """(B, S, d) float32: the vectors whose inner products with :meth:`stream_rows` are the clip scores."""
-        q = self.encode_queries(tokens.to(self.device), token_mask.to(self.device)).float()
+        q = self.vectors(queries.to(self.device)).float()
         return (F.normalize(q, dim=-1) if self.cosine else q).cpu().numpy()
 
     def stream_rows(self, stream: int, rows: np.ndarray | None = None) -> np.ndarray:
@@ -79,8 +87,8 @@ class ClipMaxRetriever:
         return torch.from_numpy(per_video).mean(-1).numpy()
 
     @torch.no_grad()
-    def score_videos(self, tokens: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
-        q = self.encode_queries(tokens.to(self.device), token_mask.to(self.device))
+    def score_videos(self, queries: Queries) -> torch.Tensor:
+        q = self.vectors(queries.to(self.device))
         if self.cosine:
             q = F.normalize(q, dim=-1)
         sim = torch.cat([torch.einsum("bsd,nsd->bns", q.float(), h) for h in self._prepared()], dim=1)  # (B, N, S)

@@ -3,10 +3,11 @@
 Per batch of queries: the first stage finds each query's top ``k_videos`` videos (exact: the
 retriever scores every video, or only each query's candidate pool, the MVMR protocol; or through a
 vector index, :mod:`momentsearch.search.first_stage`), they go to the optional reranker and then to the localizer, whose
-moments become spans in seconds (on each video's own grid, :func:`clips_to_seconds`, or as the localizer's
-:class:`~momentsearch.search.stages.Spans` give them), lose their near-duplicates to temporal NMS, and come back as :class:`RankedMoments` (VCMR) beside the
-video ranking (VR). ``localize_in`` ranks moments inside given videos (SVMR). The engine knows no
-model: a family fills the roles of :mod:`momentsearch.search.stages`.
+moments come as :class:`~momentsearch.search.stages.Proposals` (seconds, score, valid; a dense grid is converted
+by :func:`~momentsearch.search.proposals.grid_proposals`), lose their near-duplicates to temporal NMS, and come
+back as :class:`RankedMoments` (VCMR) beside the video ranking (VR). ``localize_in`` ranks moments inside given
+videos (SVMR). The engine knows no model: a family fills the roles of :mod:`momentsearch.search.stages`, and the
+queries reach every stage as one :class:`~momentsearch.search.stages.Queries`, made once per batch.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ import torch
 from momentsearch.errors import QueryError
 from momentsearch.search.bounded import as_bound, bounded_moments
 from momentsearch.search.first_stage.retrieve import ExactFirstStage, FirstStage
-from momentsearch.search.index import VideoIndex, clips_to_seconds
+from momentsearch.search.index import VideoIndex
 from momentsearch.search.nms import temporal_nms_grid
+from momentsearch.search.proposals import clip_proposals, grid_proposals
 from momentsearch.search.ranked import RankedMoments
-from momentsearch.search.stages import SearchStages, Spans
+from momentsearch.search.stages import Proposals, Queries, SearchStages
 from momentsearch.timing import PartClock, part
 
 Ranked = list[tuple[int, float, float, float]]
@@ -90,65 +92,56 @@ class SearchEngine:
         n = self.n_moments if n_moments is None else n_moments
         if n < 1:
             raise QueryError(f"n_moments must be >= 1, got {n}")
-        tokens, token_mask = self.stages.encoded(tokens, token_mask)  # the model's query network, once
+        q = self.stages.queries(tokens, token_mask)  # the model's query network, once: every stage reads q
         with part(clock, "first_stage"):
-            top_vr, videos = self.first_stage.retrieve(tokens, token_mask, self.k_videos, pools)  # (B, K) each
+            top_vr, videos = self.first_stage.retrieve(q, self.k_videos, pools)  # (B, K) each
         if self.stages.reranker is not None:
             with part(clock, "rerank"):
-                top_vr = self.stages.reranker.rerank(tokens, token_mask, videos, top_vr).cpu()
+                top_vr = self.stages.reranker.rerank(q, videos, top_vr).cpu()
         valid = torch.isfinite(top_vr).numpy()  # False: padding beyond a small pool
         bound_of = self.stages.localizer.score_bound if moments_only and self.stages.can("score_bound") else None
         bound = None if bound_of is None else np.where(valid, as_bound(bound_of(top_vr)), -np.inf)
         with part(clock, "localize"):
             if bound is not None and _non_increasing(bound):  # (a reranker may reorder: then every video)
-                start, end, best = bounded_moments(
-                    lambda rows, cols: self._moments(tokens[rows], token_mask[rows], videos[rows][:, cols],
-                                                     top_vr[rows][:, cols], n),
+                props = bounded_moments(
+                    lambda rows, cols: self._moments(q.rows(rows), videos[rows][:, cols], top_vr[rows][:, cols], n),
                     bound, valid, videos, n, self.nms_threshold, self.stats)
             else:
-                start, end, best = self._moments(tokens, token_mask, videos, top_vr, n)  # (B, K, c) each, seconds
+                props = self._moments(q, videos, top_vr, n)  # (B, K, c) each, seconds
         with part(clock, "nms"):
             b = len(videos)
-            vids = np.broadcast_to(videos[:, :, None], start.shape)
-            ok = (best > 0) & valid[:, :, None]
-            keep, kept = _nms_taken(start, end, best, ok, self.nms_threshold, n)  # (B, n) each
+            vids = np.broadcast_to(videos[:, :, None], props.score.shape)
+            ok = props.valid & valid[:, :, None]
+            keep, kept = _nms_taken(props.start, props.end, props.score, ok, self.nms_threshold, n)  # (B, n) each
         with part(clock, "rank"):
             lists = []
             for i in range(b):
                 j = keep[i][kept[i]]
-                lists.append(list(zip(vids[i].ravel()[j], start[i].ravel()[j], end[i].ravel()[j],
-                                      best[i].ravel()[j], strict=True)))
+                lists.append(list(zip(vids[i].ravel()[j], props.start[i].ravel()[j], props.end[i].ravel()[j],
+                                      props.score[i].ravel()[j], strict=True)))
             vcmr = RankedMoments.from_lists(list(query_ids), self.index.video_ids, lists)
         if moments_only:
             return SearchResult(vcmr, _no_video_ranking)
         return SearchResult(vcmr, lambda: RankedMoments.from_lists(  # a served search asks for moments only
-            list(query_ids), self.index.video_ids, self._video_lists(videos, top_vr.numpy(), valid, best)))
+            list(query_ids), self.index.video_ids, self._video_lists(videos, top_vr.numpy(), valid, props)))
 
-    def _moments(self, tokens: torch.Tensor, token_mask: torch.Tensor, videos: np.ndarray, top_vr: torch.Tensor,
-                 n_moments: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Each candidate's best moments (start s, end s, score): the localizer's spans, or from the dense grid,
-        or, for a video longer than ``dense_limit`` clips (or a localizer with no grid), its proposals."""
+    def _moments(self, q: Queries, videos: np.ndarray, top_vr: torch.Tensor, n_moments: int) -> Proposals:
+        """Each candidate's best moments: the localizer's spans, or from the dense grid, or, for a video longer
+        than ``dense_limit`` clips (or a localizer with no grid), its proposals."""
         loc = self.stages.localizer
+        per_video = self.candidates_per_video or n_moments
         if self.stages.can("spans"):
-            got: Spans = loc.spans(tokens, token_mask, videos, top_vr, self.candidates_per_video or n_moments)
-            return got.start, got.end, got.score
+            return loc.spans(q, videos, top_vr, per_video)
         t_max = int(self.index.n_clips[videos].max())
         if self.stages.can("propose") and (t_max > self.dense_limit or not self.stages.can("dense")):
             # proposals of a long video: "all" is its top n_moments (no more can survive into the ranking unsuppressed)
-            st, ed, sc = loc.propose(tokens, token_mask, videos, top_vr, self.candidates_per_video or n_moments)
-        else:
-            scores = loc.localize(tokens, token_mask, videos, top_vr).cpu()  # (B, K, T, T)
-            b, k, t, _ = scores.shape
-            c = t * t if self.candidates_per_video is None else min(self.candidates_per_video, t * t)
-            best_t, flat = scores.reshape(b, k, t * t).topk(c, dim=-1)  # (B, K, c)
-            st, ed, sc = (flat // t).numpy(), (flat % t).numpy(), best_t.numpy()
-        start, end = clips_to_seconds(self.index, np.broadcast_to(videos[:, :, None], st.shape), st, ed)
-        return start, end, sc
+            return clip_proposals(self.index, videos, loc.propose(q, videos, top_vr, per_video))
+        return grid_proposals(self.index, videos, loc.localize(q, videos, top_vr), self.candidates_per_video)
 
     def _video_lists(self, videos: np.ndarray, video_scores: np.ndarray, valid: np.ndarray,
-                     best: np.ndarray) -> list[Ranked]:
+                     props: Proposals) -> list[Ranked]:
         if self.stages.video_ranking == "moment":  # each video's best moment
-            video_scores = best.max(-1)  # (B, K)
+            video_scores = np.where(props.valid, props.score, -np.inf).max(-1)  # (B, K)
         out = []
         for i in range(len(videos)):
             order = np.argsort(-video_scores[i], kind="stable") if (
@@ -162,26 +155,15 @@ class SearchEngine:
     def localize_in(self, query_ids: Sequence[str], tokens: torch.Tensor, token_mask: torch.Tensor,
                     videos: np.ndarray, n: int = 100) -> RankedMoments:
         """SVMR: the moments of one given video per query (``videos`` (B,) indices), best first."""
-        tokens, token_mask = self.stages.encoded(tokens, token_mask)
+        q = self.stages.queries(tokens, token_mask)
+        one = videos.reshape(-1, 1)
         if self.stages.can("spans"):
-            got = self.stages.localizer.spans(tokens, token_mask, videos.reshape(-1, 1), None, 4 * n)
-            keep, kept = temporal_nms_grid(got.start, got.end, got.score, got.score > 0, self.nms_threshold, n)
-            lists = []
-            for i in range(len(videos)):
-                j = keep[i][kept[i]]
-                lists.append([(int(videos[i]), got.start[i, 0, x], got.end[i, 0, x], got.score[i, 0, x]) for x in j])
-            return RankedMoments.from_lists(list(query_ids), self.index.video_ids, lists)
-        s_tl = self.stages.localizer.localize(tokens, token_mask, videos.reshape(-1, 1), None)[:, 0].cpu()
-        b, t = s_tl.shape[0], s_tl.shape[-1]
-        flat = s_tl.reshape(b, t * t).numpy()
-        top = np.argsort(-flat, axis=1)[:, : 4 * n]  # (B, c)
-        best = np.take_along_axis(flat, top, 1)
-        vids = np.broadcast_to(videos.reshape(-1, 1), top.shape)
-        start, end = clips_to_seconds(self.index, vids, top // t, top % t)
-        keep, kept = temporal_nms_grid(start[:, None], end[:, None], best[:, None], best[:, None] > 0,
-                                       self.nms_threshold, n)
+            props = self.stages.localizer.spans(q, one, None, 4 * n)
+        else:
+            props = grid_proposals(self.index, one, self.stages.localizer.localize(q, one, None), 4 * n)
+        keep, kept = temporal_nms_grid(props.start, props.end, props.score, props.valid, self.nms_threshold, n)
         lists = []
-        for i in range(b):
+        for i in range(len(videos)):
             j = keep[i][kept[i]]
-            lists.append(list(zip(vids[i][j], start[i][j], end[i][j], best[i][j], strict=True)))
+            lists.append([(int(videos[i]), props.start[i, 0, x], props.end[i, 0, x], props.score[i, 0, x]) for x in j])
         return RankedMoments.from_lists(list(query_ids), self.index.video_ids, lists)

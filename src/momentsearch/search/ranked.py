@@ -40,8 +40,8 @@ class RankedMoments:
         shape = self.video_idx.shape
         if len(shape) != 2 or shape[0] != len(self.query_ids):
             raise ValueError(f"video_idx must be (Q={len(self.query_ids)}, K), got {shape}")
-        for name in ("start", "end", "score"):
-            if getattr(self, name).shape != shape:
+        for name, arr in (("start", self.start), ("end", self.end), ("score", self.score)):
+            if arr.shape != shape:
                 raise ValueError(f"{name} must have shape {shape}")
 
     @classmethod

@@ -2,11 +2,13 @@
 
 * :mod:`~momentsearch.serving.checkpoint`: reading (and packing) checkpoints;
 * :mod:`~momentsearch.device`: device selection and torch settings;
-* :mod:`~momentsearch.serving.searcher`: :func:`load` -> :class:`Searcher` (``.search(text, k)`` -> :class:`Hit`);
+* :mod:`~momentsearch.serving.searcher`: :func:`load` (an index folder) -> :class:`Searcher` (``.search(text, k)``
+  -> :class:`Hit`); a request is checked once into a :class:`~momentsearch.serving.plan.SearchPlan`;
 * :mod:`~momentsearch.serving.indexing`: index folders (``build_index``, ``IndexFolder``);
 * :mod:`~momentsearch.serving.packing`: :func:`pack`, a checkpoint of a family that needs no training.
 
-It imports nothing from ``training``, ``data.loaders`` or the evaluation metrics (``tests/test_layers.py``
+It opens no dataset (``momentsearch.api.split_search`` turns a checkpoint's split into an index folder) and imports
+nothing from ``training``, ``data.loaders`` or the evaluation metrics (``tests/test_layers.py``
 checks what ``load(INDEX_DIR)`` and the service import); training and evaluation build on it. Device
 selection is :mod:`momentsearch.device`, beside ``errors`` at the base, for every stage.
 """

@@ -23,14 +23,13 @@ from momentsearch.data.dataset import DatasetConfig
 from momentsearch.errors import CheckpointError, ConfigError
 from momentsearch.models.family import ModelFamily
 from momentsearch.models.registry import create_family, family_names, stored_family_config
+from momentsearch.serving.index_info import K_VIDEOS, NMS_THRESHOLD, SearchSettings
 from momentsearch.version import __version__
 
 FORMAT = "momentsearch-checkpoint"
 FORMAT_VERSION = 2
 
 
-K_VIDEOS = 100  # videos the localizer sees per query, where a checkpoint says nothing (TrainConfig's default)
-NMS_THRESHOLD = 0.7  # temporal NMS's tIoU threshold, likewise
 
 
 @dataclass(frozen=True)
@@ -162,12 +161,6 @@ def pack_checkpoint(path: str | Path, family: ModelFamily, model: nn.Module, fea
     return p
 
 
-@dataclass(frozen=True)
-class SearchSettings:
-    k_videos: int = K_VIDEOS
-    nms_threshold: float = NMS_THRESHOLD
-
-
 @dataclass
 class Checkpoint:
     path: Path
@@ -205,7 +198,7 @@ class Checkpoint:
     def search_settings(self) -> SearchSettings:
         """How the run searched (k_videos, nms_threshold), or the defaults for a packed model."""
         run = self.run or {}
-        k, nms = run.get("k_videos", K_VIDEOS), run.get("nms_threshold", NMS_THRESHOLD)
+        k, nms = run.get("k_videos", K_VIDEOS), run.get("nms_threshold", NMS_THRESHOLD)  # how its run searched
         if not (type(k) is int and k >= 1 and type(nms) in (int, float) and 0 <= nms <= 1):
             raise CheckpointError(f"{self.path}: its run config holds k_videos {str(k)[:40]!r} and nms_threshold "
                                   f"{str(nms)[:40]!r}; expected an int >= 1 and a number in [0, 1]")

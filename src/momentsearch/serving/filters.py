@@ -82,12 +82,12 @@ class VideoFilter:
 
     @property
     def is_empty(self) -> bool:
-        return all(getattr(self, f) is None for f in self.__dataclass_fields__)
+        return all(v is None for v in vars(self).values())
 
     @property
     def key(self) -> tuple:
         """Hashable and equal for equal filters: requests are batched by it."""
-        return tuple(getattr(self, f) for f in self.__dataclass_fields__)
+        return tuple(vars(self).values())
 
 
 def _range(after: str | datetime | None, before: str | datetime | None, what: str

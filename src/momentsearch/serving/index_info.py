@@ -3,11 +3,15 @@
     {"format": "momentsearch-index", "version": 1, "family": ..., "model_fingerprint": ..., "model_source": ...,
      "text_encoder": {...}, "model_features": {...},
      "corpus": {"path": ..., "relative": ..., "fingerprint": ..., "encoder": {...}},
-     "videos": {video id: signature, ...}, "n_videos": V, "n_clips": N}
+     "videos": {video id: signature, ...}, "n_videos": V, "n_clips": N,
+     "search": {"k_videos": 100, "nms_threshold": 0.7}}
 
 ``corpus.relative`` is the corpus's path relative to the index folder's parent (a moved pair of folders still
 finds it); ``videos`` holds each video's signature when the index was built
-(:meth:`~momentsearch.data.corpus_folder.CorpusFolder.video_signature`).
+(:meth:`~momentsearch.data.corpus_folder.CorpusFolder.video_signature`); ``search`` how the index is searched
+(:class:`SearchSettings`: the videos the localizer sees per query, NMS's tIoU threshold), written when it is built
+(from the model's run, or the defaults); an ``index.json`` written before it had them is searched as its model's
+run said.
 """
 
 from __future__ import annotations
@@ -33,6 +37,22 @@ class CorpusRef:
     encoder: dict[str, Any] = field(default_factory=dict)
 
 
+K_VIDEOS = 100  # videos the localizer sees per query, where a run says nothing (TrainConfig's default)
+NMS_THRESHOLD = 0.7  # temporal NMS's tIoU threshold, likewise
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    k_videos: int = K_VIDEOS
+    nms_threshold: float = NMS_THRESHOLD
+
+    def __post_init__(self) -> None:
+        if not (type(self.k_videos) is int and self.k_videos >= 1 and type(self.nms_threshold) in (int, float)
+                and 0 <= self.nms_threshold <= 1):
+            raise SearchIndexError(f"search settings: k_videos {str(self.k_videos)[:40]!r} and nms_threshold "
+                                   f"{str(self.nms_threshold)[:40]!r}; expected an int >= 1 and a number in [0, 1]")
+
+
 @dataclass(frozen=True)
 class IndexInfo:
     family: str
@@ -44,6 +64,7 @@ class IndexInfo:
     model_features: dict[str, Any] | None = None
     n_videos: int = 0
     n_clips: int = 0
+    search: SearchSettings | None = None  # None: an index.json written before the settings were stored
 
     @classmethod
     def read(cls, folder: str | Path) -> IndexInfo:
@@ -70,9 +91,18 @@ class IndexInfo:
         counts = [d.get(k, 0) for k in ("n_videos", "n_clips")]
         if not all(type(n) is int and n >= 0 for n in counts) or not isinstance(d.get("model_source", ""), str):
             raise SearchIndexError(f"{f}: n_videos and n_clips must be integers >= 0, model_source a string")
+        search = d.get("search")
+        if search is not None:
+            if not isinstance(search, dict) or set(search) - {"k_videos", "nms_threshold"}:
+                raise SearchIndexError(f"{f}: field 'search' must be an object of k_videos and nms_threshold")
+            try:
+                search = SearchSettings(**search)
+            except SearchIndexError as e:
+                raise SearchIndexError(f"{f}: {e}") from None
         return cls(d["family"], d["model_fingerprint"],
                    CorpusRef(c.get("path", ""), c.get("relative", ""), c.get("fingerprint", ""), c.get("encoder", {})),
-                   d["videos"], d.get("model_source", ""), d.get("text_encoder"), d.get("model_features"), *counts)
+                   d["videos"], d.get("model_source", ""), d.get("text_encoder"), d.get("model_features"), *counts,
+                   search)
 
     def write(self, folder: str | Path) -> Path:
         """``folder/index.json`` (atomically; the caller makes the folder a set)."""

@@ -4,7 +4,8 @@
       index.json   format, the family, the model's fingerprint (by content), its text encoder and the
                    features it was trained on, the corpus (path, fingerprint, encoder) and each
                    video's signature
-      model.pt     the checkpoint (without optimizer state): an index searches on its own
+      model.pt     the checkpoint (without optimizer state): an index searches on its own, with the search
+                   settings index.json records (k_videos, nms_threshold: the model's run's, or the defaults)
       arrays/      the family's encoded corpus (a VideoIndex: named per-clip arrays, time grids)
 
 A model trained on features of another encoder or dim is refused, naming both. Building again over
@@ -135,10 +136,11 @@ def build_index(checkpoint: str | Path, corpus: str | Path, out: str | Path, dev
     if not ids:
         raise SearchIndexError(f"{corpus}: the corpus holds no videos to index")
     meta: dict[str, Any] = dict(old.meta) if old is not None else {}
+    grid = {v: ckpt.family.index_grid(videos[v].duration, lengths[v], folder.entry(v)["n_clips"]) for v in ids}
     with atomic_dir(out) as tmp:
         # part by part into memory-mapped files: the index may be larger than memory
-        writer = IndexWriter(tmp / "arrays", ids, [videos[v].duration for v in ids], [lengths[v] for v in ids],
-                             [folder.entry(v)["n_clips"] for v in ids])
+        writer = IndexWriter(tmp / "arrays", ids, [videos[v].duration for v in ids], [grid[v][0] for v in ids],
+                             [grid[v][1] for v in ids])
         with (folder.features() if todo else contextlib.nullcontext()) as store, \
                 tqdm(total=len(ids), unit="video", desc="indexing", disable=not progress) as bar:
             for s in range(0, len(ids), PART_VIDEOS):
@@ -152,7 +154,7 @@ def build_index(checkpoint: str | Path, corpus: str | Path, out: str | Path, dev
                     new = ckpt.family.encode_corpus(model, store, [videos[v] for v in fresh], lengths, dev, False)
                     parts.update(zip(new.video_ids, _subset(new, list(range(len(new)))), strict=True))
                     meta = dict(new.meta)
-                writer.write(s, _merge(chunk, [videos[v].duration for v in chunk], [lengths[v] for v in chunk],
+                writer.write(s, _merge(chunk, [videos[v].duration for v in chunk], [grid[v][0] for v in chunk],
                                        [parts[v] for v in chunk], {}))
                 bar.update(len(chunk))
         meta.update(fingerprint=ckpt.fingerprint, corpus_fingerprint=folder.fingerprint)
@@ -161,7 +163,7 @@ def build_index(checkpoint: str | Path, corpus: str | Path, out: str | Path, dev
                          CorpusRef(str(folder.root.resolve()), os.path.relpath(folder.root.resolve(), out.resolve().parent),
                                    folder.fingerprint, folder.encoder),
                          sigs, str(Path(checkpoint).resolve()), ckpt.family.text_encoder, ckpt.features, len(ids),
-                         int(index.offsets[-1]))
+                         int(index.offsets[-1]), ckpt.search_settings())
         dataclasses.replace(ckpt.stored, optimizer=None).write(tmp / "model.pt")
         info.write(tmp)
         if old is not None:

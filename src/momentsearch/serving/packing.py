@@ -18,9 +18,8 @@ def pack(family: str, out: str | Path, encoder: str = "", encoder_weights: str |
     a model folder, or ``open_clip:ARCH[@TAG]``); ``speech``: search what is said too (clip; alone, with no
     encoder: what is said only). ``options`` set the family's config (clip: kappa, max_clips, smooth)."""
     cls = get_family(family)
-    packer = getattr(cls, "pack", None)
-    if packer is None:
+    if not cls.packable:
         raise ConfigError(f"model family {family!r} is trained, not packed: `momentsearch train CONFIG` writes its "
                           "checkpoint (families packed without training: clip)")
-    fam, model, features = packer(encoder, str(encoder_weights) if encoder_weights else "", speech=speech, **options)
+    fam, model, features = cls.pack(encoder, str(encoder_weights) if encoder_weights else "", speech=speech, **options)
     return pack_checkpoint(out, fam, model, features)

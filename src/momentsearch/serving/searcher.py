@@ -1,95 +1,48 @@
-"""``momentsearch.load(INDEX_DIR or checkpoint)``: a searcher over an index folder's corpus, or over a
-dataset split's videos.
+"""``load(INDEX_DIR)``: a :class:`Searcher` over an index folder's corpus.
 
     import momentsearch
-    searcher = momentsearch.load("runs/demo/xml/checkpoints/best.pt")
+    searcher = momentsearch.load("my_index")
     for hit in searcher.search("a person opens the fridge", k=5):
         print(hit.video_id, hit.start, hit.end, hit.score)
 
-The videos are encoded once into an index cached beside the checkpoint (rebuilt when the
-checkpoint changes). Queries are encoded in memory (an LRU cache), so nothing is written per
-query and several threads may search at once.
+Queries are encoded in memory (an LRU cache), so nothing is written per query and several threads may search at
+once. Every search goes through :meth:`Searcher.plan` (the request checked once) and :meth:`Searcher.run`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 
 from momentsearch.data.batching import pad_tokens
 from momentsearch.data.corpus_folder import CorpusFolder
-from momentsearch.data.dataset import Dataset, open_dataset
 from momentsearch.device import resolve_device
 from momentsearch.errors import QueryError, SearchIndexError
 from momentsearch.search.engine import SearchEngine
 from momentsearch.search.first_stage import build_first_stage
 from momentsearch.search.index import VideoIndex
 from momentsearch.search.ranked import Hit
-from momentsearch.serving.checkpoint import Checkpoint, load_checkpoint
+from momentsearch.serving.checkpoint import Checkpoint
 from momentsearch.serving.filters import VideoFilter, VideoTable
+from momentsearch.serving.freshness import Staleness
 from momentsearch.serving.plan import SearchPlan
-from momentsearch.text.queries import PrecomputedQueryFeatures
+from momentsearch.text.queries import TextQueries
 from momentsearch.timing import PartClock, part
-
-
-def index_folder(checkpoint: Path, split: str) -> Path:
-    return checkpoint.parent.parent / f"index_{split}_{checkpoint.stem}"
-
-
-def split_signature(dataset: Dataset, split: str) -> str:
-    """Changes when the split's videos, time grids or feature files change (a regenerated dataset)."""
-    corpus = dataset.split(split)
-    lengths = dataset.clip_lengths(corpus)
-    h = hashlib.sha1()
-    h.update(json.dumps([[v.video_id, v.duration, lengths[v.video_id]] for v in corpus.videos.values()]).encode())
-    for f in (dataset.config.video_features, dataset.config.subtitle_features):
-        if f:
-            files = sorted(Path(f).glob("*")) if Path(f).is_dir() else [Path(f)]
-            for p in files:
-                st = p.stat()
-                h.update(f"{p.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode())
-    return h.hexdigest()[:16]
-
-
-def load_or_build_index(ckpt: Checkpoint, dataset: Dataset, split: str, device: torch.device,
-                        progress: bool = False) -> VideoIndex:
-    """The split's index, cached beside the checkpoint; rebuilt when missing, stale, built by other weights
-    (by content) or over other data (the split's videos and feature files)."""
-    folder = index_folder(ckpt.path, split)
-    data_sig = split_signature(dataset, split)
-    if (folder / "manifest.json").exists():
-        try:
-            index = VideoIndex.load(folder)
-            index.check_built_by(ckpt.family.name, ckpt.fingerprint)
-            if index.meta.get("data_signature") == data_sig:
-                return index
-        except SearchIndexError:
-            pass  # stale or damaged: rebuilt below
-    corpus = dataset.split(split)
-    with dataset.features() as store:
-        index = ckpt.family.encode_corpus(ckpt.model, store, list(corpus.videos.values()),
-                                          dataset.clip_lengths(corpus), device, progress)
-    index.meta.update(fingerprint=ckpt.fingerprint, data_signature=data_sig)
-    index.save(folder)
-    return index
 
 
 class Searcher:
     """Text in, ranked moments out, over an index's videos (an index folder's, or a dataset split's)."""
 
-    def __init__(self, ckpt: Checkpoint, index: VideoIndex, queries: Any, device: torch.device, k_videos: int = 100,
-                 nms_threshold: float = 0.7, dataset: Dataset | None = None, corpus: CorpusFolder | None = None,
+    def __init__(self, ckpt: Checkpoint, index: VideoIndex, queries: TextQueries, device: torch.device,
+                 k_videos: int = 100, nms_threshold: float = 0.7, corpus: CorpusFolder | None = None,
                  first_stage: str = "exact", first_stage_params: dict[str, str] | None = None,
                  first_stage_dir: Path | None = None, progress: bool = False):
-        self.checkpoint, self.dataset, self.corpus, self.index, self.queries = ckpt, dataset, corpus, index, queries
+        self.checkpoint, self.corpus, self.index, self.queries = ckpt, corpus, index, queries
         self.family, self.model = ckpt.family, ckpt.model.to(device).eval()
         self.device = device
         stages = self.family.stages(self.model, index, device)
@@ -100,7 +53,7 @@ class Searcher:
         self._row = {v: i for i, v in enumerate(index.video_ids)}
         self._lock = threading.Lock()  # the stages' lazily built caches are filled once
         self._table: VideoTable | None = None
-        self.stale: Any = None  # an index folder's Staleness (serving.freshness) when its corpus changed since
+        self.stale: Staleness | None = None  # an index folder's Staleness (serving.freshness) when its corpus changed since
 
     @property
     def video_ids(self) -> list[str]:
@@ -112,8 +65,8 @@ class Searcher:
         for s in range(0, len(texts), batch_size):
             tokens, mask = pad_tokens(self.queries.encode_many(list(texts[s: s + batch_size])), self.family.max_tokens)
             with self._lock, torch.no_grad():
-                tokens, mask = self.engine.stages.encoded(tokens.to(self.device), mask.to(self.device))
-                out.append(self.engine.stages.retriever.score_videos(tokens, mask).float().cpu().numpy())
+                q = self.engine.stages.queries(tokens.to(self.device), mask.to(self.device))
+                out.append(self.engine.stages.retriever.score_videos(q).float().cpu().numpy())
         return np.concatenate(out) if out else np.zeros((0, len(self.video_ids)), np.float32)
 
     def search(self, text: str, k: int = 10, videos: Sequence[str] | None = None, where: VideoFilter | None = None,
@@ -207,35 +160,28 @@ class Searcher:
             return [res.hits(i) for i in range(len(texts))]
 
 
-def load(path: str | Path, split: str = "test", device: str = "auto", progress: bool = False,
-         k_videos: int | None = None, cache_size: int = 4096, first_stage: str | None = None,
-         first_stage_params: dict[str, str] | None = None) -> Searcher:
-    """A :class:`Searcher`. ``path`` an index folder (``momentsearch index``): over its corpus. ``path`` a
-    checkpoint: over ``split``'s videos of the dataset it was trained on (the index cached beside it).
-    ``first_stage``: ``exact``, ``auto``, ``faiss:FACTORY`` or ``milvus[:URI]`` (default: ``auto`` for
-    an index folder, ``exact`` for a checkpoint); its vector indexes are kept in ``first_stage/``."""
-    dev = resolve_device(device)
-    if Path(path).is_dir():
-        from momentsearch.serving.freshness import staleness, warn_if_stale
-        from momentsearch.serving.indexing import IndexFolder
+def load(path: str | Path, device: str = "auto", progress: bool = False, k_videos: int | None = None,
+         cache_size: int = 4096, first_stage: str | None = None, first_stage_params: dict[str, str] | None = None
+         ) -> Searcher:
+    """A :class:`Searcher` over an index folder's corpus (``momentsearch index``), searched as its ``index.json``
+    says (``k_videos`` overrides it). ``first_stage``: ``exact``, ``auto`` (the default), ``scan``,
+    ``faiss:FACTORY`` or ``milvus[:URI]``; its vector indexes are kept in the folder's ``first_stage/``.
+    (``momentsearch.load(CHECKPOINT, split)`` first writes a dataset split's index folder beside the checkpoint.)"""
+    from momentsearch.serving.freshness import staleness, warn_if_stale
+    from momentsearch.serving.indexing import IndexFolder, is_index_folder
 
-        folder = IndexFolder.open(path)
-        ckpt = folder.checkpoint
-        settings = ckpt.search_settings()
-        searcher = Searcher(ckpt, folder.index, ckpt.family.query_features(ckpt.model, cache_size), dev,
-                            k_videos or settings.k_videos, settings.nms_threshold,
-                            corpus=folder.corpus, first_stage=first_stage or "auto",
-                            first_stage_params=first_stage_params, first_stage_dir=folder.root / "first_stage",
-                            progress=progress)
-        searcher.stale = staleness(folder.root, folder.info, folder.corpus)
-        warn_if_stale(searcher.stale)  # a StaleIndexWarning: the corpus changed since the index was built
-        return searcher
-    ckpt = load_checkpoint(path)
-    settings = ckpt.search_settings()
-    dataset = open_dataset(ckpt.require_dataset())
-    index = load_or_build_index(ckpt, dataset, split, dev, progress)
-    queries = (PrecomputedQueryFeatures(dataset.config.query_features)
-               if dataset.config.query_features else ckpt.family.query_features(ckpt.model, cache_size))
-    return Searcher(ckpt, index, queries, dev, k_videos or settings.k_videos, settings.nms_threshold, dataset=dataset,
-                    first_stage=first_stage or "exact", first_stage_params=first_stage_params,
-                    first_stage_dir=index_folder(ckpt.path, split) / "first_stage", progress=progress)
+    if not is_index_folder(path):
+        hint = (" (a checkpoint: momentsearch.load(CHECKPOINT, split) indexes a split of its dataset, or "
+                "`momentsearch index CHECKPOINT --corpus DIR --out INDEX` a corpus)") if Path(path).is_file() else ""
+        raise SearchIndexError(f"{path}: not an index folder{hint}")
+    dev = resolve_device(device)
+    folder = IndexFolder.open(path)
+    ckpt = folder.checkpoint
+    settings = folder.info.search or ckpt.search_settings()  # an index.json from before the settings were stored
+    searcher = Searcher(ckpt, folder.index, ckpt.family.query_features(ckpt.model, cache_size), dev,
+                        k_videos or settings.k_videos, settings.nms_threshold, corpus=folder.corpus,
+                        first_stage=first_stage or "auto", first_stage_params=first_stage_params,
+                        first_stage_dir=folder.root / "first_stage", progress=progress)
+    searcher.stale = staleness(folder.root, folder.info, folder.corpus)
+    warn_if_stale(searcher.stale)  # a StaleIndexWarning: the corpus changed since the index was built
+    return searcher

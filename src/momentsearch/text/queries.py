@@ -41,6 +41,12 @@ def _check_text(text: str) -> str:
     return text
 
 
+class TextQueries(Protocol):
+    """Free text -> each query's token features, many at once: what a searcher encodes its queries with."""
+
+    def encode_many(self, texts: Sequence[str], progress: bool = False) -> list[np.ndarray]: ...
+
+
 class CachedTextFeatures:
     """MiniLM token features by text, cached on disk."""
 

@@ -33,7 +33,7 @@ from momentsearch.models.family import BatchSource, InputDims, ModelFamily, Step
 from momentsearch.models.registry import register
 from momentsearch.search.clipmax import ClipMaxRetriever
 from momentsearch.search.index import VideoIndex, concat_ragged
-from momentsearch.search.stages import SearchStages, Spans
+from momentsearch.search.stages import Proposals, Queries, SearchStages
 from momentsearch.text.encoders import SENTENCE_ENCODER, MiniLMSentenceEncoder
 from momentsearch.text.query_encoders import QueryEncoder as BaseQueryEncoder
 from momentsearch.text.query_encoders import check_queries, register_query_encoder
@@ -99,12 +99,11 @@ class CLIPLocalizer:
         clips /= np.maximum(np.linalg.norm(clips, axis=2, keepdims=True), 1e-12)
         return np.einsum("tsd,sd->st", clips, q)
 
-    def spans(self, tokens: torch.Tensor, token_mask: torch.Tensor, videos: np.ndarray,
-              video_scores: torch.Tensor | None, n: int) -> Spans:
+    def spans(self, queries: Queries, videos: np.ndarray, video_scores: torch.Tensor | None, n: int) -> Proposals:
         s_n = len(self.cfg.streams)
-        q = torch.nn.functional.normalize(tokens[:, :s_n].float(), dim=-1).cpu().numpy()  # (B, S, width)
+        q = torch.nn.functional.normalize(queries.tokens[:, :s_n].float(), dim=-1).cpu().numpy()  # (B, S, width)
         b, k = videos.shape
-        st, ed, sc = np.zeros((b, k, n)), np.zeros((b, k, n)), np.zeros((b, k, n), np.float32)
+        out = Proposals.empty(b, k, n, np.float32)
         cues = self.index.arrays.get("cues")
         for i in range(b):
             for j in range(k):
@@ -118,14 +117,16 @@ class CLIPLocalizer:
                                          float(self.index.durations[v]), self.cfg.kappa, self.cfg.max_clips,
                                          self.cfg.smooth)
                 m = min(n, len(s_))
-                st[i, j, :m], ed[i, j, :m], sc[i, j, :m] = s_[:m], e_[:m], p_[:m]
-        return Spans(st, ed, sc)
+                out.start[i, j, :m], out.end[i, j, :m], out.score[i, j, :m] = s_[:m], e_[:m], p_[:m]
+                out.valid[i, j, :m] = True
+        return out
 
 
 @register
 class CLIPFamily(ModelFamily):
     name = "clip"
     version = 1
+    packable = True
     config_class = CLIPSearchConfig
     cfg: CLIPSearchConfig
 
@@ -205,7 +206,7 @@ class CLIPFamily(ModelFamily):
 
     def stages(self, model: nn.Module, index: VideoIndex, device: torch.device) -> SearchStages:
         s_n = len(self.cfg.streams)
-        retriever = ClipMaxRetriever(lambda tokens, mask: tokens[:, :s_n], index, "img", cosine=True, device=device)
+        retriever = ClipMaxRetriever(lambda q: q.tokens[:, :s_n], index, "img", cosine=True, device=device)
         return SearchStages(retriever, CLIPLocalizer(index, self.cfg))  # type: ignore[arg-type]
 
     # ---- packing ---------------------------------------------------------------------------------

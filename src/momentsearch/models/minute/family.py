@@ -31,7 +31,7 @@ from momentsearch.models.minute.search import (
 )
 from momentsearch.models.registry import register
 from momentsearch.search.index import VideoIndex
-from momentsearch.search.stages import SearchStages
+from momentsearch.search.stages import Queries, SearchStages
 
 
 @register
@@ -93,7 +93,7 @@ def mine_negative_pool(model: MINUTE, batches: MinuteBatches, pool: int, device:
         retriever = MinuteRetriever(model, index, device)
         for s in range(0, len(batches), chunk):
             tokens, mask = pad_tokens(batches.tokens[s: s + chunk], batches.max_tokens)
-            scores = retriever.score_videos(tokens, mask)
+            scores = retriever.score_videos(Queries(tokens, mask))
             rows = torch.arange(len(scores))
             scores[rows, torch.from_numpy(batches.positive[s: s + chunk])] = float("-inf")
             out[s: s + chunk] = scores.topk(p, dim=1).indices.numpy()

@@ -27,6 +27,7 @@ from momentsearch.models.layers import eval_mode
 from momentsearch.models.minute.network import MINUTE
 from momentsearch.search.clipmax import ClipMaxRetriever
 from momentsearch.search.index import VideoIndex, concat_ragged
+from momentsearch.search.stages import DenseGrid, Queries
 
 ARRAYS = ("retr", "loc")  # the retriever's and the localizer's clip representations, (clips, S, d)
 
@@ -58,7 +59,8 @@ class MinuteRetriever(ClipMaxRetriever):
 
     def __init__(self, model: MINUTE, index: VideoIndex, device: torch.device | None = None):
         self.model = model.eval()
-        super().__init__(model.retriever.encode_queries, index, "retr", cosine=False, device=device)
+        super().__init__(lambda q: model.retriever.encode_queries(q.tokens, q.mask), index, "retr", cosine=False,
+                         device=device)
 
 
 class MinuteLocalizer:
@@ -75,11 +77,10 @@ class MinuteLocalizer:
         self.pairs_per_pass = pairs_per_pass
 
     @torch.no_grad()
-    def logits(self, tokens: torch.Tensor, token_mask: torch.Tensor, videos: np.ndarray
-               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def logits(self, queries: Queries, videos: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """l_st, l_ed (B, K, T) of each query on its K videos, and the clip mask (B, K, T)."""
         loc = self.model.localizer
-        tokens, token_mask = tokens.to(self.device), token_mask.to(self.device)
+        tokens, token_mask = queries.tokens.to(self.device), queries.mask.to(self.device)
         w, q = loc.query(tokens, token_mask)
         b, k = videos.shape
         c, mask = self.index.padded("loc", videos.reshape(-1))  # (B*K, T, S, d)
@@ -95,17 +96,17 @@ class MinuteLocalizer:
         return torch.cat(st).reshape(b, k, t), torch.cat(ed).reshape(b, k, t), mask.reshape(b, k, t)
 
     @torch.no_grad()
-    def localize(self, tokens: torch.Tensor, token_mask: torch.Tensor, videos: np.ndarray,
-                 video_scores: torch.Tensor | None = None) -> torch.Tensor:
-        l_st, l_ed, mask = self.logits(tokens, token_mask, videos)
-        return moment_scores(l_st, l_ed, mask, self.model.moment_band(mask.shape[-1], mask.device),
-                             None if video_scores is None else video_scores.to(self.device), self.scoring,
-                             self.alpha).cpu()
+    def localize(self, queries: Queries, videos: np.ndarray, video_scores: torch.Tensor | None = None) -> DenseGrid:
+        l_st, l_ed, mask = self.logits(queries, videos)
+        grid = moment_scores(l_st, l_ed, mask, self.model.moment_band(mask.shape[-1], mask.device),
+                             None if video_scores is None else video_scores.to(self.device), self.scoring, self.alpha)
+        return DenseGrid(grid.score.cpu(), grid.valid.cpu())
 
 
 def moment_scores(l_st: torch.Tensor, l_ed: torch.Tensor, mask: torch.Tensor, band: torch.Tensor,
-                  video_scores: torch.Tensor | None, scoring: str, alpha: float) -> torch.Tensor:
-    """(B, K, T) logits, clip mask, (T, T) length band, S_R (B, K) or None -> (B, K, T, T) float64 scores."""
+                  video_scores: torch.Tensor | None, scoring: str, alpha: float) -> DenseGrid:
+    """(B, K, T) logits, clip mask, (T, T) length band, S_R (B, K) or None -> (B, K, T, T) float64 log-scores
+    (-inf off the valid cells) and the valid cells."""
     l_st, l_ed = l_st.double(), l_ed.double()
     allowed = band & mask[..., :, None] & mask[..., None, :]  # (B, K, T, T)
     if video_scores is None or scoring == "two_stage":  # per-video normalisation (Eq. 7)
@@ -115,9 +116,4 @@ def moment_scores(l_st: torch.Tensor, l_ed: torch.Tensor, mask: torch.Tensor, ba
     if video_scores is not None:
         s_r = video_scores.double()
         log_s = log_s + (s_r if scoring == "shared_norm" else alpha * s_r)[..., None, None]  # Eq. 13 / Eq. 5
-    log_s = log_s.masked_fill(~allowed, float("-inf"))
-    if video_scores is None:
-        return log_s.exp()  # P_st P_ed in one video
-    b = log_s.shape[0]
-    top = log_s.reshape(b, -1).max(dim=1).values.nan_to_num(0.0, neginf=0.0)
-    return (log_s - top[:, None, None, None]).exp()
+    return DenseGrid(log_s.masked_fill(~allowed, float("-inf")), allowed)

@@ -22,7 +22,7 @@ from momentsearch.models.mmn.config import MMNConfig
 from momentsearch.models.mmn.loss import mmn_loss
 from momentsearch.models.mmn.negatives import ans_weights, draw, top_candidates
 from momentsearch.models.mmn.network import MMN
-from momentsearch.models.mmn.search import MapStages, encode_corpus, training_index
+from momentsearch.models.mmn.search import encode_corpus, map_stages, training_index
 from momentsearch.models.registry import register
 from momentsearch.search.index import VideoIndex
 from momentsearch.search.stages import SearchStages
@@ -85,9 +85,12 @@ class MMNFamily(ModelFamily):
                       clip_lengths: Mapping[str, float], device: torch.device, progress: bool = True) -> VideoIndex:
         return self.stamped(encode_corpus(model, store, videos, device, progress=progress))  # type: ignore[arg-type]
 
+    def index_grid(self, duration: float, clip_length: float, n_clips: int) -> tuple[float, int]:
+        """N rows a video, one per start clip of its 2D map, each duration / N seconds (as ``encode_corpus``)."""
+        return duration / self.cfg.num_clips, self.cfg.num_clips
+
     def stages(self, model: nn.Module, index: VideoIndex, device: torch.device) -> SearchStages:
-        both = MapStages(model, index, device)  # type: ignore[arg-type]
-        return SearchStages(both, both)
+        return map_stages(model, index, device)  # type: ignore[arg-type]
 
 
 @torch.no_grad()
@@ -106,7 +109,7 @@ def mine_relevance(model: MMN, batches: MMNBatches, cfg: MMNConfig, device: torc
 
         def block(s: int, e: int) -> np.ndarray:
             tokens, mask = pad_tokens(batches.tokens[s:e], cfg.max_tokens)
-            r = stages.score_videos(tokens, mask).numpy()
+            r = stages.retriever.score_videos(stages.queries(tokens, mask)).numpy()
             r_own[s:e] = r[np.arange(e - s), batches.positive[s:e]]
             return r
 

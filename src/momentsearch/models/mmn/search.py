@@ -20,6 +20,7 @@ from momentsearch.data.features import FeatureStore
 from momentsearch.models.layers import eval_mode
 from momentsearch.models.mmn.network import MMN
 from momentsearch.search.index import VideoIndex
+from momentsearch.search.stages import DenseGrid, Queries, SearchStages
 
 ARRAY = "map"
 
@@ -39,8 +40,18 @@ def encode_corpus(model: MMN, store: FeatureStore, videos: Sequence[Video], devi
                       {ARRAY: maps.reshape(-1, n, 2, model.cfg.joint_dim)})
 
 
+def map_stages(model: MMN, index: VideoIndex, device: torch.device | None = None) -> SearchStages:
+    """MMN's stages: the query network (one unit vector per joint space) runs once per batch; the retriever and the
+    localizer (one object) read its output."""
+    dev = device or torch.device("cpu")
+    both = MapStages(model, index, dev)
+    return SearchStages(both, both, query_network=lambda tokens, mask: model.encode_queries(tokens.to(dev),
+                                                                                            mask.to(dev)))
+
+
 class MapStages:
-    """Retriever and localizer at once: ``score_videos`` (B, V) and ``localize`` (B, K, N, N)."""
+    """Retriever and localizer at once: ``score_videos`` (B, V) and ``localize`` (B, K, N, N), over the queries
+    MMN's query network made (:func:`map_stages`)."""
 
     provides = frozenset({"dense"})
 
@@ -64,22 +75,22 @@ class MapStages:
                                                                           ).to(self.device)
 
     @torch.no_grad()
-    def score_videos(self, tokens: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
-        q = self.model.encode_queries(tokens.to(self.device), token_mask.to(self.device))
+    def score_videos(self, queries: Queries) -> torch.Tensor:
+        q = queries.tokens.to(self.device)  # (B, 2, d)
         out = []
         for s in range(0, len(self.index), self.chunk):
             vids = np.arange(s, min(s + self.chunk, len(self.index)))
             out.append(self.model.scores(q, self._maps(vids)).flatten(2).max(-1).values.cpu())
-        return torch.cat(out, dim=1) if out else torch.zeros(len(tokens), 0)
+        return torch.cat(out, dim=1) if out else torch.zeros(len(queries), 0)
 
     @torch.no_grad()
-    def localize(self, tokens: torch.Tensor, token_mask: torch.Tensor, videos: np.ndarray,
-                 video_scores: torch.Tensor | None = None) -> torch.Tensor:
-        q = self.model.encode_queries(tokens.to(self.device), token_mask.to(self.device))
-        return torch.stack([self.model.scores(q[b: b + 1], self._maps(videos[b]))[0].double().cpu()
-                            for b in range(len(videos))])
+    def localize(self, queries: Queries, videos: np.ndarray, video_scores: torch.Tensor | None = None) -> DenseGrid:
+        q = queries.tokens.to(self.device)
+        score = torch.stack([self.model.scores(q[b: b + 1], self._maps(videos[b]))[0].double().cpu()
+                             for b in range(len(videos))])
+        return DenseGrid(score, self.model.valid().expand(score.shape).clone())
 
 
-def training_index(model: MMN, store: FeatureStore, videos: Sequence[Video], device: torch.device) -> MapStages:
+def training_index(model: MMN, store: FeatureStore, videos: Sequence[Video], device: torch.device) -> SearchStages:
     """The stages over the training videos (CM-ANS mining)."""
-    return MapStages(model, encode_corpus(model, store, videos, device, progress=False), device)
+    return map_stages(model, encode_corpus(model, store, videos, device, progress=False), device)

@@ -16,7 +16,7 @@ from momentsearch.models.span.batches import SpanBatch, SpanBatches
 from momentsearch.models.span.config import SpanConfig
 from momentsearch.models.span.loss import span_bce
 from momentsearch.models.span.network import SpanNet
-from momentsearch.models.span.search import SpanStages, encode_corpus
+from momentsearch.models.span.search import encode_corpus, span_stages
 from momentsearch.search.index import VideoIndex
 from momentsearch.search.stages import SearchStages
 
@@ -45,8 +45,7 @@ class _SpanFamily(ModelFamily):
         return self.stamped(encode_corpus(model, store, videos, clip_lengths, device, progress=progress))  # type: ignore[arg-type]
 
     def stages(self, model: nn.Module, index: VideoIndex, device: torch.device) -> SearchStages:
-        both = SpanStages(model, index, device)  # type: ignore[arg-type]
-        return SearchStages(both, both)
+        return span_stages(model, index, device)  # type: ignore[arg-type]
 
 
 @register

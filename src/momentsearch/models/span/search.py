@@ -18,6 +18,7 @@ from momentsearch.data.features import FeatureStore
 from momentsearch.models.layers import eval_mode, length_band
 from momentsearch.models.span.network import SpanNet
 from momentsearch.search.index import VideoIndex, concat_ragged
+from momentsearch.search.stages import DenseGrid, Queries, SearchStages
 
 
 @torch.no_grad()
@@ -43,8 +44,17 @@ def moment_probs(l_s: torch.Tensor, l_e: torch.Tensor, mask: torch.Tensor, band:
     return p * (band & mask[..., :, None] & mask[..., None, :])
 
 
+def span_stages(model: SpanNet, index: VideoIndex, device: torch.device | None = None) -> SearchStages:
+    """CET's and BET's stages: BET's query network runs once per batch and both roles read its vectors; CET, a
+    cross-encoder, reads the token features with each video."""
+    dev = device or torch.device("cpu")
+    both = SpanStages(model, index, dev)
+    network = None if both.cross else (lambda tokens, mask: model.encode_queries(tokens.to(dev), mask.to(dev)))
+    return SearchStages(both, both, query_network=network)
+
+
 class SpanStages:
-    """Retriever and localizer at once for CET and BET."""
+    """Retriever and localizer at once for CET and BET (:func:`span_stages`)."""
 
     provides = frozenset({"dense"})
 
@@ -60,14 +70,13 @@ class SpanStages:
         self.cross = model.cfg.name == "cet"
 
     @torch.no_grad()
-    def localize(self, tokens: torch.Tensor, token_mask: torch.Tensor, videos: np.ndarray,
-                 video_scores: torch.Tensor | None = None) -> torch.Tensor:
+    def localize(self, queries: Queries, videos: np.ndarray, video_scores: torch.Tensor | None = None) -> DenseGrid:
         b, k = videos.shape
-        tokens, token_mask = tokens.to(self.device), token_mask.to(self.device)
+        tokens, token_mask = queries.tokens.to(self.device), queries.mask.to(self.device)
         x, mask = self.index.padded("clips" if self.cross else "h", videos.reshape(-1))  # (B*K, T, .)
         x, mask = x.to(self.device), mask.to(self.device)
         qi = torch.arange(b, device=self.device).repeat_interleave(k)
-        q = None if self.cross else self.model.encode_queries(tokens, token_mask)
+        q = None if self.cross else tokens  # BET: the query network's vectors (span_stages)
         outs = []
         for s in range(0, b * k, self.pairs_per_pass):
             sl = slice(s, s + self.pairs_per_pass)
@@ -80,13 +89,15 @@ class SpanStages:
         l_s, l_e = torch.cat([o[0] for o in outs]), torch.cat([o[1] for o in outs])
         t = mask.shape[1]
         band = length_band(t, self.model.cfg.n_min, self.model.cfg.n_max, self.device)
-        return moment_probs(l_s, l_e, mask, band).reshape(b, k, t, t).cpu()
+        allowed = band & mask[..., :, None] & mask[..., None, :]
+        return DenseGrid(moment_probs(l_s, l_e, mask, band).reshape(b, k, t, t).cpu(), allowed.reshape(b, k, t, t).cpu())
 
     @torch.no_grad()
-    def score_videos(self, tokens: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
+    def score_videos(self, queries: Queries) -> torch.Tensor:
         n = len(self.index)
         out = []
         for s in range(0, n, self.chunk):
-            vids = np.broadcast_to(np.arange(s, min(s + self.chunk, n))[None], (len(tokens), min(self.chunk, n - s)))
-            out.append(self.localize(tokens, token_mask, np.ascontiguousarray(vids)).flatten(2).max(-1).values.float())
-        return torch.cat(out, dim=1) if out else torch.zeros(len(tokens), 0)
+            vids = np.broadcast_to(np.arange(s, min(s + self.chunk, n))[None], (len(queries), min(self.chunk, n - s)))
+            grid = self.localize(queries, np.ascontiguousarray(vids))  # a video scores its best moment
+            out.append(grid.score.flatten(2).max(-1).values.float())
+        return torch.cat(out, dim=1) if out else torch.zeros(len(queries), 0)

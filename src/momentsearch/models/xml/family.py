@@ -22,7 +22,7 @@ from momentsearch.models.xml.batches import Batch, MomentBatches
 from momentsearch.models.xml.config import XMLConfig
 from momentsearch.models.xml.loss import batch_loss
 from momentsearch.models.xml.network import XML
-from momentsearch.models.xml.search import XMLLocalizer, XMLRetriever, encode_corpus
+from momentsearch.models.xml.search import encode_corpus, xml_stages
 from momentsearch.search.index import VideoIndex
 from momentsearch.search.stages import SearchStages
 
@@ -63,7 +63,4 @@ class XMLFamily(ModelFamily):
         return self.stamped(encode_corpus(model, store, videos, clip_lengths, device, progress=progress))  # type: ignore[arg-type]
 
     def stages(self, model: nn.Module, index: VideoIndex, device: torch.device) -> SearchStages:
-        # the query network runs once per batch (SearchStages.encode); both stages read its output
-        return SearchStages(XMLRetriever(model, index, device, encoded=True),  # type: ignore[arg-type]
-                            XMLLocalizer(model, index, device, encoded=True),
-                            encode=lambda tokens, mask: model.encode_queries(tokens.to(device), mask.to(device)))
+        return xml_stages(model, index, device)  # type: ignore[arg-type]

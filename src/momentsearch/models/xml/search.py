@@ -12,11 +12,12 @@ from momentsearch.data.batching import video_batches
 from momentsearch.data.corpus import Video
 from momentsearch.data.features import FeatureStore
 from momentsearch.errors import FeatureError
-from momentsearch.models.layers import eval_mode
+from momentsearch.models.layers import eval_mode, length_band
 from momentsearch.models.xml.network import XML
-from momentsearch.search.clipmax import ClipMaxRetriever
+from momentsearch.search.clipmax import ClipMaxRetriever, as_read
 from momentsearch.search.index import VideoIndex, concat_ragged, paired_clip_dots
-from momentsearch.search.proposals import banded_top
+from momentsearch.search.proposals import ClipProposals, banded_top
+from momentsearch.search.stages import DenseGrid, Queries, SearchStages
 
 
 @torch.no_grad()
@@ -77,26 +78,31 @@ def _encode_windows(model: XML, store: FeatureStore, video_id: str, device: torc
     return np.concatenate(h1s), np.concatenate(h2s)
 
 
-class XMLRetriever(ClipMaxRetriever):
-    """Eq. 1 over an index: max over each video's clips of cos(q_s, H1), averaged over streams."""
+def xml_stages(model: XML, index: VideoIndex, device: torch.device | None = None,
+               paired: bool | None = None) -> SearchStages:
+    """XML's stages: the query network (Eqs. 1-2's q) runs once per batch, and both stages read its output."""
+    dev = device or torch.device("cpu")
+    return SearchStages(XMLRetriever(model, index, dev), XMLLocalizer(model, index, dev, paired),  # type: ignore[arg-type]
+                        query_network=lambda tokens, mask: model.encode_queries(tokens.to(dev), mask.to(dev)))
 
-    def __init__(self, model: XML, index: VideoIndex, device: torch.device | None = None, chunk_clips: int = 200_000,
-                 encoded: bool = False):
-        """``encoded``: the tokens it is given are already the model's queries (``SearchStages.encode``)."""
+
+class XMLRetriever(ClipMaxRetriever):
+    """Eq. 1 over an index: max over each video's clips of cos(q_s, H1), averaged over streams. It reads the
+    queries XML's query network made (:func:`xml_stages`)."""
+
+    def __init__(self, model: XML, index: VideoIndex, device: torch.device | None = None, chunk_clips: int = 200_000):
         self.model = model.eval()
-        super().__init__((lambda q, mask: q) if encoded else model.encode_queries, index, "h1", cosine=True,
-                         device=device, chunk_clips=chunk_clips)
+        super().__init__(as_read, index, "h1", cosine=True, device=device, chunk_clips=chunk_clips)
 
 
 class XMLLocalizer:
-    """s_tl (Eqs. 2, 4) in each candidate video; with the retrieval scores, s_vcmr (Eq. 3)."""
+    """s_tl (Eqs. 2, 4) in each candidate video; with the retrieval scores, s_vcmr (Eq. 3). It reads the queries
+    XML's query network made (:func:`xml_stages`)."""
 
     provides = frozenset({"dense", "propose", "score_bound"})
 
-    def __init__(self, model: XML, index: VideoIndex, device: torch.device | None = None, paired: bool | None = None,
-                 encoded: bool = False):
+    def __init__(self, model: XML, index: VideoIndex, device: torch.device | None = None, paired: bool | None = None):
         self.model = model.eval()
-        self.encoded = encoded  # the tokens it is given are already the model's queries (SearchStages.encode)
         self.index = index
         self.device = device or torch.device("cpu")
         # paired: Eq. 2's similarities by paired_clip_dots (each distinct video's clips read once; the CPU's
@@ -104,9 +110,8 @@ class XMLLocalizer:
         self.paired = self.device.type == "cpu" if paired is None else paired
 
     @torch.no_grad()
-    def localize(self, tokens: torch.Tensor, token_mask: torch.Tensor, videos: np.ndarray,
-                 video_scores: torch.Tensor | None = None) -> torch.Tensor:
-        q = self._queries(tokens, token_mask)  # (B, S, d)
+    def localize(self, queries: Queries, videos: np.ndarray, video_scores: torch.Tensor | None = None) -> DenseGrid:
+        q = queries.tokens.to(self.device)  # (B, S, d)
         b, k = videos.shape
         ql = self.model.localizing_queries(q)
         if self.paired:  # each distinct video's clips read once, no (B*K, S, T, d) padding
@@ -121,35 +126,33 @@ class XMLLocalizer:
         s_tl = self.model.moment_scores(o_st, o_ed)  # (B*K, T, T)
         if video_scores is not None:
             s_tl = self.model.vcmr_scores(s_tl, video_scores.reshape(-1).to(self.device))
-        return s_tl.reshape(b, k, *s_tl.shape[1:]).cpu()
-
-    def _queries(self, tokens: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
-        if self.encoded:
-            return tokens.to(self.device)
-        return self.model.encode_queries(tokens.to(self.device), token_mask.to(self.device))
+        t = s_tl.shape[-1]
+        valid = length_band(t, self.model.cfg.n_min, self.model.cfg.n_max, self.device) & mask[:, :, None] & mask[:, None, :]
+        return DenseGrid(s_tl.reshape(b, k, t, t).cpu(), valid.reshape(b, k, t, t).cpu())
 
     def score_bound(self, video_scores: torch.Tensor) -> torch.Tensor:
         """No moment of a video scores above exp(alpha s_vr) (Eq. 3 with s_tl = P_st P_ed <= 1)."""
         return torch.exp(self.model.cfg.alpha * video_scores.float())
 
     @torch.no_grad()
-    def propose(self, tokens: torch.Tensor, token_mask: torch.Tensor, videos: np.ndarray,
-                video_scores: torch.Tensor | None, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def propose(self, queries: Queries, videos: np.ndarray, video_scores: torch.Tensor | None, n: int) -> ClipProposals:
         """The dense grid's top ``n`` per candidate, video by video at its own length: no (T, T) map,
         so a two-hour video costs T x n_max (Eq. 4's length band caps the moment length)."""
         cfg = self.model.cfg
-        q = self._queries(tokens, token_mask)  # (B, S, d)
+        q = queries.tokens.to(self.device)  # (B, S, d)
         b, k = videos.shape
         st = np.zeros((b, k, n), np.int64)
         ed = np.zeros((b, k, n), np.int64)
         sc = np.zeros((b, k, n), np.float32)
+        ok = np.zeros((b, k, n), bool)
         for j in np.unique(videos):
             h2, mask = self.index.padded("h2", np.array([j]))  # (1, T, S, d)
             h2 = h2.permute(0, 2, 1, 3).to(self.device)
             for i, kk in zip(*np.nonzero(videos == j), strict=True):
                 o_st, o_ed = self.model.st_ed_logits(q[i: i + 1], h2, mask.to(self.device))
-                s_, e_, p_ = banded_top(o_st[0].softmax(-1), o_ed[0].softmax(-1), cfg.n_min, cfg.n_max, n)
+                s_, e_, p_, v_ = banded_top(o_st[0].softmax(-1), o_ed[0].softmax(-1), cfg.n_min, cfg.n_max, n)
                 if video_scores is not None:
                     p_ = p_ * torch.exp(cfg.alpha * video_scores[i, kk].to(p_.device))
                 st[i, kk], ed[i, kk], sc[i, kk] = s_.cpu().numpy(), e_.cpu().numpy(), p_.float().cpu().numpy()
-        return st, ed, sc
+                ok[i, kk] = v_.cpu().numpy()
+        return ClipProposals(st, ed, sc, ok)

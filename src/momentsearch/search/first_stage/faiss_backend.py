@@ -72,7 +72,7 @@ class FaissBackend(VectorBackend):
         except RuntimeError as e:
             raise FirstStageError(f"faiss:{self.arg}: not an index-factory string FAISS can build for dim {d} "
                                   f"({str(e).strip().splitlines()[-1][:200]})") from None
-        if hasattr(index, "hnsw"):
+        if isinstance(index, faiss.IndexHNSW):
             index.hnsw.efConstruction = int(self.params.get("efConstruction", 80))
         if not index.is_trained:
             m = re.search(r"IVF(\d+)", self.arg)
@@ -115,9 +115,9 @@ class FaissBackend(VectorBackend):
         return self.arg.replace(" ", "") in ("Flat", "IDMap,Flat")
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        hnsw = getattr(self.index, "hnsw", None)
-        if hnsw is not None and "efSearch" not in self.params and hnsw.efSearch < k:
-            hnsw.efSearch = int(k)
+        if isinstance(self.index, self._faiss().IndexHNSW) and "efSearch" not in self.params \
+                and self.index.hnsw.efSearch < k:
+            self.index.hnsw.efSearch = int(k)
         d, i = self.index.search(np.ascontiguousarray(queries, np.float32), int(k))
         return d, i.astype(np.int64)
 

@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import torch
 
 from momentsearch.errors import QueryError
+from momentsearch.search.stages import VectorSource
 
 
 def restrict_to_pools(scores: torch.Tensor, pools: Sequence[Sequence[int]]) -> torch.Tensor:
@@ -33,14 +33,14 @@ def check_pools(pools: Sequence[Sequence[int]], n_queries: int, n_videos: int) -
             raise QueryError(f"query {i}: candidate pool holds a video index outside 0..{n_videos - 1}")
 
 
-def exact_top(source: Any, q: np.ndarray, videos: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def exact_top(source: VectorSource, q: np.ndarray, videos: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """One query's (S, d) vectors -> the top ``k`` of ``videos`` by the source's exact scores, and those scores."""
     s = source.exact_scores(q, videos)
     order = np.argsort(-s, kind="stable")[:k]
     return videos[order], s[order]
 
 
-def score_pools(source: Any, q: np.ndarray, pools: Sequence[Sequence[int]], n_videos: int, k: int
+def score_pools(source: VectorSource, q: np.ndarray, pools: Sequence[Sequence[int]], n_videos: int, k: int
                 ) -> tuple[torch.Tensor, np.ndarray]:
     """Each query's pool scored exactly (a small set of videos needs no index)."""
     check_pools(pools, len(q), n_videos)

@@ -26,7 +26,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -36,7 +36,8 @@ from momentsearch.errors import FirstStageError
 from momentsearch.search.first_stage.base import VectorBackend, create_backend
 from momentsearch.search.first_stage.pools import pad, restrict_to_pools, score_pools
 from momentsearch.search.first_stage.scan import ScanFirstStage, build_scan
-from momentsearch.search.stages import provides
+from momentsearch.search.index import VideoIndex
+from momentsearch.search.stages import Queries, Retriever, VectorSource, declared, provides
 
 AUTO_EXACT_LIMIT = 200_000  # clips: above, ``auto`` scans clip codes (``scan``) instead of every vector
 
@@ -44,31 +45,19 @@ AUTO_EXACT_LIMIT = 200_000  # clips: above, ``auto`` scans clip codes (``scan``)
 class FirstStage(Protocol):
     spec: str
 
-    def retrieve(self, tokens: torch.Tensor, token_mask: torch.Tensor, k: int,
-                 pools: Sequence[Sequence[int]] | None = None) -> tuple[torch.Tensor, np.ndarray]: ...
-
-
-class VectorSource(Protocol):
-    """What a retriever exposes to be served by vectors (``ClipMaxRetriever`` does)."""
-
-    index: Any
-    array: str
-    n_streams: int
-
-    def query_vectors(self, tokens: torch.Tensor, token_mask: torch.Tensor) -> np.ndarray: ...
-    def stream_rows(self, stream: int, rows: np.ndarray | None = None) -> np.ndarray: ...
-    def exact_scores(self, q: np.ndarray, videos: np.ndarray) -> np.ndarray: ...
+    def retrieve(self, queries: Queries, k: int, pools: Sequence[Sequence[int]] | None = None
+                 ) -> tuple[torch.Tensor, np.ndarray]: ...
 
 
 class ExactFirstStage:
     spec = "exact"
 
-    def __init__(self, retriever: Any):
+    def __init__(self, retriever: Retriever):
         self.retriever = retriever
 
-    def retrieve(self, tokens: torch.Tensor, token_mask: torch.Tensor, k: int,
-                 pools: Sequence[Sequence[int]] | None = None) -> tuple[torch.Tensor, np.ndarray]:
-        s = self.retriever.score_videos(tokens, token_mask).cpu()  # (B, V)
+    def retrieve(self, queries: Queries, k: int, pools: Sequence[Sequence[int]] | None = None
+                 ) -> tuple[torch.Tensor, np.ndarray]:
+        s = self.retriever.score_videos(queries).cpu()  # (B, V)
         if pools is not None:
             s = restrict_to_pools(s, pools)
             k = min(k, max(len(p) for p in pools))
@@ -87,9 +76,9 @@ class VectorFirstStage:
         self.n_rows = int(self.offsets[-1])
         self.stats = {"queries": 0, "uncertified": 0, "rounds": 0, "candidates": 0}
 
-    def retrieve(self, tokens: torch.Tensor, token_mask: torch.Tensor, k: int,
-                 pools: Sequence[Sequence[int]] | None = None) -> tuple[torch.Tensor, np.ndarray]:
-        q = self.source.query_vectors(tokens, token_mask)  # (B, S, d)
+    def retrieve(self, queries: Queries, k: int, pools: Sequence[Sequence[int]] | None = None
+                 ) -> tuple[torch.Tensor, np.ndarray]:
+        q = self.source.query_vectors(queries)  # (B, S, d)
         n_videos = len(self.offsets) - 1
         if pools is not None:  # a small set of videos: scored exactly, no index needed
             return score_pools(self.source, q, pools, n_videos, k)
@@ -166,7 +155,7 @@ class VectorFirstStage:
             b.close()
 
 
-def data_key(index: Any, array: str, stream: int, unit: bool | None = None) -> str:
+def data_key(index: VideoIndex, array: str, stream: int, unit: bool | None = None) -> str:
     """The identity of one stream's rows: the model and data that encoded the index, its layout, and
     whether the rows are unit vectors (a cosine retriever's) or raw (an inner product's): on a shared
     Milvus server the two must not find each other's collections."""
@@ -194,16 +183,18 @@ def resolve_spec(spec: str, n_rows: int, device_bytes: tuple[int, int] | None = 
     return "scan"
 
 
-def _device_bytes(retriever: Any, index: Any) -> tuple[int, int] | None:
+def _device_bytes(retriever: Retriever, index: VideoIndex) -> tuple[int, int] | None:
     """(bytes of the retriever's fp32 copy of every clip, bytes free) when it runs on a CUDA device."""
-    dev = getattr(retriever, "device", None)
-    if not isinstance(dev, torch.device) or dev.type != "cuda" or "vectors" not in provides(retriever):
+    if "vectors" not in provides(retriever):
+        return None
+    dev = retriever.device  # a VectorSource
+    if dev.type != "cuda":
         return None
     shape = index.array(retriever.array).shape
     return int(np.prod(shape)) * 4, int(torch.cuda.mem_get_info(dev)[0])
 
 
-def _unwritable(asked: str, what: str, root: Path, e: OSError, retriever: Any) -> ExactFirstStage:
+def _unwritable(asked: str, what: str, root: Path, e: OSError, retriever: Retriever) -> ExactFirstStage:
     """A stage that cannot be kept in ``root``: ``auto`` falls back to exact, a named stage is an error."""
     if asked == "auto":
         return ExactFirstStage(retriever)
@@ -211,7 +202,7 @@ def _unwritable(asked: str, what: str, root: Path, e: OSError, retriever: Any) -
                           "folder writable, or use --first-stage exact") from None
 
 
-def build_first_stage(retriever: Any, index: Any, spec: str = "exact", folder: str | Path | None = None,
+def build_first_stage(retriever: Retriever, index: VideoIndex, spec: str = "exact", folder: str | Path | None = None,
                       params: dict[str, str] | None = None, family: str = "", clips_per_video: int = 8,
                       progress: bool = False) -> ExactFirstStage | VectorFirstStage | ScanFirstStage:
     """The first stage ``spec`` over ``retriever`` (a family's), its built vector indexes kept in ``folder``
@@ -223,7 +214,7 @@ def build_first_stage(retriever: Any, index: Any, spec: str = "exact", folder: s
             raise FirstStageError(f"the exact first stage takes no parameters, got {sorted(params)}")
         return ExactFirstStage(retriever)
     if "vectors" not in provides(retriever):
-        why = getattr(retriever, "not_vector_servable", "its video score is not a maximum of inner products")
+        why = declared(retriever, "not_vector_servable", "its video score is not a maximum of inner products")
         raise FirstStageError(f"model family {family or '?'} cannot be served by a vector index ({spec}): "
                               f"{why}. Use the first stage 'exact'")
     if folder is None:
@@ -245,7 +236,7 @@ def build_first_stage(retriever: Any, index: Any, spec: str = "exact", folder: s
     backends = []
     for s in range(retriever.n_streams):
         backend = create_backend(spec, **params)
-        name = f"{backend.key(data_key(index, retriever.array, s, getattr(retriever, 'cosine', None)))}_s{s}"
+        name = f"{backend.key(data_key(index, retriever.array, s, retriever.cosine))}_s{s}"
         if not backend.load(root, name, int(index.offsets[-1])):
             if progress:
                 say(f"building the first stage {spec} (stream {s + 1}/{retriever.n_streams}) in {root}")

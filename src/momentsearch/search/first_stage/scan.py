@@ -43,8 +43,9 @@ from momentsearch.errors import FirstStageError
 from momentsearch.fileio import atomic_dir, write_json
 from momentsearch.readers import check_array, read_json_object, read_npy
 from momentsearch.search.first_stage.pools import exact_top, pad, score_pools
-from momentsearch.search.index import clip_rows
+from momentsearch.search.index import VideoIndex, clip_rows
 from momentsearch.search.kernels import packed, video_max
+from momentsearch.search.stages import Queries, VectorSource
 
 SCAN_VERSION = 1
 TRAIN_ROWS = 131_072  # clips sampled per stream to train the product quantizer
@@ -98,7 +99,7 @@ def _error(message: str) -> FirstStageError:
     return FirstStageError(f"{message}; delete the folder and the stage is built again")
 
 
-def layout_key(index: Any) -> str:
+def layout_key(index: VideoIndex) -> str:
     """The videos and clip counts an index holds, in order (a grown or shrunk index has another)."""
     h = hashlib.sha1(json.dumps([len(index), index.meta.get("fingerprint")]).encode())
     h.update("\n".join(index.video_ids).encode())
@@ -106,11 +107,11 @@ def layout_key(index: Any) -> str:
     return h.hexdigest()
 
 
-def stage_key(source: Any, m: int) -> str:
+def stage_key(source: VectorSource, m: int) -> str:
     """Names a scan stage's folder: the model, the array, unit or raw rows and m, not the videos (a grown
     index keeps it)."""
     blob = json.dumps(["scan", SCAN_VERSION, source.index.meta.get("fingerprint"), source.array,
-                       getattr(source, "cosine", None), m])
+                       source.cosine, m])
     return "scan_" + hashlib.sha1(blob.encode()).hexdigest()[:16]
 
 
@@ -135,7 +136,7 @@ class ScanFirstStage:
 
     spec = "scan"
 
-    def __init__(self, source: Any, codebooks: np.ndarray, codes: list[np.ndarray], rescore: int | None = None,
+    def __init__(self, source: VectorSource, codebooks: np.ndarray, codes: list[np.ndarray], rescore: int | None = None,
                  threads: int | None = None, folder: Path | None = None):
         self.source = source
         self.codebooks = np.ascontiguousarray(codebooks, np.float32)  # (S, m, 256, d/m)
@@ -172,9 +173,9 @@ class ScanFirstStage:
             list(self._pool.map(run, jobs))
         return per_stream.mean(0)
 
-    def retrieve(self, tokens: torch.Tensor, token_mask: torch.Tensor, k: int,
-                 pools: Sequence[Sequence[int]] | None = None) -> tuple[torch.Tensor, np.ndarray]:
-        q = self.source.query_vectors(tokens, token_mask)  # (B, S, d)
+    def retrieve(self, queries: Queries, k: int, pools: Sequence[Sequence[int]] | None = None
+                 ) -> tuple[torch.Tensor, np.ndarray]:
+        q = self.source.query_vectors(queries)  # (B, S, d)
         if pools is not None:  # a small set of videos: scored exactly
             return score_pools(self.source, q, pools, self.n_videos, k)
         k = min(k, self.n_videos)
@@ -205,7 +206,7 @@ class ScanFirstStage:
     # -- building, saving, loading, growing -------------------------------------------------------------
 
     @staticmethod
-    def train(source: Any, m: int, progress: bool = False) -> np.ndarray:
+    def train(source: VectorSource, m: int, progress: bool = False) -> np.ndarray:
         """(S, m, 256, d/m) product-quantizer codebooks of each stream's clip vectors (a seeded sample)."""
         faiss = _faiss()
         n = int(source.index.offsets[-1])
@@ -228,7 +229,7 @@ class ScanFirstStage:
         return np.stack(out).astype(np.float32)
 
     @staticmethod
-    def encode(source: Any, codebooks: np.ndarray, rows: np.ndarray | None = None, progress: bool = False
+    def encode(source: VectorSource, codebooks: np.ndarray, rows: np.ndarray | None = None, progress: bool = False
                ) -> list[np.ndarray]:
         """Each stream's (len(rows), m) uint8 codes of the clip ``rows`` (default: every clip, in order)."""
         faiss = _faiss()
@@ -258,7 +259,7 @@ class ScanFirstStage:
         self.folder = folder
 
     @classmethod
-    def load(cls, folder: Path, source: Any, layout: str | None, **kw: Any) -> ScanFirstStage | None:
+    def load(cls, folder: Path, source: VectorSource, layout: str | None, **kw: Any) -> ScanFirstStage | None:
         """The stage saved in ``folder`` if it serves ``layout`` (None: any), else None (not there, or
         for other videos); a damaged folder is a :class:`FirstStageError` naming the file."""
         if not (folder / "manifest.json").is_file():
@@ -284,7 +285,7 @@ class ScanFirstStage:
         return cls(source, books, codes, folder=folder, **kw)
 
 
-def build_scan(source: Any, folder: Path, params: dict[str, str], progress: bool = False) -> ScanFirstStage:
+def build_scan(source: VectorSource, folder: Path, params: dict[str, str], progress: bool = False) -> ScanFirstStage:
     """The scan stage over ``source``'s index, loaded from ``folder`` when built there for these videos,
     else built (and kept there)."""
     dim = int(source.index.array(source.array).shape[-1])
@@ -313,7 +314,7 @@ def build_scan(source: Any, folder: Path, params: dict[str, str], progress: bool
     return stage
 
 
-def grow_scan(old_folder: Path, new_folder: Path, source: Any, old_index: Any, old_rows: np.ndarray,
+def grow_scan(old_folder: Path, new_folder: Path, source: VectorSource, old_index: VideoIndex, old_rows: np.ndarray,
               progress: bool = False) -> int:
     """Carry every scan stage in ``old_folder`` built over ``old_index`` over to ``source``'s (the new)
     index, into ``new_folder``: ``old_rows[v]`` is new video v's row in the old index, or -1 when it is
