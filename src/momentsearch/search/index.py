@@ -106,26 +106,8 @@ class VideoIndex:
         f = Path(folder)
         if not (f / "manifest.json").is_file():
             raise SearchIndexError(f"{f}: no index here (manifest.json missing)")
-        man = read_json_object(f / "manifest.json", _error, "index manifest")
-        if man.get("version") != INDEX_VERSION:
-            raise SearchIndexError(f"{f}: index version {str(man.get('version'))[:40]}, this momentsearch reads "
-                                   f"{INDEX_VERSION}; delete the folder to rebuild it")
-        ids, v, n = man.get("video_ids"), man.get("n_videos"), man.get("n_clips")
-        _need(isinstance(ids, list) and all(isinstance(i, str) and i for i in ids) and len(set(ids)) == len(ids),
-              f, "video_ids must be a list of distinct, non-empty strings")
-        _need(v == len(ids) and type(n) is int and n >= 0, f, "n_videos must equal len(video_ids); n_clips an integer >= 0")
-        groups = {}
-        for kind in ("arrays", "video_arrays"):
-            g = man.get(kind)
-            _need(isinstance(g, dict) and all(re.fullmatch(r"[A-Za-z0-9_]+", k) and isinstance(sh, list)
-                                              and all(type(x) is int and x >= 0 for x in sh) for k, sh in g.items()),
-                  f, f"{kind} must map array names to their row shapes (lists of integers)")
-            groups[kind] = g
-        dtypes = man.get("dtypes", {})
-        _need(isinstance(dtypes, dict) and all(isinstance(d, str) for d in dtypes.values()), f,
-              "dtypes must map file names to dtype strings")
-        meta = man.get("meta", {})
-        _need(isinstance(meta, dict), f, "meta must be an object")
+        man = ArraysManifest.read(f)
+        ids, v, n, groups, dtypes = man.video_ids, man.n_videos, man.n_clips, man.groups, man.dtypes
 
         def read(name: str, rows: int, shape: list[int], kinds: str, big: bool) -> np.ndarray:
             path = f / f"{name}.npy"
@@ -146,7 +128,7 @@ class VideoIndex:
         arrays = {k: read(f"clip.{k}", n, sh, "fiub", True) for k, sh in groups["arrays"].items()}
         video_arrays = {k: read(f"video.{k}", v, sh, "fiub", True) for k, sh in groups["video_arrays"].items()}
         return cls(ids, durations.astype(np.float64), clip_lengths.astype(np.float64), offsets.astype(np.int64),
-                   arrays, video_arrays, meta)
+                   arrays, video_arrays, man.meta)
 
 
 def _write_grid_and_manifest(folder: Path, video_ids: list[str], durations: np.ndarray, clip_lengths: np.ndarray,
@@ -154,13 +136,63 @@ def _write_grid_and_manifest(folder: Path, video_ids: list[str], durations: np.n
                              meta: dict[str, Any]) -> None:
     for name, a in (("offsets", offsets), ("durations", durations), ("clip_lengths", clip_lengths)):
         np.save(folder / f"{name}.npy", a)
-    write_json(folder / "manifest.json", {
-        "version": INDEX_VERSION, "video_ids": video_ids, "n_videos": len(video_ids),
-        "n_clips": int(offsets[-1]), "arrays": {k: list(a.shape[1:]) for k, a in arrays.items()},
-        "video_arrays": {k: list(a.shape[1:]) for k, a in video_arrays.items()}, "meta": meta,
-        "dtypes": {**{f"clip.{k}": str(a.dtype) for k, a in arrays.items()},
-                   **{f"video.{k}": str(a.dtype) for k, a in video_arrays.items()}},
-    }, indent=None)
+    ArraysManifest(list(video_ids), len(video_ids), int(offsets[-1]),
+                   {k: list(a.shape[1:]) for k, a in arrays.items()},
+                   {k: list(a.shape[1:]) for k, a in video_arrays.items()}, meta,
+                   {**{f"clip.{k}": str(a.dtype) for k, a in arrays.items()},
+                    **{f"video.{k}": str(a.dtype) for k, a in video_arrays.items()}}).write(folder)
+
+
+@dataclass(frozen=True)
+class ArraysManifest:
+    """``arrays/manifest.json``, an index's arrays described: one typed record, one reader, one writer.
+
+        {"version": 2, "video_ids": [...], "n_videos": V, "n_clips": N, "arrays": {name: row shape},
+         "video_arrays": {name: row shape}, "meta": {...}, "dtypes": {"clip.NAME": "float16", ...}}"""
+
+    video_ids: list[str]
+    n_videos: int
+    n_clips: int
+    arrays: dict[str, list[int]]  # per-clip arrays: name -> row shape
+    video_arrays: dict[str, list[int]]  # per-video arrays: name -> row shape
+    meta: dict[str, Any]
+    dtypes: dict[str, str]  # file name (clip.NAME, video.NAME) -> dtype
+
+    @property
+    def groups(self) -> dict[str, dict[str, list[int]]]:
+        return {"arrays": self.arrays, "video_arrays": self.video_arrays}
+
+    @classmethod
+    def read(cls, folder: Path) -> ArraysManifest:
+        """Checked field by field: a :class:`SearchIndexError` naming the file and the field."""
+        f = folder
+        man = read_json_object(f / "manifest.json", _error, "index manifest")
+        if man.get("version") != INDEX_VERSION:
+            raise SearchIndexError(f"{f}: index version {str(man.get('version'))[:40]}, this momentsearch reads "
+                                   f"{INDEX_VERSION}; delete the folder to rebuild it")
+        ids, v, n = man.get("video_ids"), man.get("n_videos"), man.get("n_clips")
+        _need(isinstance(ids, list) and all(isinstance(i, str) and i for i in ids) and len(set(ids)) == len(ids),
+              f, "video_ids must be a list of distinct, non-empty strings")
+        _need(v == len(ids) and type(n) is int and n >= 0, f, "n_videos must equal len(video_ids); n_clips an integer >= 0")
+        groups = {}
+        for kind in ("arrays", "video_arrays"):
+            g = man.get(kind)
+            _need(isinstance(g, dict) and all(re.fullmatch(r"[A-Za-z0-9_]+", k) and isinstance(sh, list)
+                                              and all(type(x) is int and x >= 0 for x in sh) for k, sh in g.items()),
+                  f, f"{kind} must map array names to their row shapes (lists of integers)")
+            groups[kind] = g
+        dtypes = man.get("dtypes", {})
+        _need(isinstance(dtypes, dict) and all(isinstance(d, str) for d in dtypes.values()), f,
+              "dtypes must map file names to dtype strings")
+        meta = man.get("meta", {})
+        _need(isinstance(meta, dict), f, "meta must be an object")
+        return cls(ids, v, n, groups["arrays"], groups["video_arrays"], meta, dtypes)
+
+    def write(self, folder: Path) -> None:
+        write_json(folder / "manifest.json", {
+            "version": INDEX_VERSION, "video_ids": self.video_ids, "n_videos": self.n_videos, "n_clips": self.n_clips,
+            "arrays": self.arrays, "video_arrays": self.video_arrays, "meta": self.meta, "dtypes": self.dtypes},
+            indent=None)
 
 
 class IndexWriter:
