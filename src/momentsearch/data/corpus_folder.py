@@ -26,7 +26,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from momentsearch.data.corpus import Subtitle, Video
 from momentsearch.data.features import FeatureSource, FeatureStore, HDF5Features, NpyDirFeatures
@@ -39,6 +39,32 @@ VERSION = 1
 VIDEO_FIELDS: dict[str, type | tuple[type, ...]] = {
     "id": str, "duration": (int, float), "clip_length": (int, float), "n_clips": int, "crc32": dict,
 }
+
+
+class VideoEntry(TypedDict):
+    """One video of ``corpus.json``: the fields every corpus has (``VIDEO_FIELDS``, checked by
+    :meth:`CorpusManifest.read`), and those ingest adds for a video file (``NotRequired``; a dataset's corpus has
+    ``annotations`` instead)."""
+
+    id: str
+    duration: float  # seconds
+    clip_length: float  # seconds a clip
+    n_clips: int
+    crc32: dict[str, int]  # stream name -> CRC-32 of its rows
+    path: NotRequired[str | None]  # the video file, relative to the corpus's source folder (None: features only)
+    size: NotRequired[int]  # the file's size and modification time when ingested (a changed file is re-ingested)
+    mtime_ns: NotRequired[int]
+    sidecars: NotRequired[list[dict[str, Any]]]  # subtitle / transcript files beside it: path, size, mtime_ns
+    transcript: NotRequired[dict[str, Any] | None]  # what is said: its source and kind (None: nothing said)
+    warnings: NotRequired[list[str]]  # a bad sidecar, a damaged subtitle stream: said, never fatal
+    ingested_at: NotRequired[str | None]  # UTC, ISO 8601
+    fps: NotRequired[float]
+    width: NotRequired[int]
+    height: NotRequired[int]
+    rotation: NotRequired[int]
+    codec: NotRequired[str]
+    frames_decoded: NotRequired[int]
+    annotations: NotRequired[list[list[Any]]]  # a dataset's corpus: [start, end, text] of each annotated moment
 
 
 def is_corpus_folder(path: str | Path) -> bool:
@@ -57,7 +83,7 @@ class CorpusManifest:
     (and optionally path, size, mtime_ns, ingested_at, codec, fps, transcript, annotations, warnings)."""
     encoder: dict[str, Any]
     streams: dict[str, dict[str, Any]]
-    videos: list[dict[str, Any]]
+    videos: list[VideoEntry]
     name: str | None = None
     source: str | None = None  # the folder the videos were ingested from (None: a dataset's corpus)
     clip_seconds: float | None = None
@@ -163,7 +189,7 @@ class CorpusFolder:
     def failures(self) -> list[dict[str, Any]]:
         return list(self.manifest.failures)
 
-    def entry(self, video_id: str) -> dict[str, Any]:
+    def entry(self, video_id: str) -> VideoEntry:
         if not self._by_id:  # built once: a service looks videos up per request
             self._by_id.update((v["id"], v) for v in self.manifest.videos)
         if video_id in self._by_id:
