@@ -154,6 +154,7 @@ def test_a_search_and_the_service_import_no_trainer_loader_or_metric(tmp_path: P
     assert "momentsearch.serving.searcher" in got["modules"] and "momentsearch.search.engine" in got["modules"]
 
 
+@pytest.mark.slow  # 6.6-7.5 s under make test
 def test_under_make_test_a_missing_extra_fails_instead_of_skipping(tmp_path: Path) -> None:
     """MOMENTSEARCH_REQUIRE_EXTRAS=1 (set by `make test`): a module that importorskips a missing package is a
     collection error naming it; without the flag it is skipped."""

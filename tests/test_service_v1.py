@@ -100,9 +100,12 @@ def test_a_plan_pages_by_hand() -> None:
     # what the engine ranks: the page and one more (is there a next page?), all 1,000 when arranged
     assert (SearchPlan.of(2).fetch, SearchPlan.of(10, 30).fetch, SearchPlan.of(2, per_video=1).fetch) == (3, 41, 1000)
     assert SearchPlan.of(1000).fetch == 1000
+    assert SearchPlan.of(5, 0, 10**400).page(hits) == ([], None)  # a threshold no score reaches (no float holds it)
+    assert SearchPlan.of(5, 0, -10**400).page(hits) == (hits, None)
     for bad, says in (({"k": 0}, "k must be between 1 and 1000"), ({"k": 10, "offset": 991}, "offset must be"),
                       ({"k": 2, "time_from": 3, "time_to": 1}, r"time_to \(1\) must be after"),
-                      ({"k": 2, "per_video": 0}, "per_video must be")):
+                      ({"k": 2, "per_video": 0}, "per_video must be"), ({"k": 2, "min_score": float("nan")}, "min_score"),
+                      ({"k": 2, "min_score": True}, "min_score must be a number")):
         with pytest.raises(QueryError, match=says):
             SearchPlan.of(**bad)
 

@@ -11,6 +11,7 @@ page size) and moments are arranged in one place.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -41,8 +42,11 @@ class SearchPlan:
         if not (isinstance(offset, int) and not isinstance(offset, bool) and 0 <= offset <= MAX_RANKED - k):
             raise QueryError(f"offset must be an integer from 0 to {MAX_RANKED} - k = {MAX_RANKED - k}, "
                              f"got {offset!r}: one search ranks at most {MAX_RANKED} moments")
+        if min_score is not None and (isinstance(min_score, bool) or not isinstance(min_score, (int, float))
+                                      or (isinstance(min_score, float) and math.isnan(min_score))):
+            raise QueryError(f"min_score must be a number, got {str(min_score)[:40]!r}")
         check_arrange(time_from, time_to, per_video)
-        return cls(k, offset, None if min_score is None else float(min_score), time_from, time_to, per_video,
+        return cls(k, offset, min_score, time_from, time_to, per_video,  # (an int of any size compares with floats)
                    None if pool is None else tuple(int(r) for r in pool))
 
     @property
