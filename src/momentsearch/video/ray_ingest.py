@@ -73,15 +73,19 @@ def _reachable(address: str, timeout: float = 5.0) -> None:
         raise ConfigError(f"--ray {address}: no Ray cluster answers there ({e})") from None
 
 
+STARTUP_TIMEOUTS = ("timed out during startup", "Timed out waiting for file")  # Ray's own words, 2.x
+
+
 def start_local(ray: Any, workers: int | None, tries: int = 3) -> None:
     """Start a local Ray node. Ray gives its raylet a fixed 30 s to come up and raises a bare Exception past
-    that, which a loaded machine can hit; the half-started node is shut down and the start tried again."""
+    that, and waits a fixed time for its GCS server's port file (a RuntimeError "Timed out waiting for file"),
+    which a loaded machine can hit; the half-started node is shut down and the start tried again."""
     for attempt in range(1, tries + 1):
         try:
             ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
             return
         except Exception as e:  # Ray raises Exception itself for this one
-            if "timed out during startup" not in str(e):
+            if not any(m in str(e) for m in STARTUP_TIMEOUTS):
                 raise
             ray.shutdown()
             if attempt == tries:
