@@ -90,16 +90,17 @@ def test_bad_v1_requests_are_4xx(served, body: dict, where: str) -> None:
 
 def test_a_plan_pages_by_hand() -> None:
     hits = [Hit("a", 0, 1, 0.9), Hit("a", 2, 3, 0.8), Hit("b", 0, 1, 0.7), Hit("c", 0, 1, 0.4), Hit("b", 4, 5, 0.3)]
-    assert SearchPlan.of(2).page(hits) == (hits[:2], 2)
-    assert SearchPlan.of(2, 2).page(hits) == (hits[2:4], 4)
-    assert SearchPlan.of(2, 4).page(hits) == (hits[4:], None)
+    assert SearchPlan.of(2, paged=True).page(hits) == (hits[:2], 2)
+    assert SearchPlan.of(2, 2, paged=True).page(hits) == (hits[2:4], 4)
+    assert SearchPlan.of(2, 4, paged=True).page(hits) == (hits[4:], None)
     assert SearchPlan.of(5, 0, 0.5).page(hits) == (hits[:3], None)
     assert SearchPlan.of(2, per_video=1).page(hits) == ([hits[0], hits[2]], 2)
     assert SearchPlan.of(2, 2, per_video=1).page(hits) == ([hits[3]], None)
     assert SearchPlan.of(2, time_from=1.5, time_to=4.5).page(hits) == ([hits[1], hits[4]], None)
-    # what the engine ranks: the page and one more (is there a next page?), all 1,000 when arranged
-    assert (SearchPlan.of(2).fetch, SearchPlan.of(10, 30).fetch, SearchPlan.of(2, per_video=1).fetch) == (3, 41, 1000)
-    assert SearchPlan.of(1000).fetch == 1000
+    # what the engine ranks: the page (and one more when paged: is there a next page?), all 1,000 when arranged
+    assert (SearchPlan.of(2).fetch, SearchPlan.of(2, paged=True).fetch, SearchPlan.of(10, 30, paged=True).fetch,
+            SearchPlan.of(2, per_video=1).fetch) == (2, 3, 41, 1000)
+    assert SearchPlan.of(1000, paged=True).fetch == 1000
     assert SearchPlan.of(5, 0, 10**400).page(hits) == ([], None)  # a threshold no score reaches (no float holds it)
     assert SearchPlan.of(5, 0, -10**400).page(hits) == (hits, None)
     for bad, says in (({"k": 0}, "k must be between 1 and 1000"), ({"k": 10, "offset": 991}, "offset must be"),

@@ -42,14 +42,18 @@ def clip_proposals(index: VideoIndex, videos: np.ndarray, props: ClipProposals) 
 
 def grid_proposals(index: VideoIndex, videos: np.ndarray, grid: DenseGrid, c: int | None) -> Proposals:
     """Each candidate's ``c`` best valid cells of a dense grid (None: every cell), best first, in seconds; a video
-    with fewer valid cells has its remaining slots marked not valid."""
+    with fewer valid cells has its remaining slots marked not valid. The grid is consumed: its cells that are not
+    moments are set to -inf in place (no copy of a (B, K, T, T) grid)."""
     score, valid = grid.score.cpu(), grid.valid.cpu()
     b, k, t, _ = score.shape
     n = t * t if c is None else min(c, t * t)
+    flat_valid = valid.reshape(b, k, t * t)
     flat_scores = score.reshape(b, k, t * t)
-    _, flat = flat_scores.masked_fill(~valid.reshape(b, k, t * t), float("-inf")).topk(n, dim=-1)  # (B, K, n)
-    ok = valid.reshape(b, k, t * t).gather(-1, flat).numpy()
-    best = flat_scores.gather(-1, flat).numpy()
+    if not grid.masked:
+        flat_scores.masked_fill_(~flat_valid, float("-inf"))  # in place: the grid is consumed
+    best_t, flat = flat_scores.topk(n, dim=-1)  # (B, K, n): a cell that is not a moment never outranks one that is
+    ok = flat_valid.gather(-1, flat).numpy()
+    best = best_t.numpy()
     st, ed = (flat // t).numpy(), (flat % t).numpy()
     return clip_proposals(index, videos, ClipProposals(st, ed, best, ok))
 

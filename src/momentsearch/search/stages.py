@@ -104,10 +104,12 @@ class Proposals:
 class DenseGrid:
     """A dense localizer's output: ``score`` (B, K, T, T) for every (start clip, end clip) of each candidate
     (padded to the longest) and ``valid`` (B, K, T, T), the cells that are moments (inside the length band, on
-    the video's own clips)."""
+    the video's own clips). ``masked``: the cells that are not valid already hold -inf, so the conversion need not
+    set them (a localizer that computes its grid that way saves a pass over it)."""
 
     score: torch.Tensor
     valid: torch.Tensor
+    masked: bool = False  # True: the localizer already set every cell that is not valid to -inf (none to mask)
 
     def __post_init__(self) -> None:
         if self.score.ndim != 4 or self.score.shape != self.valid.shape or self.valid.dtype != torch.bool:

@@ -78,7 +78,8 @@ class Options(Request):
         where = VideoFilter.of(self.videos, self.path_prefix, self.min_duration, self.max_duration,
                                self.ingested_after, self.ingested_before, self.modified_after, self.modified_before)
         return searcher.plan(self.k, self.offset, self.min_score, where=where, time_from=self.time_from,
-                             time_to=self.time_to, per_video=self.per_video if self.group_by_video else None)
+                             time_to=self.time_to, per_video=self.per_video if self.group_by_video else None,
+                             paged=True)
 
 
 class SearchV1(Options):

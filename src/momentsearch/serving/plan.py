@@ -31,11 +31,12 @@ class SearchPlan:
     time_to: float | None = None  # moments starting before this second of their video
     per_video: int | None = None  # grouped by video: each video's best per_video moments together
     pool: tuple[int, ...] | None = None  # the index rows it may be answered from (None: every video)
+    paged: bool = False  # the answer says whether there is a next page (/v1): one more moment is ranked
 
     @classmethod
     def of(cls, k: int, offset: int = 0, min_score: float | None = None, time_from: float | None = None,
-           time_to: float | None = None, per_video: int | None = None, pool: Sequence[int] | None = None
-           ) -> SearchPlan:
+           time_to: float | None = None, per_video: int | None = None, pool: Sequence[int] | None = None,
+           paged: bool = False) -> SearchPlan:
         """Checked: a :class:`QueryError` a user can act on for each bad value."""
         if not (isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= MAX_RANKED):
             raise QueryError(f"k must be between 1 and {MAX_RANKED}, got {k!r}")
@@ -47,7 +48,7 @@ class SearchPlan:
             raise QueryError(f"min_score must be a number, got {str(min_score)[:40]!r}")
         check_arrange(time_from, time_to, per_video)
         return cls(k, offset, min_score, time_from, time_to, per_video,  # (an int of any size compares with floats)
-                   None if pool is None else tuple(int(r) for r in pool))
+                   None if pool is None else tuple(int(r) for r in pool), paged)
 
     @property
     def arranged(self) -> bool:
@@ -56,9 +57,9 @@ class SearchPlan:
 
     @property
     def fetch(self) -> int:
-        """Moments the engine ranks for this query: the page and one more (is there a next page), or
-        :data:`MAX_RANKED` when arranged."""
-        return MAX_RANKED if self.arranged else min(self.offset + self.k + 1, MAX_RANKED)
+        """Moments the engine ranks for this query: the page (and one more when ``paged``: is there a next page),
+        or :data:`MAX_RANKED` when arranged."""
+        return MAX_RANKED if self.arranged else min(self.offset + self.k + int(self.paged), MAX_RANKED)
 
     @property
     def answers_nothing(self) -> bool:

@@ -106,10 +106,11 @@ class Searcher:
 
     def plan(self, k: int = 10, offset: int = 0, min_score: float | None = None, videos: Sequence[str] | None = None,
              where: VideoFilter | None = None, time_from: float | None = None, time_to: float | None = None,
-             per_video: int | None = None) -> SearchPlan:
+             per_video: int | None = None, paged: bool = False) -> SearchPlan:
         """One request checked once (:class:`~momentsearch.serving.plan.SearchPlan`): a :class:`QueryError` a user
-        can act on for a bad value, an id this index lacks or a filter the corpus cannot answer."""
-        plan = SearchPlan.of(k, offset, min_score, time_from, time_to, per_video)  # the cheap checks first
+        can act on for a bad value, an id this index lacks or a filter the corpus cannot answer. ``paged``: the
+        answer says whether a next page exists (one more moment is ranked)."""
+        plan = SearchPlan.of(k, offset, min_score, time_from, time_to, per_video, paged=paged)  # the cheap checks first
         pool = self.rows_of(videos, where)
         return plan if pool is None else replace(plan, pool=tuple(pool))
 

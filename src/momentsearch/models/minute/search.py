@@ -100,7 +100,7 @@ class MinuteLocalizer:
         l_st, l_ed, mask = self.logits(queries, videos)
         grid = moment_scores(l_st, l_ed, mask, self.model.moment_band(mask.shape[-1], mask.device),
                              None if video_scores is None else video_scores.to(self.device), self.scoring, self.alpha)
-        return DenseGrid(grid.score.cpu(), grid.valid.cpu())
+        return DenseGrid(grid.score.cpu(), grid.valid.cpu(), masked=True)
 
 
 def moment_scores(l_st: torch.Tensor, l_ed: torch.Tensor, mask: torch.Tensor, band: torch.Tensor,
@@ -116,4 +116,4 @@ def moment_scores(l_st: torch.Tensor, l_ed: torch.Tensor, mask: torch.Tensor, ba
     if video_scores is not None:
         s_r = video_scores.double()
         log_s = log_s + (s_r if scoring == "shared_norm" else alpha * s_r)[..., None, None]  # Eq. 13 / Eq. 5
-    return DenseGrid(log_s.masked_fill(~allowed, float("-inf")), allowed)
+    return DenseGrid(log_s.masked_fill(~allowed, float("-inf")), allowed, masked=True)

@@ -123,12 +123,14 @@ class XMLLocalizer:
             sim = torch.einsum("nsd,nstd->nt", qq, h2)
         mask = mask.to(self.device)
         o_st, o_ed = self.model.conv_logits(sim / q.shape[1], mask)
-        s_tl = self.model.moment_scores(o_st, o_ed)  # (B*K, T, T)
+        t = o_st.shape[-1]
+        # the band on each video's own clips: a span ends on a real clip (its start, at or before the end, is one too)
+        valid = length_band(t, self.model.cfg.n_min, self.model.cfg.n_max, self.device) & mask[:, None, :]
+        p_st, p_ed = o_st.softmax(-1), o_ed.softmax(-1)  # Eq. 4's s_tl = P_st P_ed (moment_scores), -inf off valid
+        s_tl = (p_st[:, :, None] * p_ed[:, None, :]).masked_fill_(~valid, float("-inf"))  # (B*K, T, T)
         if video_scores is not None:
-            s_tl = self.model.vcmr_scores(s_tl, video_scores.reshape(-1).to(self.device))
-        t = s_tl.shape[-1]
-        valid = length_band(t, self.model.cfg.n_min, self.model.cfg.n_max, self.device) & mask[:, :, None] & mask[:, None, :]
-        return DenseGrid(s_tl.reshape(b, k, t, t).cpu(), valid.reshape(b, k, t, t).cpu())
+            s_tl = self.model.vcmr_scores(s_tl, video_scores.reshape(-1).to(self.device))  # Eq. 3 (-inf stays)
+        return DenseGrid(s_tl.reshape(b, k, t, t).cpu(), valid.reshape(b, k, t, t).cpu(), masked=True)
 
     def score_bound(self, video_scores: torch.Tensor) -> torch.Tensor:
         """No moment of a video scores above exp(alpha s_vr) (Eq. 3 with s_tl = P_st P_ed <= 1)."""
