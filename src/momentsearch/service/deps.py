@@ -63,22 +63,12 @@ async def get_services(request: Request) -> Services:
     return request.app.state.services
 
 
-async def get_searcher(services: Annotated[Services, Depends(get_services)]) -> Searcher:
-    return services.searcher
-
-
 async def get_media(services: Annotated[Services, Depends(get_services)]) -> Media:
     return services.media
 
 
-async def get_metrics(services: Annotated[Services, Depends(get_services)]) -> Metrics:
-    return services.metrics
-
-
 ServicesDep = Annotated[Services, Depends(get_services)]
-SearcherDep = Annotated[Searcher, Depends(get_searcher)]
 MediaDep = Annotated[Media, Depends(get_media)]
-MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 
 
 def server_timing(timing: dict[str, float], app_seconds: float) -> str:

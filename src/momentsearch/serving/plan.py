@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from momentsearch.errors import QueryError
 from momentsearch.search.ranked import Hit
-from momentsearch.serving.filters import FETCH_ARRANGED, VideoFilter, arrange, check_arrange
+from momentsearch.serving.filters import FETCH_ARRANGED, arrange, check_arrange
 
 MAX_RANKED = FETCH_ARRANGED  # moments one search ranks at the most: offset + k never passes it
 
@@ -74,6 +74,3 @@ class SearchPlan:
         end = self.offset + self.k
         return kept[self.offset:end], (end if len(kept) > end else None)
 
-
-def no_filter(where: VideoFilter | None) -> bool:
-    return where is None or where.is_empty

@@ -139,7 +139,7 @@ class Searcher:
             groups.setdefault(p.pool, []).append(i)
         out: list[tuple[list[Hit], int | None]] = [([], None)] * len(texts)
         for pool, members in groups.items():
-            if pool is not None and not pool:
+            if plans[members[0]].answers_nothing:
                 continue  # no video passes the filter: no moments
             for s in range(0, len(members), batch_size):
                 chunk = members[s: s + batch_size]
