@@ -102,6 +102,7 @@ def _restricted(searcher, keep: set[str]) -> list:
     return [h for h in searcher.search(Q, k=1000) if h.video_id in keep]
 
 
+@pytest.mark.slow  # 5.3-6.4 s under make test
 def test_ingest_records_dates_and_the_searcher_filters(searcher) -> None:
     entries = {v["id"]: v for v in searcher.corpus.manifest.videos}
     assert entries["clip0"]["path"] == "clip0.mp4"
