@@ -42,9 +42,9 @@ from momentsearch.console import say
 from momentsearch.errors import FirstStageError
 from momentsearch.fileio import atomic_dir, write_json
 from momentsearch.readers import check_array, read_json_object, read_npy
-from momentsearch.search.first_stage.pools import exact_top, pad, score_pools
+from momentsearch.search.first_stage.pools import pad, score_pools
+from momentsearch.search.first_stage.scan_loops import scan_loops
 from momentsearch.search.index import VideoIndex, clip_rows
-from momentsearch.search.kernels import packed, video_max
 from momentsearch.search.stages import Queries, VectorSource
 
 SCAN_VERSION = 1
@@ -137,41 +137,29 @@ class ScanFirstStage:
     spec = "scan"
 
     def __init__(self, source: VectorSource, codebooks: np.ndarray, codes: list[np.ndarray], rescore: int | None = None,
-                 threads: int | None = None, folder: Path | None = None):
+                 threads: int | None = None, folder: Path | None = None, loops: str = "auto"):
         self.source = source
         self.codebooks = np.ascontiguousarray(codebooks, np.float32)  # (S, m, 256, d/m)
         self.codes = codes  # per stream (N, m) uint8
-        self._words = [packed(c) for c in codes]  # what the compiled loop reads
         self.offsets = np.ascontiguousarray(source.index.offsets, np.int64)
         self.n_videos = len(self.offsets) - 1
         self.rescore, self.folder = rescore, folder
         self.threads = max(1, threads or min(4, os.cpu_count() or 1))
-        self._ranges = _ranges(self.offsets, self.threads)
-        self._pool = ThreadPoolExecutor(self.threads) if len(self._ranges) > 1 else None
+        ranges = _ranges(self.offsets, self.threads)
+        self._pool = ThreadPoolExecutor(self.threads) if self.threads > 1 else None
+        self.loops = scan_loops(codes, self.offsets, ranges, self._pool, loops)  # what runs the two passes
         self.stats = {"queries": 0, "uncertified": 0, "rounds": 0, "candidates": 0}
 
     def luts(self, q: np.ndarray) -> np.ndarray:
-        """One query's (S, d) vectors -> (S, m, 256) tables of sub-vector inner products."""
+        """(B, S, d) query vectors -> (B, S, m, 256) tables of sub-vector inner products."""
         s, m, _, sub = self.codebooks.shape
-        return np.einsum("sjcd,sjd->sjc", self.codebooks, q.astype(np.float32).reshape(s, m, sub))
+        q = np.asarray(q, np.float32)
+        return np.einsum("sjcd,bsjd->bsjc", self.codebooks, q.reshape(len(q), s, m, sub))
 
     def approximate(self, q: np.ndarray) -> np.ndarray:
-        """One query's (S, d) vectors -> (V,) approximate scores: the mean over streams of each video's
-        best clip under the quantized inner product."""
-        luts = self.luts(q)
-        per_stream = np.empty((len(luts), self.n_videos), np.float32)
-        jobs = [(s, a, b) for s in range(len(luts)) for a, b in self._ranges]
-
-        def run(job: tuple[int, int, int]) -> None:
-            s, a, b = job
-            video_max(self._words[s], luts[s], self.offsets, a, b, per_stream[s])
-
-        if self._pool is None:
-            for job in jobs:
-                run(job)
-        else:
-            list(self._pool.map(run, jobs))
-        return per_stream.mean(0)
+        """(B, S, d) query vectors -> (B, V) approximate scores: the mean over streams of each video's best
+        clip under the quantized inner product (one pass over the codes for the whole batch)."""
+        return self.loops.approximate(self.luts(q))
 
     def retrieve(self, queries: Queries, k: int, pools: Sequence[Sequence[int]] | None = None
                  ) -> tuple[torch.Tensor, np.ndarray]:
@@ -180,14 +168,11 @@ class ScanFirstStage:
             return score_pools(self.source, q, pools, self.n_videos, k)
         k = min(k, self.n_videos)
         r = min(self.n_videos, max(k, self.rescore or default_rescore(k, self.n_videos)))
+        approx = self.approximate(q) if r < self.n_videos else None
         rows = []
         for i in range(len(q)):
-            if r < self.n_videos:
-                approx = self.approximate(q[i])
-                cand = np.sort(np.argpartition(-approx, r - 1)[:r])
-            else:
-                cand = np.arange(self.n_videos)
-            rows.append(exact_top(self.source, q[i], cand, k))
+            cand = np.arange(self.n_videos) if approx is None else np.sort(np.argpartition(-approx[i], r - 1)[:r])
+            rows.append(self.loops.exact_top(self.source, q[i], cand, k))
         self.stats["queries"] += len(q)
         self.stats["uncertified"] += len(q) if r < self.n_videos else 0
         self.stats["candidates"] += r * len(q)
@@ -196,7 +181,8 @@ class ScanFirstStage:
 
     @property
     def nbytes(self) -> int:
-        return int(self.codebooks.nbytes + sum(c.nbytes for c in self.codes))
+        """What the stage holds in memory: the codebooks and the codes as its loops read them."""
+        return int(self.codebooks.nbytes + self.loops.nbytes)
 
     def close(self) -> None:
         if self._pool is not None:
@@ -278,7 +264,7 @@ class ScanFirstStage:
         codes = []
         for s in range(man.n_streams):
             path = folder / f"codes_s{s}.npy"
-            c = check_array(read_npy(path, _error), str(path), _error, ndim=2, kinds="u", length=man.n_clips)
+            c = check_array(read_npy(path, _error, mmap=True), str(path), _error, ndim=2, kinds="u", length=man.n_clips)
             if c.dtype != np.uint8 or c.shape[1] != man.m:
                 raise _error(f"{path}: {c.dtype} codes of width {c.shape[1]}, expected uint8 of width {man.m}")
             codes.append(np.ascontiguousarray(c))
@@ -295,21 +281,24 @@ def build_scan(source: VectorSource, folder: Path, params: dict[str, str], progr
         threads = int(params.pop("threads", 0)) or None
     except ValueError:
         raise FirstStageError("scan: m, rescore and threads must be whole numbers") from None
+    loops = params.pop("loops", "auto")
+    if loops not in ("auto", "compiled", "numba"):
+        raise FirstStageError(f"scan: loops={loops!r}; known: auto, compiled, numba")
     if params:
-        raise FirstStageError(f"scan: unknown parameter(s) {sorted(params)}; known: m, rescore, threads")
+        raise FirstStageError(f"scan: unknown parameter(s) {sorted(params)}; known: m, rescore, threads, loops")
     if m < 1 or dim % m:
         raise FirstStageError(f"scan: m={m} must divide the vectors' dimension {dim} (e.g. m={default_m(dim)})")
     index = source.index
     where = folder / stage_key(source, m)
     layout = layout_key(index)
-    stage = ScanFirstStage.load(where, source, layout, rescore=rescore, threads=threads)
+    stage = ScanFirstStage.load(where, source, layout, rescore=rescore, threads=threads, loops=loops)
     if stage is not None:
         return stage
     if progress:
         say(f"building the first stage scan ({m} bytes a clip and stream) in {where}")
     books = ScanFirstStage.train(source, m, progress)
     stage = ScanFirstStage(source, books, ScanFirstStage.encode(source, books, progress=progress), rescore=rescore,
-                           threads=threads)
+                           threads=threads, loops=loops)
     stage.save(where, layout)
     return stage
 

@@ -1,0 +1,344 @@
+/* The scan first stage's two loops, compiled by `pip install .` (momentsearch.search.fastscan is the
+ * Python side and holds the NumPy twins the tests compare them with).
+ *
+ * video_max_u8: each video's best clip under a product-quantized inner product whose look-up tables are
+ *   quantized to bytes, for a batch of queries. The codes are laid out in blocks of 64 clips: for each
+ *   block and sub-quantizer j, 64 bytes, the code of clip i at byte 2i (i < 32) or 2(i - 32) + 1 (i >= 32).
+ *   With AVX-512 VBMI the 256-entry table of a sub-quantizer sits in four registers and 64 look-ups are two
+ *   vpermi2b and a blend by the code's top bit (FAISS's fast-scan, 4-bit codes and pshufb, made 8-bit);
+ *   the bytes are summed in 16-bit lanes (even and odd bytes apart, FAISS's trick), so that a clip's
+ *   score is an exact integer sum, whichever path computes it. Each block is read once for the whole
+ *   batch of queries. out[q, v] = max over the clips of video v of sum_j lut[q, j, code_j]
+ *   (0 for a video without clips).
+ * rescore_f16: the exact scores of some videos: fp16 clip rows (N, S, d) converted in registers (F16C),
+ *   the inner product (divided by the row's norm for cosine) in fp32, each stream's best clip, the mean
+ *   over streams.
+ * Both release the GIL: callers split the work over their own threads. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+#define MS_X86 1
+#else
+#define MS_X86 0
+#endif
+
+#define BLOCK 64
+#define MAX_BATCH 64
+
+static int have_vbmi = 0;
+static int have_avx512 = 0;
+
+/* ---- the block scores: 64 clips x B queries -> buf[q * 64 + i] ------------------------------------- */
+
+static void block_scores_scalar(const uint8_t *cb, int m, const uint8_t *luts, int B, uint16_t *buf)
+{
+    for (int q = 0; q < B; q++) {
+        const uint8_t *L = luts + (size_t)q * m * 256;
+        for (int i = 0; i < BLOCK; i++) {
+            int pos = i < 32 ? 2 * i : 2 * (i - 32) + 1;
+            uint32_t s = 0;
+            for (int j = 0; j < m; j++)
+                s += L[j * 256 + cb[j * BLOCK + pos]];
+            buf[q * BLOCK + i] = (uint16_t)s;
+        }
+    }
+}
+
+#if MS_X86
+__attribute__((target("avx512f,avx512bw,avx512vbmi")))
+static void block_scores_vbmi(const uint8_t *cb, int m, const uint8_t *luts, int B, uint16_t *buf)
+{
+    for (int q = 0; q < B; q++) {
+        const uint8_t *L = luts + (size_t)q * m * 256;
+        __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
+        __m512i b0 = _mm512_setzero_si512(), b1 = _mm512_setzero_si512();
+        int j = 0;
+        for (; j + 1 < m; j += 2) {  /* two independent chains */
+            __m512i c = _mm512_loadu_si512((const void *)(cb + j * BLOCK));
+            const uint8_t *t = L + j * 256;
+            __m512i lo = _mm512_permutex2var_epi8(_mm512_loadu_si512(t), c, _mm512_loadu_si512(t + 64));
+            __m512i hi = _mm512_permutex2var_epi8(_mm512_loadu_si512(t + 128), c, _mm512_loadu_si512(t + 192));
+            __m512i r = _mm512_mask_blend_epi8(_mm512_movepi8_mask(c), lo, hi);
+            a0 = _mm512_add_epi16(a0, r);
+            a1 = _mm512_add_epi16(a1, _mm512_srli_epi16(r, 8));
+            __m512i d = _mm512_loadu_si512((const void *)(cb + (j + 1) * BLOCK));
+            const uint8_t *u = t + 256;
+            __m512i lo2 = _mm512_permutex2var_epi8(_mm512_loadu_si512(u), d, _mm512_loadu_si512(u + 64));
+            __m512i hi2 = _mm512_permutex2var_epi8(_mm512_loadu_si512(u + 128), d, _mm512_loadu_si512(u + 192));
+            __m512i r2 = _mm512_mask_blend_epi8(_mm512_movepi8_mask(d), lo2, hi2);
+            b0 = _mm512_add_epi16(b0, r2);
+            b1 = _mm512_add_epi16(b1, _mm512_srli_epi16(r2, 8));
+        }
+        if (j < m) {
+            __m512i c = _mm512_loadu_si512((const void *)(cb + j * BLOCK));
+            const uint8_t *t = L + j * 256;
+            __m512i lo = _mm512_permutex2var_epi8(_mm512_loadu_si512(t), c, _mm512_loadu_si512(t + 64));
+            __m512i hi = _mm512_permutex2var_epi8(_mm512_loadu_si512(t + 128), c, _mm512_loadu_si512(t + 192));
+            __m512i r = _mm512_mask_blend_epi8(_mm512_movepi8_mask(c), lo, hi);
+            a0 = _mm512_add_epi16(a0, r);
+            a1 = _mm512_add_epi16(a1, _mm512_srli_epi16(r, 8));
+        }
+        a0 = _mm512_add_epi16(a0, b0);
+        a1 = _mm512_add_epi16(a1, b1);
+        /* lane i of a0: even byte 2i (clip i) plus 256 x odd byte (clip 32 + i), modulo 2^16 */
+        __m512i even = _mm512_sub_epi16(a0, _mm512_slli_epi16(a1, 8));
+        _mm512_storeu_si512((void *)(buf + q * BLOCK), even);
+        _mm512_storeu_si512((void *)(buf + q * BLOCK + 32), a1);
+    }
+}
+#endif
+
+static void block_scores(const uint8_t *cb, int m, const uint8_t *luts, int B, uint16_t *buf)
+{
+#if MS_X86
+    if (have_vbmi) {
+        block_scores_vbmi(cb, m, luts, B, buf);
+        return;
+    }
+#endif
+    block_scores_scalar(cb, m, luts, B, buf);
+}
+
+static void scan_range(const uint8_t *codes, int m, const uint8_t *luts, int B, const int64_t *off, int64_t lo,
+                       int64_t hi, uint16_t *out, int64_t V)
+{
+    uint16_t buf[MAX_BATCH * BLOCK];
+    for (int q = 0; q < B; q++)
+        memset(out + q * V + lo, 0, (size_t)(hi - lo) * sizeof(uint16_t));
+    int64_t c0 = off[lo], c1 = off[hi];
+    if (c1 <= c0)
+        return;
+    int64_t v = lo;
+    for (int64_t b = c0 / BLOCK; b * BLOCK < c1; b++) {
+        int64_t bs = b * BLOCK, be = bs + BLOCK;
+        block_scores(codes + b * (int64_t)m * BLOCK, m, luts, B, buf);
+        while (v < hi && off[v] < be) {
+            int64_t s = off[v] > bs ? off[v] : bs, e = off[v + 1] < be ? off[v + 1] : be;
+            if (e > s) {
+                for (int q = 0; q < B; q++) {
+                    const uint16_t *x = buf + q * BLOCK;
+                    uint16_t mx = 0;
+                    for (int64_t i = s - bs; i < e - bs; i++)
+                        mx = x[i] > mx ? x[i] : mx;
+                    uint16_t *o = out + q * V + v;
+                    if (mx > *o)
+                        *o = mx;
+                }
+            }
+            if (off[v + 1] <= be)
+                v++;
+            else
+                break;
+        }
+    }
+}
+
+/* ---- the exact re-score ---------------------------------------------------------------------------- */
+
+static float half_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1F, m = h & 0x3FF, bits;
+    if (e == 0x1F)
+        bits = sign | 0x7F800000u | (m << 13);
+    else if (e)
+        bits = sign | ((e + 112) << 23) | (m << 13);
+    else if (!m)
+        bits = sign;
+    else {
+        uint32_t k = 0;
+        while (!(m & 0x400)) {
+            m <<= 1;
+            k++;
+        }
+        bits = sign | ((113 - k) << 23) | ((m & 0x3FF) << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static void dot_norm_scalar(const uint16_t *row, const float *q, int d, float *dot, float *nn)
+{
+    float s = 0.f, n = 0.f;
+    for (int i = 0; i < d; i++) {
+        float x = half_to_float(row[i]);
+        s += x * q[i];
+        n += x * x;
+    }
+    *dot = s;
+    *nn = n;
+}
+
+#if MS_X86
+__attribute__((target("avx512f,f16c,fma")))
+static void dot_norm_avx512(const uint16_t *row, const float *q, int d, float *dot, float *nn)
+{
+    __m512 s = _mm512_setzero_ps(), n = _mm512_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= d; i += 16) {
+        __m512 x = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + i)));
+        s = _mm512_fmadd_ps(x, _mm512_loadu_ps(q + i), s);
+        n = _mm512_fmadd_ps(x, x, n);
+    }
+    float ts = _mm512_reduce_add_ps(s), tn = _mm512_reduce_add_ps(n);
+    for (; i < d; i++) {
+        float x = half_to_float(row[i]);
+        ts += x * q[i];
+        tn += x * x;
+    }
+    *dot = ts;
+    *nn = tn;
+}
+#endif
+
+static void rescore(const uint16_t *rows, int S, int d, const float *q, const int64_t *off, const int64_t *videos,
+                    int64_t U, int cosine, float *out)
+{
+    for (int64_t u = 0; u < U; u++) {
+        int64_t v = videos[u];
+        float total = 0.f;
+        for (int s = 0; s < S; s++) {
+            float best = -INFINITY;
+            for (int64_t c = off[v]; c < off[v + 1]; c++) {
+                float dot, nn;
+                const uint16_t *row = rows + ((size_t)c * S + s) * d;
+#if MS_X86
+                if (have_avx512)
+                    dot_norm_avx512(row, q + s * d, d, &dot, &nn);
+                else
+#endif
+                    dot_norm_scalar(row, q + s * d, d, &dot, &nn);
+                if (cosine) {
+                    float norm = sqrtf(nn);
+                    dot = dot / (norm > 1e-12f ? norm : 1e-12f);
+                }
+                if (dot > best)
+                    best = dot;
+            }
+            total += best;
+        }
+        out[u] = total / (float)S;
+    }
+}
+
+/* ---- Python ---------------------------------------------------------------------------------------- */
+
+static int need(Py_buffer *b, Py_ssize_t bytes, const char *what)
+{
+    if (b->len < bytes) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd bytes, %zd needed", what, b->len, bytes);
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *py_video_max_u8(PyObject *self, PyObject *args)
+{
+    Py_buffer codes, luts, off, out;
+    int m, B;
+    long long lo, hi, V;
+    if (!PyArg_ParseTuple(args, "y*iy*iy*LLw*L", &codes, &m, &luts, &B, &off, &lo, &hi, &out, &V))
+        return NULL;
+    PyObject *ret = NULL;
+    if (m < 1 || m > 257 || B < 1 || B > MAX_BATCH || lo < 0 || hi < lo || hi > V) {
+        PyErr_SetString(PyExc_ValueError, "video_max_u8: 1 <= m <= 257, 1 <= B <= 64, 0 <= lo <= hi <= V");
+        goto done;
+    }
+    if (!need(&off, (V + 1) * 8, "offsets") || !need(&luts, (Py_ssize_t)B * m * 256, "luts") ||
+        !need(&out, (Py_ssize_t)B * V * 2, "out"))
+        goto done;
+    const int64_t *o = (const int64_t *)off.buf;
+    int64_t blocks = (o[V] + BLOCK - 1) / BLOCK;
+    if (!need(&codes, blocks * m * BLOCK, "codes"))
+        goto done;
+    Py_BEGIN_ALLOW_THREADS
+    scan_range((const uint8_t *)codes.buf, m, (const uint8_t *)luts.buf, B, o, lo, hi, (uint16_t *)out.buf, V);
+    Py_END_ALLOW_THREADS
+    ret = Py_None;
+    Py_INCREF(ret);
+done:
+    PyBuffer_Release(&codes);
+    PyBuffer_Release(&luts);
+    PyBuffer_Release(&off);
+    PyBuffer_Release(&out);
+    return ret;
+}
+
+static PyObject *py_rescore_f16(PyObject *self, PyObject *args)
+{
+    Py_buffer rows, q, off, videos, out;
+    int S, d, cosine;
+    long long n_rows, V;
+    if (!PyArg_ParseTuple(args, "y*LiiLy*y*y*pw*", &rows, &n_rows, &S, &d, &V, &q, &off, &videos, &cosine, &out))
+        return NULL;
+    PyObject *ret = NULL;
+    Py_ssize_t U = videos.len / 8;
+    if (S < 1 || d < 1) {
+        PyErr_SetString(PyExc_ValueError, "rescore_f16: S and d must be >= 1");
+        goto done;
+    }
+    if (!need(&rows, (Py_ssize_t)n_rows * S * d * 2, "rows") || !need(&q, (Py_ssize_t)S * d * 4, "q") ||
+        !need(&off, (V + 1) * 8, "offsets") || !need(&out, U * 4, "out"))
+        goto done;
+    const int64_t *o = (const int64_t *)off.buf, *vid = (const int64_t *)videos.buf;
+    for (Py_ssize_t u = 0; u < U; u++)
+        if (vid[u] < 0 || vid[u] >= V || o[vid[u] + 1] > n_rows || o[vid[u]] < 0) {
+            PyErr_Format(PyExc_ValueError, "rescore_f16: video %lld outside the index", (long long)vid[u]);
+            goto done;
+        }
+    Py_BEGIN_ALLOW_THREADS
+    rescore((const uint16_t *)rows.buf, S, d, (const float *)q.buf, o, vid, U, cosine, (float *)out.buf);
+    Py_END_ALLOW_THREADS
+    ret = Py_None;
+    Py_INCREF(ret);
+done:
+    PyBuffer_Release(&rows);
+    PyBuffer_Release(&q);
+    PyBuffer_Release(&off);
+    PyBuffer_Release(&videos);
+    PyBuffer_Release(&out);
+    return ret;
+}
+
+static PyObject *py_set_simd(PyObject *self, PyObject *args)
+{
+    int on;
+    if (!PyArg_ParseTuple(args, "p", &on))
+        return NULL;
+#if MS_X86
+    __builtin_cpu_init();
+    have_vbmi = on && __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw");
+    have_avx512 = on && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c") &&
+                  __builtin_cpu_supports("fma");
+#endif
+    return Py_BuildValue("{s:O,s:O}", "vbmi", have_vbmi ? Py_True : Py_False, "avx512", have_avx512 ? Py_True : Py_False);
+}
+
+static PyMethodDef methods[] = {
+    {"video_max_u8", py_video_max_u8, METH_VARARGS, "codes, m, luts, B, offsets, lo, hi, out, V"},
+    {"rescore_f16", py_rescore_f16, METH_VARARGS, "rows, n_rows, S, d, V, q, offsets, videos, cosine, out"},
+    {"set_simd", py_set_simd, METH_VARARGS, "use the SIMD paths where the CPU has them (True) or the scalar ones"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastscan", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__fastscan(void)
+{
+    PyObject *mod = PyModule_Create(&module);
+    if (mod) {
+        PyObject *on = Py_BuildValue("(i)", 1);
+        PyObject *r = on ? py_set_simd(NULL, on) : NULL;
+        Py_XDECREF(on);
+        Py_XDECREF(r);
+        if (!r) {
+            Py_DECREF(mod);
+            return NULL;
+        }
+    }
+    return mod;
+}

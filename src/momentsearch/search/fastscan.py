@@ -1,0 +1,115 @@
+"""The ``scan`` first stage's compiled loops (``_fastscan.c``, built by ``pip install .``) and their NumPy twins.
+
+* :func:`video_max_u8`: for a batch of queries, each video's best clip under a product-quantized inner
+  product whose tables are quantized to bytes (:func:`quantize_luts`), over codes laid out in blocks of 64
+  clips (:func:`pack_blocks`). With AVX-512 VBMI a sub-quantizer's 256-entry table sits in four registers
+  and 64 clips' look-ups are three instructions; each block of codes is read once for the whole batch.
+  A clip's score is an exact integer sum, so the SIMD and the scalar paths agree bit for bit.
+* :func:`rescore_f16`: the exact scores of some videos from fp16 clip rows (F16C conversion in registers,
+  fp32 arithmetic), as :meth:`ClipMaxRetriever.exact_scores` computes them up to fp32 rounding.
+
+Both release the GIL: the caller splits the work over its threads. :func:`available` says whether the
+extension was built (``pip install .`` builds it where a C compiler is found, and goes on without it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+BLOCK = 64
+MAX_BATCH = 64
+
+try:
+    from momentsearch.search import _fastscan as _ext  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _ext = None
+
+
+def available() -> bool:
+    return _ext is not None
+
+
+def set_simd(on: bool) -> dict[str, bool]:
+    """Use the SIMD paths where this CPU has them (True, the default) or the portable C loops; returns
+    which paths are on (``vbmi``: the scan, ``avx512``: the re-score)."""
+    return dict(_extension().set_simd(on))
+
+
+def _extension() -> Any:
+    if _ext is None:
+        raise ImportError("momentsearch's compiled scan loops were not built (no C compiler at install time): "
+                          "pip install --force-reinstall --no-deps . with gcc or clang present")
+    return _ext
+
+
+def block_order() -> np.ndarray:
+    """Byte ``p`` of a block's 64 codes holds clip ``block_order()[p]``: clip i at 2i (i < 32) or 2(i-32)+1."""
+    p = np.arange(BLOCK)
+    return np.where(p % 2 == 0, p // 2, 32 + p // 2)
+
+
+def pack_blocks(codes: np.ndarray) -> np.ndarray:
+    """(N, m) uint8 codes -> (ceil(N/64), m, 64) uint8 blocks, as :func:`video_max_u8` reads them (zero padded)."""
+    n, m = codes.shape
+    nb = -(-n // BLOCK)
+    out = np.zeros((nb, m, BLOCK), np.uint8)
+    full = n // BLOCK
+    order = block_order()
+    step = 16_384  # blocks per pass: a bounded temporary
+    for a in range(0, full, step):
+        b = min(full, a + step)
+        out[a:b] = codes[a * BLOCK: b * BLOCK].reshape(b - a, BLOCK, m)[:, order].transpose(0, 2, 1)
+    if full < nb:
+        tail = np.zeros((BLOCK, m), np.uint8)
+        tail[: n - full * BLOCK] = codes[full * BLOCK:]
+        out[full] = tail[order].T
+    return out
+
+
+def quantize_luts(luts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(B, m, 256) float tables -> (B, m, 256) uint8, and per query ``scale`` and ``bias`` such that a clip's
+    score is about ``scale * sum_j lut_u8[j, code_j] + bias`` (each table shifted to its minimum, one scale per
+    query so that the sums stay comparable; the error is at most m * scale / 2)."""
+    luts = np.asarray(luts, np.float32)
+    low = luts.min(-1, keepdims=True)  # (B, m, 1)
+    span = (luts.max(-1, keepdims=True) - low).max(1, keepdims=True)  # (B, 1, 1)
+    scale = np.where(span > 0, span / 255.0, 1.0).astype(np.float32)
+    q = np.clip(np.rint((luts - low) / scale), 0, 255).astype(np.uint8)
+    return q, scale.reshape(-1), low.sum((1, 2)).astype(np.float32)
+
+
+def video_max_u8(blocks: np.ndarray, luts_u8: np.ndarray, offsets: np.ndarray, lo: int, hi: int,
+                 out: np.ndarray) -> None:
+    """``out[q, v]`` (uint16, (B, V)) for videos ``lo..hi-1``: the best clip's sum of ``luts_u8[q]`` (B, m, 256)
+    over its codes in ``blocks`` (:func:`pack_blocks`); 0 for a video without clips. B <= 64."""
+    b, m, _ = luts_u8.shape
+    _extension().video_max_u8(blocks, m, np.ascontiguousarray(luts_u8, np.uint8), b, offsets, lo, hi, out,
+                              len(offsets) - 1)
+
+
+def video_max_u8_numpy(codes: np.ndarray, luts_u8: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The twin of :func:`video_max_u8` over unpacked (N, m) codes, every video (for tests)."""
+    j = np.arange(codes.shape[1])[None, :]
+    out = np.zeros((len(luts_u8), len(offsets) - 1), np.uint16)
+    n = np.diff(offsets)
+    for q, lut in enumerate(luts_u8):
+        per_clip = lut.astype(np.int64)[j, codes.astype(np.int64)].sum(1)
+        if len(per_clip):
+            mx = np.maximum.reduceat(per_clip, np.minimum(offsets[:-1], len(per_clip) - 1))
+            out[q] = np.where(n > 0, mx, 0)
+    return out
+
+
+def rescore_f16(rows: np.ndarray, q: np.ndarray, offsets: np.ndarray, videos: np.ndarray, cosine: bool
+                ) -> np.ndarray:
+    """(U,) exact scores of ``videos`` from (N, S, d) fp16 ``rows``: the mean over streams of each video's best
+    clip by inner product with ``q`` (S, d) (divided by the clip's norm when ``cosine``)."""
+    n, s, d = rows.shape
+    q = np.ascontiguousarray(q, np.float32)
+    videos = np.ascontiguousarray(videos, np.int64)
+    out = np.empty(len(videos), np.float32)
+    if len(videos):
+        _extension().rescore_f16(rows, n, s, d, len(offsets) - 1, q, offsets, videos, cosine, out)
+    return out

@@ -1,0 +1,133 @@
+"""How the ``scan`` stage runs its two loops: the approximate pass over every clip's codes and the exact
+re-score of the best videos, both split over a pool of threads (the loops release the GIL).
+
+* :class:`CompiledScan` (``_fastscan.c``, :mod:`momentsearch.search.fastscan`): the tables quantized to
+  bytes, the codes in blocks of 64 clips, a batch of up to 64 queries per pass over the codes; the exact
+  re-score of fp16 rows in C. What ``pip install .`` gives where a C compiler was found.
+* :class:`NumbaScan`: the float tables and one query at a time (:mod:`momentsearch.search.kernels`): the
+  fallback without the extension, and the reference the benchmark compares with.
+
+Both return (B, V) approximate video scores: the mean over streams of each video's best clip.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
+
+import numpy as np
+
+from momentsearch.search import fastscan
+from momentsearch.search.first_stage.pools import exact_top
+from momentsearch.search.kernels import packed, video_max
+from momentsearch.search.stages import VectorSource
+
+
+class ScanLoops(Protocol):
+    name: str
+    nbytes: int  # the codes as the loops read them
+
+    def approximate(self, luts: np.ndarray) -> np.ndarray:
+        """(B, S, m, 256) float32 tables -> (B, V) float32 approximate video scores."""
+        ...
+
+    def exact_top(self, source: VectorSource, q: np.ndarray, videos: np.ndarray, k: int
+                  ) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+def _run(pool: ThreadPoolExecutor | None, fn, jobs: list) -> None:  # noqa: ANN001
+    if pool is None or len(jobs) < 2:
+        for job in jobs:
+            fn(job)
+    else:
+        list(pool.map(fn, jobs))
+
+
+class NumbaScan:
+    """One query at a time, float tables, codes as 64-bit words."""
+
+    name = "numba"
+
+    def __init__(self, codes: list[np.ndarray], offsets: np.ndarray, ranges: list[tuple[int, int]],
+                 pool: ThreadPoolExecutor | None):
+        self._words = [packed(np.ascontiguousarray(c)) for c in codes]
+        self.offsets, self.ranges, self.pool = offsets, ranges, pool
+        self.nbytes = int(sum(w.nbytes for w in self._words))
+
+    def approximate(self, luts: np.ndarray) -> np.ndarray:
+        b, s = luts.shape[:2]
+        per_stream = np.empty((b, s, len(self.offsets) - 1), np.float32)
+        for i in range(b):
+            def run(job: tuple[int, int, int], i: int = i) -> None:
+                st, lo, hi = job
+                video_max(self._words[st], luts[i, st], self.offsets, lo, hi, per_stream[i, st])
+
+            _run(self.pool, run, [(st, lo, hi) for st in range(s) for lo, hi in self.ranges])
+        return per_stream.mean(1)
+
+    def exact_top(self, source: VectorSource, q: np.ndarray, videos: np.ndarray, k: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        return exact_top(source, q, videos, k)
+
+
+class CompiledScan:
+    """Byte tables, codes in blocks of 64 clips read once per batch of up to 64 queries; the exact re-score
+    in C where the index holds fp16 rows."""
+
+    name = "compiled"
+
+    def __init__(self, codes: list[np.ndarray], offsets: np.ndarray, ranges: list[tuple[int, int]],
+                 pool: ThreadPoolExecutor | None):
+        self.blocks = [fastscan.pack_blocks(c) for c in codes]
+        self.offsets, self.ranges, self.pool = offsets, ranges, pool
+        self.empty = np.diff(offsets) == 0
+        self.nbytes = int(sum(b.nbytes for b in self.blocks))
+
+    def approximate(self, luts: np.ndarray) -> np.ndarray:
+        b, s = luts.shape[:2]
+        v = len(self.offsets) - 1
+        out = np.zeros((b, v), np.float32)
+        for a in range(0, b, fastscan.MAX_BATCH):
+            chunk = luts[a: a + fastscan.MAX_BATCH]
+            n = len(chunk)
+            q8, scale, bias = fastscan.quantize_luts(chunk.reshape(n * s, *chunk.shape[2:]))
+            q8 = q8.reshape(n, s, *q8.shape[1:])
+            raw = np.empty((s, n, v), np.uint16)
+            tables = [np.ascontiguousarray(q8[:, st]) for st in range(s)]
+
+            def run(job: tuple[int, int, int]) -> None:
+                st, lo, hi = job
+                fastscan.video_max_u8(self.blocks[st], tables[st], self.offsets, lo, hi, raw[st])
+
+            _run(self.pool, run, [(st, lo, hi) for st in range(s) for lo, hi in self.ranges])
+            scale, bias = scale.reshape(n, s), bias.reshape(n, s)
+            for st in range(s):  # the mean over streams of scale * sum + bias
+                out[a: a + n] += raw[st] * scale[:, st, None] + bias[:, st, None]
+            out[a: a + n] /= s
+        out[:, self.empty] = -np.inf
+        return out
+
+    def exact_top(self, source: VectorSource, q: np.ndarray, videos: np.ndarray, k: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        rows = source.index.array(source.array)
+        if rows.dtype != np.float16 or rows.ndim != 3 or not rows.flags.c_contiguous:
+            return exact_top(source, q, videos, k)
+        scores = np.empty(len(videos), np.float32)
+        parts = np.array_split(np.arange(len(videos)), 2 if self.pool is not None and len(videos) >= 64 else 1)
+
+        def run(part: np.ndarray) -> None:
+            scores[part] = fastscan.rescore_f16(rows, q, self.offsets, videos[part], source.cosine)
+
+        _run(self.pool, run, [p for p in parts if len(p)])
+        order = np.argsort(-scores, kind="stable")[:k]
+        return videos[order], scores[order]
+
+
+def scan_loops(codes: list[np.ndarray], offsets: np.ndarray, ranges: list[tuple[int, int]],
+               pool: ThreadPoolExecutor | None, loops: str = "auto") -> ScanLoops:
+    """``loops``: ``compiled``, ``numba`` or ``auto`` (compiled where the extension was built)."""
+    if loops == "numba" or (loops == "auto" and not fastscan.available()):
+        return NumbaScan(codes, offsets, ranges, pool)
+    if not fastscan.available():
+        fastscan.set_simd(True)  # raises the ImportError that says how to build it
+    return CompiledScan(codes, offsets, ranges, pool)

@@ -1,0 +1,105 @@
+"""The compiled scan loops (``_fastscan.c``): the byte-table scan equals its NumPy twin on the SIMD and the
+portable paths, bit for bit; the exact re-score equals the retriever's; the scan stage answers a batch as
+it answers each query alone, and its compiled loops find what the numba loops find."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from test_scan_stage import queries, recall, retriever, structured
+
+from momentsearch.search import fastscan
+from momentsearch.search.first_stage import ExactFirstStage, build_first_stage
+from momentsearch.search.first_stage.scan import ScanFirstStage
+from momentsearch.search.stages import Queries
+
+
+def test_the_extension_is_built_and_this_cpu_takes_its_simd_paths():
+    # make test needs the compiled loops: pip install builds them where a C compiler is (setup.py)
+    assert fastscan.available()
+    paths = fastscan.set_simd(True)
+    assert paths["vbmi"] and paths["avx512"], f"this machine's CPU has AVX-512 VBMI and F16C: {paths}"
+
+
+def ragged(rng: np.random.Generator, n_videos: int, most: int) -> np.ndarray:
+    n = rng.integers(0, most, n_videos)
+    n[[3, 4]] = 0  # videos without clips
+    return np.concatenate([[0], np.cumsum(n)]).astype(np.int64)
+
+
+@pytest.mark.parametrize("m", [32, 16, 7])
+@pytest.mark.parametrize("simd", [True, False])
+def test_the_byte_table_scan_equals_numpy(m: int, simd: bool):
+    rng = np.random.default_rng(m)
+    offsets = ragged(rng, 700, 90)
+    codes = rng.integers(0, 256, (int(offsets[-1]), m), dtype=np.uint8)
+    q8, _, _ = fastscan.quantize_luts(rng.normal(size=(3, m, 256)).astype(np.float32))
+    blocks = fastscan.pack_blocks(codes)
+    assert blocks.shape == (-(-len(codes) // 64), m, 64)
+    ref = fastscan.video_max_u8_numpy(codes, q8, offsets)
+    try:
+        fastscan.set_simd(simd)
+        out = np.full((3, 700), 7, np.uint16)
+        fastscan.video_max_u8(blocks, q8, offsets, 0, 301, out)  # two ranges, as two threads split them
+        fastscan.video_max_u8(blocks, q8, offsets, 301, 700, out)
+    finally:
+        fastscan.set_simd(True)
+    assert np.array_equal(out, ref)
+    a, b = offsets[0], offsets[1]  # by hand: video 0's best clip for query 1
+    by_hand = max(sum(int(q8[1, j, codes[n, j]]) for j in range(m)) for n in range(a, b))
+    assert out[1, 0] == by_hand and out[0, 3] == 0 and out[0, 4] == 0
+
+
+def test_the_block_layout_puts_clip_i_at_byte_2i_or_2i_minus_63_in_its_block():
+    codes = np.arange(70, dtype=np.uint8)[:, None]  # m = 1: clip n's code is n
+    blocks = fastscan.pack_blocks(codes)
+    assert list(blocks[0, 0, :4]) == [0, 32, 1, 33] and blocks[0, 0, 63] == 63
+    assert list(blocks[1, 0, :6]) == [64, 0, 65, 0, 66, 0] and blocks[1, 0, 10] == 69 and blocks[1, 0, 12] == 0
+
+
+def test_byte_tables_are_within_half_a_step_per_sub_quantizer():
+    rng = np.random.default_rng(0)
+    luts = rng.normal(size=(4, 16, 256)).astype(np.float32)
+    q8, scale, bias = fastscan.quantize_luts(luts)
+    codes = rng.integers(0, 256, (1000, 16))
+    j = np.arange(16)
+    for i in range(4):
+        exact = luts[i][j, codes].sum(1)
+        approx = scale[i] * q8[i][j, codes].astype(np.int64).sum(1) + bias[i]
+        assert np.abs(approx - exact).max() <= 16 * scale[i] / 2 + 1e-4
+    assert q8.max() == 255 and (q8.min(-1) == 0).all()  # each table from 0, the widest one to 255
+
+
+@pytest.mark.parametrize("cosine", [True, False])
+def test_the_compiled_rescore_equals_the_retrievers_exact_scores(cosine: bool):
+    index, protos = structured(300, d=40)  # d = 40: 16 + 16 in registers, 8 in the scalar tail
+    retr = retriever(index, cosine)
+    tokens, _ = queries(protos, b=3)
+    q = tokens.numpy()
+    videos = np.array([0, 5, 17, 299, 120])
+    for i in range(3):
+        got = fastscan.rescore_f16(index.arrays["h1"], q[i], index.offsets, videos, cosine)
+        np.testing.assert_allclose(got, retr.exact_scores(q[i], videos), rtol=2e-6, atol=2e-6)
+    with pytest.raises(ValueError, match="video 300 outside"):
+        fastscan.rescore_f16(index.arrays["h1"], q[0], index.offsets, np.array([300]), cosine)
+
+
+def test_a_batch_is_answered_as_each_query_alone_and_as_the_numba_loops_answer(tmp_path: Path):
+    index, protos = structured(3000, seed=4)
+    retr = retriever(index)
+    tokens, mask = queries(protos, b=70, seed=5)  # 70: two passes of up to 64 queries
+    stage = build_first_stage(retr, index, "scan", tmp_path, {"rescore": "150"})
+    assert isinstance(stage, ScanFirstStage) and stage.loops.name == "compiled"
+    s, v = stage.retrieve(Queries(tokens, mask), 50)
+    for i in (0, 33, 64, 69):
+        s1, v1 = stage.retrieve(Queries(tokens[i: i + 1], mask[i: i + 1]), 50)
+        assert np.array_equal(v1[0], v[i]) and torch.equal(s1[0], s[i])
+    numba = build_first_stage(retr, index, "scan", tmp_path, {"rescore": "150", "loops": "numba"})
+    assert numba.loops.name == "numba"
+    _, ref = ExactFirstStage(retr).retrieve(Queries(tokens, mask), 50)
+    _, v_numba = numba.retrieve(Queries(tokens, mask), 50)
+    got, base = recall(v, ref), recall(v_numba, ref)
+    assert got >= 0.97 and got >= base - 0.01, (got, base)  # byte tables lose (almost) nothing here
