@@ -11,9 +11,10 @@ import pytest
 import torch
 from test_scan_stage import queries, recall, retriever, structured
 
+from momentsearch.errors import FirstStageError
 from momentsearch.search import fastscan
 from momentsearch.search.first_stage import ExactFirstStage, build_first_stage
-from momentsearch.search.first_stage.scan import ScanFirstStage
+from momentsearch.search.first_stage.scan import ScanFirstStage, top_indices
 from momentsearch.search.stages import Queries
 
 
@@ -45,9 +46,13 @@ def test_the_byte_table_scan_equals_numpy(m: int, simd: bool):
         out = np.full((3, 700), 7, np.uint16)
         fastscan.video_max_u8(blocks, q8, offsets, 0, 301, out)  # two ranges, as two threads split them
         fastscan.video_max_u8(blocks, q8, offsets, 301, 700, out)
+        listed = np.array([0, 3, 4, 9, 10, 11, 350, 699])  # the funnel's second pass: listed videos only
+        one = np.full(700, 7, np.uint16)
+        fastscan.video_max_u8_videos(blocks, q8[2], offsets, listed, one)
     finally:
         fastscan.set_simd(True)
     assert np.array_equal(out, ref)
+    assert np.array_equal(one[listed], ref[2, listed]) and (np.delete(one, listed) == 7).all()
     a, b = offsets[0], offsets[1]  # by hand: video 0's best clip for query 1
     by_hand = max(sum(int(q8[1, j, codes[n, j]]) for j in range(m)) for n in range(a, b))
     assert out[1, 0] == by_hand and out[0, 3] == 0 and out[0, 4] == 0
@@ -103,3 +108,31 @@ def test_a_batch_is_answered_as_each_query_alone_and_as_the_numba_loops_answer(t
     _, v_numba = numba.retrieve(Queries(tokens, mask), 50)
     got, base = recall(v, ref), recall(v_numba, ref)
     assert got >= 0.97 and got >= base - 0.01, (got, base)  # byte tables lose (almost) nothing here
+
+
+def test_top_indices_finds_what_argpartition_finds():
+    rng = np.random.default_rng(2)
+    for n, r in ((100_000, 1000), (100_000, 5000), (30_000, 1000), (500, 100), (50, 50)):
+        x = rng.normal(size=n).astype(np.float32)
+        x[rng.integers(0, n, 20)] = -np.inf  # videos without clips
+        assert np.array_equal(np.sort(top_indices(x, r)), np.sort(np.argpartition(-x, min(r, n) - 1)[:r]))
+
+
+def test_the_funnel_keeps_recall_and_is_kept_on_disk(tmp_path: Path):
+    index, protos = structured(3000, seed=6)  # d = 32: m = 8 bytes, the coarse pass 4
+    retr = retriever(index)
+    tokens, mask = queries(protos, b=30, seed=7)
+    _, ref = ExactFirstStage(retr).retrieve(Queries(tokens, mask), 50)
+    one = build_first_stage(retr, index, "scan", tmp_path, {"rescore": "150", "coarse": "0"})
+    funnel = build_first_stage(retr, index, "scan", tmp_path, {"rescore": "150", "coarse": "4", "refine": "600"})
+    assert not one.funnel and funnel.funnel and funnel.coarse[0].shape == (2, 4, 256, 8)
+    v_one = np.stack([one.retrieve(Queries(tokens[i: i + 1], mask[i: i + 1]), 50)[1][0] for i in range(30)])
+    v_funnel = np.stack([funnel.retrieve(Queries(tokens[i: i + 1], mask[i: i + 1]), 50)[1][0] for i in range(30)])
+    got, base = recall(v_funnel, ref), recall(v_one, ref)
+    assert got >= 0.97 and got >= base - 0.01, (got, base)  # the coarse top 600 holds what the codes would pick
+    _, v_batch = funnel.retrieve(Queries(tokens, mask), 50)  # a batch of 30: one pass of the full codes
+    assert np.array_equal(v_batch, np.stack([one.retrieve(Queries(tokens, mask), 50)[1]])[0])
+    again = build_first_stage(retr, index, "scan", tmp_path, {"rescore": "150", "coarse": "4", "refine": "600"})
+    assert again.funnel and np.array_equal(again.coarse[1][0], funnel.coarse[1][0])  # loaded, not built anew
+    with pytest.raises(FirstStageError, match="coarse=8 must be below m=8"):
+        build_first_stage(retr, index, "scan", tmp_path, {"coarse": "8"})

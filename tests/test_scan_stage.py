@@ -13,14 +13,15 @@ import numpy as np
 import pytest
 import torch
 
-from momentsearch.search.stages import Queries
 from momentsearch.errors import FirstStageError
 from momentsearch.search.clipmax import ClipMaxRetriever
 from momentsearch.search.first_stage import ExactFirstStage, build_first_stage
-from momentsearch.search.kernels import half_to_float32, packed, video_max, video_max_numpy
 from momentsearch.search.first_stage.retrieve import AUTO_EXACT_LIMIT, resolve_spec
-from momentsearch.search.first_stage.scan import ScanFirstStage, default_rescore, grow_scan, layout_key
+from momentsearch.search.first_stage.scan import ScanFirstStage, default_rescore, layout_key
+from momentsearch.search.first_stage.scan_build import grow_scan
 from momentsearch.search.index import VideoIndex, concat_ragged
+from momentsearch.search.kernels import half_to_float32, packed, video_max, video_max_numpy
+from momentsearch.search.stages import Queries
 
 
 def structured(n_videos: int, streams: int = 2, d: int = 32, seed: int = 0, concepts: int = 300,
@@ -198,9 +199,9 @@ def test_momentsearch_index_grows_the_scan_stage_of_a_grown_corpus(tiny_benchmar
     from test_index_folder import packed_xml
 
     from momentsearch.api import load
-    from momentsearch.serving.indexing import IndexFolder, build_index
     from momentsearch.data.corpus_folder import CorpusManifest, write_dataset_corpus
     from momentsearch.data.dataset import DatasetConfig, open_dataset
+    from momentsearch.serving.indexing import IndexFolder, build_index
 
     corpus = write_dataset_corpus(open_dataset(DatasetConfig(benchmark=str(tiny_benchmark))), "train",
                                   tmp_path / "corpus")

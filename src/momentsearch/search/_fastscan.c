@@ -50,8 +50,8 @@ static void block_scores_scalar(const uint8_t *cb, int m, const uint8_t *luts, i
 }
 
 #if MS_X86
-__attribute__((target("avx512f,avx512bw,avx512vbmi")))
-static void block_scores_vbmi(const uint8_t *cb, int m, const uint8_t *luts, int B, uint16_t *buf)
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,sse4.1")))
+static inline void block_scores_vbmi(const uint8_t *cb, int m, const uint8_t *luts, int B, uint16_t *buf)
 {
     for (int q = 0; q < B; q++) {
         const uint8_t *L = luts + (size_t)q * m * 256;
@@ -93,49 +93,136 @@ static void block_scores_vbmi(const uint8_t *cb, int m, const uint8_t *luts, int
 }
 #endif
 
-static void block_scores(const uint8_t *cb, int m, const uint8_t *luts, int B, uint16_t *buf)
+static uint16_t seg_max_scalar(const uint16_t *x, int s, int e)
 {
-#if MS_X86
-    if (have_vbmi) {
-        block_scores_vbmi(cb, m, luts, B, buf);
-        return;
-    }
-#endif
-    block_scores_scalar(cb, m, luts, B, buf);
+    uint16_t mx = 0;
+    for (int i = s; i < e; i++)
+        mx = x[i] > mx ? x[i] : mx;
+    return mx;
 }
+
+#if MS_X86
+/* the largest of x[s..e-1] (0 <= s < e <= 64): two masked loads, a max, a halving reduction, phminposuw */
+__attribute__((target("avx512f,avx512bw,avx512vl,sse4.1")))
+static inline uint16_t seg_max_avx512(const uint16_t *x, int s, int e)
+{
+    uint64_t bits = (e == 64 ? ~0ULL : ((1ULL << e) - 1)) & ~((1ULL << s) - 1);
+    __m512i a = _mm512_maskz_loadu_epi16((__mmask32)(bits & 0xFFFFFFFFu), x);
+    __m512i b = _mm512_maskz_loadu_epi16((__mmask32)(bits >> 32), x + 32);
+    __m512i mx = _mm512_max_epu16(a, b);
+    __m256i h = _mm256_max_epu16(_mm512_castsi512_si256(mx), _mm512_extracti64x4_epi64(mx, 1));
+    __m128i g = _mm_max_epu16(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    g = _mm_minpos_epu16(_mm_xor_si128(g, _mm_set1_epi32(-1)));
+    return (uint16_t)(0xFFFF - _mm_extract_epi16(g, 0));
+}
+#endif
+
+/* out[q, v] for videos lo..hi-1. The blocks go by in chunks that stay in L2 (CHUNK blocks); within a chunk
+ * one query at a time, its tables in L1: each block scored, then the max of each video's part of it */
+#define CHUNK 32
+#define SCAN_RANGE(NAME, ATTR, BLOCK_SCORES, SEG_MAX)                                                        \
+    ATTR static void NAME(const uint8_t *codes, int m, const uint8_t *luts, int B, const int64_t *off,      \
+                          int64_t lo, int64_t hi, uint16_t *out, int64_t V)                                 \
+    {                                                                                                      \
+        uint16_t buf[BLOCK] __attribute__((aligned(64)));                                                  \
+        for (int q = 0; q < B; q++)                                                                        \
+            memset(out + q * V + lo, 0, (size_t)(hi - lo) * sizeof(uint16_t));                            \
+        int64_t c0 = off[lo], c1 = off[hi], first = lo;                                                    \
+        if (c1 <= c0)                                                                                      \
+            return;                                                                                        \
+        for (int64_t b0 = c0 / BLOCK; b0 * BLOCK < c1; b0 += CHUNK) {                                      \
+            int64_t v = first;                                                                             \
+            for (int q = 0; q < B; q++) {                                                                  \
+                const uint8_t *L = luts + (size_t)q * m * 256;                                             \
+                uint16_t *oq = out + q * V;                                                                \
+                v = first;                                                                                 \
+                for (int64_t b = b0; b < b0 + CHUNK && b * BLOCK < c1; b++) {                              \
+                    int64_t bs = b * BLOCK, be = bs + BLOCK;                                               \
+                    BLOCK_SCORES(codes + b * (int64_t)m * BLOCK, m, L, 1, buf);                            \
+                    while (v < hi && off[v] < be) {                                                        \
+                        int64_t s = off[v] > bs ? off[v] : bs, e = off[v + 1] < be ? off[v + 1] : be;      \
+                        if (e > s) {                                                                       \
+                            uint16_t mx = SEG_MAX(buf, (int)(s - bs), (int)(e - bs));                      \
+                            if (mx > oq[v])                                                                \
+                                oq[v] = mx;                                                                \
+                        }                                                                                  \
+                        if (off[v + 1] <= be)                                                              \
+                            v++;                                                                           \
+                        else                                                                               \
+                            break;                                                                         \
+                    }                                                                                      \
+                }                                                                                          \
+            }                                                                                              \
+            first = v; /* the first video not finished before the next chunk */                            \
+        }                                                                                                  \
+    }
+
+SCAN_RANGE(scan_range_scalar, , block_scores_scalar, seg_max_scalar)
+#if MS_X86
+SCAN_RANGE(scan_range_vbmi, __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,sse4.1"))),
+           block_scores_vbmi, seg_max_avx512)
+#endif
 
 static void scan_range(const uint8_t *codes, int m, const uint8_t *luts, int B, const int64_t *off, int64_t lo,
                        int64_t hi, uint16_t *out, int64_t V)
 {
-    uint16_t buf[MAX_BATCH * BLOCK];
-    for (int q = 0; q < B; q++)
-        memset(out + q * V + lo, 0, (size_t)(hi - lo) * sizeof(uint16_t));
-    int64_t c0 = off[lo], c1 = off[hi];
-    if (c1 <= c0)
+#if MS_X86
+    if (have_vbmi) {
+        scan_range_vbmi(codes, m, luts, B, off, lo, hi, out, V);
         return;
-    int64_t v = lo;
-    for (int64_t b = c0 / BLOCK; b * BLOCK < c1; b++) {
-        int64_t bs = b * BLOCK, be = bs + BLOCK;
-        block_scores(codes + b * (int64_t)m * BLOCK, m, luts, B, buf);
-        while (v < hi && off[v] < be) {
-            int64_t s = off[v] > bs ? off[v] : bs, e = off[v + 1] < be ? off[v + 1] : be;
-            if (e > s) {
-                for (int q = 0; q < B; q++) {
-                    const uint16_t *x = buf + q * BLOCK;
-                    uint16_t mx = 0;
-                    for (int64_t i = s - bs; i < e - bs; i++)
-                        mx = x[i] > mx ? x[i] : mx;
-                    uint16_t *o = out + q * V + v;
-                    if (mx > *o)
-                        *o = mx;
-                }
-            }
-            if (off[v + 1] <= be)
-                v++;
-            else
-                break;
-        }
     }
+#endif
+    scan_range_scalar(codes, m, luts, B, off, lo, hi, out, V);
+}
+
+/* One query over listed videos: each video's own blocks only, the blocks of the video PREFETCH_AHEAD places
+ * on already on their way */
+#define PREFETCH_AHEAD 3
+#define VIDEO_LIST(NAME, ATTR, BLOCK_SCORES, SEG_MAX)                                                        \
+    ATTR static void NAME(const uint8_t *codes, int m, const uint8_t *L, const int64_t *off, const int64_t *vid, \
+                          int64_t U, uint16_t *out)                                                         \
+    {                                                                                                      \
+        uint16_t buf[BLOCK] __attribute__((aligned(64)));                                                  \
+        for (int64_t u = 0; u < U; u++) {                                                                  \
+            if (MS_X86 && u + PREFETCH_AHEAD < U) {                                                        \
+                int64_t w = vid[u + PREFETCH_AHEAD], p0 = off[w] / BLOCK * m * BLOCK;                      \
+                int64_t p1 = (off[w + 1] + BLOCK - 1) / BLOCK * m * BLOCK;                                 \
+                for (int64_t i = p0; i < p1 && i < p0 + 16384; i += 64)                                    \
+                    PREFETCH(codes + i);                                                                   \
+            }                                                                                              \
+            int64_t v = vid[u], c0 = off[v], c1 = off[v + 1];                                              \
+            uint16_t best = 0;                                                                             \
+            for (int64_t b = c0 / BLOCK; b * BLOCK < c1; b++) {                                            \
+                int64_t bs = b * BLOCK, s = c0 > bs ? c0 : bs, e = c1 < bs + BLOCK ? c1 : bs + BLOCK;      \
+                BLOCK_SCORES(codes + b * (int64_t)m * BLOCK, m, L, 1, buf);                                \
+                uint16_t mx = SEG_MAX(buf, (int)(s - bs), (int)(e - bs));                                  \
+                best = mx > best ? mx : best;                                                              \
+            }                                                                                              \
+            out[v] = best;                                                                                 \
+        }                                                                                                  \
+    }
+
+#if MS_X86
+#define PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
+#else
+#define PREFETCH(p) ((void)(p))
+#endif
+VIDEO_LIST(video_list_scalar, , block_scores_scalar, seg_max_scalar)
+#if MS_X86
+VIDEO_LIST(video_list_vbmi, __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,sse4.1"))),
+           block_scores_vbmi, seg_max_avx512)
+#endif
+
+static void video_list(const uint8_t *codes, int m, const uint8_t *L, const int64_t *off, const int64_t *vid,
+                       int64_t U, uint16_t *out)
+{
+#if MS_X86
+    if (have_vbmi) {
+        video_list_vbmi(codes, m, L, off, vid, U, out);
+        return;
+    }
+#endif
+    video_list_scalar(codes, m, L, off, vid, U, out);
 }
 
 /* ---- the exact re-score ---------------------------------------------------------------------------- */
@@ -199,14 +286,25 @@ static void dot_norm_avx512(const uint16_t *row, const float *q, int d, float *d
 static void rescore(const uint16_t *rows, int S, int d, const float *q, const int64_t *off, const int64_t *videos,
                     int64_t U, int cosine, float *out)
 {
+    float best[64];
+    size_t row_len = (size_t)S * d; /* halves a clip row holds, every stream */
     for (int64_t u = 0; u < U; u++) {
         int64_t v = videos[u];
-        float total = 0.f;
-        for (int s = 0; s < S; s++) {
-            float best = -INFINITY;
-            for (int64_t c = off[v]; c < off[v + 1]; c++) {
+        int64_t next = u + 1 < U ? off[videos[u + 1]] : -1, next_n = u + 1 < U ? off[videos[u + 1] + 1] - next : 0;
+        for (int s = 0; s < S && s < 64; s++)
+            best[s] = -INFINITY;
+        for (int64_t c = off[v]; c < off[v + 1]; c++) {
+#if MS_X86
+            int64_t i = c - off[v];
+            if (i < next_n) { /* the next video's rows on their way while this one is scored */
+                const char *p = (const char *)(rows + (size_t)(next + i) * row_len);
+                for (size_t b = 0; b < row_len * 2; b += 64)
+                    _mm_prefetch(p + b, _MM_HINT_T0);
+            }
+#endif
+            for (int s = 0; s < S; s++) {
                 float dot, nn;
-                const uint16_t *row = rows + ((size_t)c * S + s) * d;
+                const uint16_t *row = rows + (size_t)c * row_len + (size_t)s * d;
 #if MS_X86
                 if (have_avx512)
                     dot_norm_avx512(row, q + s * d, d, &dot, &nn);
@@ -217,11 +315,13 @@ static void rescore(const uint16_t *rows, int S, int d, const float *q, const in
                     float norm = sqrtf(nn);
                     dot = dot / (norm > 1e-12f ? norm : 1e-12f);
                 }
-                if (dot > best)
-                    best = dot;
+                if (dot > best[s & 63])
+                    best[s & 63] = dot;
             }
-            total += best;
         }
+        float total = 0.f;
+        for (int s = 0; s < S; s++)
+            total += best[s & 63];
         out[u] = total / (float)S;
     }
 }
@@ -269,6 +369,44 @@ done:
     return ret;
 }
 
+static PyObject *py_video_max_u8_list(PyObject *self, PyObject *args)
+{
+    Py_buffer codes, luts, off, videos, out;
+    int m;
+    long long V;
+    if (!PyArg_ParseTuple(args, "y*iy*y*y*w*L", &codes, &m, &luts, &off, &videos, &out, &V))
+        return NULL;
+    PyObject *ret = NULL;
+    Py_ssize_t U = videos.len / 8;
+    if (m < 1 || m > 257) {
+        PyErr_SetString(PyExc_ValueError, "video_max_u8_list: 1 <= m <= 257");
+        goto done;
+    }
+    if (!need(&off, (V + 1) * 8, "offsets") || !need(&luts, (Py_ssize_t)m * 256, "luts") ||
+        !need(&out, V * 2, "out"))
+        goto done;
+    const int64_t *o = (const int64_t *)off.buf, *vid = (const int64_t *)videos.buf;
+    if (!need(&codes, (o[V] + BLOCK - 1) / BLOCK * m * BLOCK, "codes"))
+        goto done;
+    for (Py_ssize_t u = 0; u < U; u++)
+        if (vid[u] < 0 || vid[u] >= V) {
+            PyErr_Format(PyExc_ValueError, "video_max_u8_list: video %lld outside the index", (long long)vid[u]);
+            goto done;
+        }
+    Py_BEGIN_ALLOW_THREADS
+    video_list((const uint8_t *)codes.buf, m, (const uint8_t *)luts.buf, o, vid, U, (uint16_t *)out.buf);
+    Py_END_ALLOW_THREADS
+    ret = Py_None;
+    Py_INCREF(ret);
+done:
+    PyBuffer_Release(&codes);
+    PyBuffer_Release(&luts);
+    PyBuffer_Release(&off);
+    PyBuffer_Release(&videos);
+    PyBuffer_Release(&out);
+    return ret;
+}
+
 static PyObject *py_rescore_f16(PyObject *self, PyObject *args)
 {
     Py_buffer rows, q, off, videos, out;
@@ -278,8 +416,8 @@ static PyObject *py_rescore_f16(PyObject *self, PyObject *args)
         return NULL;
     PyObject *ret = NULL;
     Py_ssize_t U = videos.len / 8;
-    if (S < 1 || d < 1) {
-        PyErr_SetString(PyExc_ValueError, "rescore_f16: S and d must be >= 1");
+    if (S < 1 || S > 64 || d < 1) {
+        PyErr_SetString(PyExc_ValueError, "rescore_f16: 1 <= S <= 64 streams and d >= 1");
         goto done;
     }
     if (!need(&rows, (Py_ssize_t)n_rows * S * d * 2, "rows") || !need(&q, (Py_ssize_t)S * d * 4, "q") ||
@@ -321,6 +459,7 @@ static PyObject *py_set_simd(PyObject *self, PyObject *args)
 
 static PyMethodDef methods[] = {
     {"video_max_u8", py_video_max_u8, METH_VARARGS, "codes, m, luts, B, offsets, lo, hi, out, V"},
+    {"video_max_u8_list", py_video_max_u8_list, METH_VARARGS, "codes, m, luts, offsets, videos, out, V"},
     {"rescore_f16", py_rescore_f16, METH_VARARGS, "rows, n_rows, S, d, V, q, offsets, videos, cosine, out"},
     {"set_simd", py_set_simd, METH_VARARGS, "use the SIMD paths where the CPU has them (True) or the scalar ones"},
     {NULL, NULL, 0, NULL}};

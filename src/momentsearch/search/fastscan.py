@@ -89,6 +89,14 @@ def video_max_u8(blocks: np.ndarray, luts_u8: np.ndarray, offsets: np.ndarray, l
                               len(offsets) - 1)
 
 
+def video_max_u8_videos(blocks: np.ndarray, lut_u8: np.ndarray, offsets: np.ndarray, videos: np.ndarray,
+                        out: np.ndarray) -> None:
+    """As :func:`video_max_u8` for one query's (m, 256) table, over the listed ``videos`` only (``out`` (V,)
+    uint16: only their entries are written): the blocks holding their clips, nothing else read."""
+    _extension().video_max_u8_list(blocks, lut_u8.shape[0], np.ascontiguousarray(lut_u8, np.uint8), offsets,
+                                   np.ascontiguousarray(videos, np.int64), out, len(offsets) - 1)
+
+
 def video_max_u8_numpy(codes: np.ndarray, luts_u8: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """The twin of :func:`video_max_u8` over unpacked (N, m) codes, every video (for tests)."""
     j = np.arange(codes.shape[1])[None, :]

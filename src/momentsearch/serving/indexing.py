@@ -183,7 +183,7 @@ def _grow_first_stages(ckpt: Checkpoint, model: torch.nn.Module, old: VideoIndex
     retriever = ckpt.family.stages(model, new, device).retriever
     if "vectors" not in provides(retriever):
         return 0
-    from momentsearch.search.first_stage.scan import grow_scan
+    from momentsearch.search.first_stage.scan_build import grow_scan
 
     return grow_scan(old_folder, new_folder, retriever, old, old_row, progress)
 

@@ -35,7 +35,8 @@ from momentsearch.console import say
 from momentsearch.errors import FirstStageError
 from momentsearch.search.first_stage.base import VectorBackend, create_backend
 from momentsearch.search.first_stage.pools import pad, restrict_to_pools, score_pools
-from momentsearch.search.first_stage.scan import ScanFirstStage, build_scan
+from momentsearch.search.first_stage.scan import ScanFirstStage
+from momentsearch.search.first_stage.scan_build import build_scan
 from momentsearch.search.index import VideoIndex
 from momentsearch.search.stages import Queries, Retriever, VectorSource, declared, provides
 

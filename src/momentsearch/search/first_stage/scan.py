@@ -44,10 +44,13 @@ from momentsearch.fileio import atomic_dir, write_json
 from momentsearch.readers import check_array, read_json_object, read_npy
 from momentsearch.search.first_stage.pools import pad, score_pools
 from momentsearch.search.first_stage.scan_loops import scan_loops
-from momentsearch.search.index import VideoIndex, clip_rows
+from momentsearch.search.index import VideoIndex
 from momentsearch.search.stages import Queries, VectorSource
 
+Tier = tuple[np.ndarray, list[np.ndarray]]  # codebooks (S, m, 256, d/m) and per stream (N, m) uint8 codes
+
 SCAN_VERSION = 1
+FUNNEL_BATCH = 4  # batches of this many queries or more take one pass of the full codes (see candidates)
 TRAIN_ROWS = 131_072  # clips sampled per stream to train the product quantizer
 CODE_BLOCK = 262_144  # clips coded per FAISS call
 
@@ -57,6 +60,38 @@ def default_rescore(k: int, n_videos: int) -> int:
     videos above 400,000 (``auto``'s rule). Measured for k = 100 in ``benchmarks/first_stage_scale.py``:
     recall@100 0.998 at 100k videos with 1,000 (0.983 with 500); at 1M, 0.965 with 1,000, 0.994 with 2,000."""
     return min(n_videos, max(1000, 10 * k, n_videos // 400))
+
+
+def top_indices(x: np.ndarray, r: int) -> np.ndarray:
+    """The indices of the ``r`` largest of ``x`` (unordered), as ``np.argpartition(-x, r - 1)[:r]`` finds them,
+    about 10x faster over 100,000 scores: a threshold from every 16th score keeps a superset, which is then
+    partitioned (the whole array when the threshold keeps too few)."""
+    n = len(x)
+    if r >= n:
+        return np.arange(n)
+    if n >= 20_000 and r * 8 <= n:
+        sample = x[::16]
+        kk = min(len(sample), r // 16 + r // 64 + 16)  # about 1.25 r / 16 of the sample: a superset of r
+        th = np.partition(sample, len(sample) - kk)[len(sample) - kk]
+        idx = np.flatnonzero(x >= th)
+        if len(idx) >= r:
+            return idx[np.argpartition(-x[idx], r - 1)[:r]]
+    return np.argpartition(-x, r - 1)[:r]
+
+
+def default_refine(rescore: int, n_videos: int) -> int:
+    """Videos the funnel's coarse pass hands to the full codes: 5 per re-scored video, at least one in 20.
+    Measured at 100k (``benchmarks/first_stage_scale.py``): 16-byte codes' top 5,000, then the 32-byte codes'
+    top 1,000, hold recall@100 0.998, as the 32-byte codes over every video do."""
+    return min(n_videos, max(5 * rescore, n_videos // 20))
+
+
+def default_coarse(m: int, n_clips: int) -> int:
+    """The funnel's coarse codes (bytes a clip and stream): m/2 above 2,000,000 clips where the compiled
+    loops run (half the bytes read per query), none below (one pass is as fast there)."""
+    from momentsearch.search import fastscan
+
+    return m // 2 if n_clips > 2_000_000 and m % 2 == 0 and m >= 8 and fastscan.available() else 0
 
 
 def default_m(dim: int) -> int:
@@ -78,6 +113,7 @@ class ScanManifest:
     n_videos: int
     n_clips: int
     layout: str  # :func:`layout_key` of the index it serves
+    coarse_m: int = 0  # the funnel's coarse codes: bytes a clip and stream (0: none)
 
     @classmethod
     def read(cls, path: Path) -> ScanManifest:
@@ -89,7 +125,10 @@ class ScanManifest:
             raise _error(f"{path}: m must divide dim")
         if not isinstance(raw.get("layout"), str):
             raise _error(f"{path}: layout must be a string")
-        return cls(*(raw[k] for k in ints), raw["layout"])
+        coarse = raw.get("coarse_m", 0)
+        if type(coarse) is not int or coarse < 0 or (coarse and raw["dim"] % coarse):
+            raise _error(f"{path}: coarse_m must be 0 or a whole number that divides dim")
+        return cls(*(raw[k] for k in ints), raw["layout"], coarse)
 
     def write(self, path: Path) -> None:
         write_json(path, asdict(self))
@@ -107,11 +146,11 @@ def layout_key(index: VideoIndex) -> str:
     return h.hexdigest()
 
 
-def stage_key(source: VectorSource, m: int) -> str:
-    """Names a scan stage's folder: the model, the array, unit or raw rows and m, not the videos (a grown
-    index keeps it)."""
+def stage_key(source: VectorSource, m: int, coarse_m: int = 0) -> str:
+    """Names a scan stage's folder: the model, the array, unit or raw rows, m and the coarse codes' m, not the
+    videos (a grown index keeps it)."""
     blob = json.dumps(["scan", SCAN_VERSION, source.index.meta.get("fingerprint"), source.array,
-                       source.cosine, m])
+                       source.cosine, m, *([coarse_m] if coarse_m else [])])
     return "scan_" + hashlib.sha1(blob.encode()).hexdigest()[:16]
 
 
@@ -137,24 +176,50 @@ class ScanFirstStage:
     spec = "scan"
 
     def __init__(self, source: VectorSource, codebooks: np.ndarray, codes: list[np.ndarray], rescore: int | None = None,
-                 threads: int | None = None, folder: Path | None = None, loops: str = "auto"):
+                 threads: int | None = None, folder: Path | None = None, loops: str = "auto",
+                 coarse: Tier | None = None, refine: int | None = None):
         self.source = source
         self.codebooks = np.ascontiguousarray(codebooks, np.float32)  # (S, m, 256, d/m)
         self.codes = codes  # per stream (N, m) uint8
+        self.coarse = None if coarse is None else (np.ascontiguousarray(coarse[0], np.float32), coarse[1])
+        self.refine = refine
         self.offsets = np.ascontiguousarray(source.index.offsets, np.int64)
         self.n_videos = len(self.offsets) - 1
         self.rescore, self.folder = rescore, folder
         self.threads = max(1, threads or min(4, os.cpu_count() or 1))
         ranges = _ranges(self.offsets, self.threads)
         self._pool = ThreadPoolExecutor(self.threads) if self.threads > 1 else None
-        self.loops = scan_loops(codes, self.offsets, ranges, self._pool, loops)  # what runs the two passes
+        self.loops = scan_loops(codes, self.offsets, ranges, self._pool, loops,
+                                None if self.coarse is None else self.coarse[1])  # what runs the passes
         self.stats = {"queries": 0, "uncertified": 0, "rounds": 0, "candidates": 0}
 
-    def luts(self, q: np.ndarray) -> np.ndarray:
-        """(B, S, d) query vectors -> (B, S, m, 256) tables of sub-vector inner products."""
-        s, m, _, sub = self.codebooks.shape
+    def luts(self, q: np.ndarray, tier: int = 0) -> np.ndarray:
+        """(B, S, d) query vectors -> (B, S, m, 256) tables of sub-vector inner products (tier 1: the coarse
+        codebooks')."""
+        books = self.codebooks if tier == 0 else self.coarse[0]  # type: ignore[index]
+        s, m, _, sub = books.shape
         q = np.asarray(q, np.float32)
-        return np.einsum("sjcd,bsjd->bsjc", self.codebooks, q.reshape(len(q), s, m, sub))
+        return np.einsum("sjcd,bsjd->bsjc", books, q.reshape(len(q), s, m, sub))
+
+    @property
+    def funnel(self) -> bool:
+        """Whether a coarse pass over every video comes first (coarse codes, and loops that read them)."""
+        return self.coarse is not None and len(self.loops.tiers) > 1
+
+    def candidates(self, q: np.ndarray, r: int) -> list[np.ndarray]:
+        """Each query's ``r`` videos of highest approximate score (sorted ids): one pass of the codes over every
+        video, or, for a batch below FUNNEL_BATCH, the funnel: the coarse codes over every video, the codes over
+        its top ``refine`` (a batch reads the codes once for all its queries, and one pass is then cheaper)."""
+        if not self.funnel or len(q) >= FUNNEL_BATCH:
+            return [np.sort(top_indices(a, r)) for a in self.approximate(q)]
+        coarse = self.loops.approximate(self.luts(q, 1), tier=1)
+        n = min(self.n_videos, max(r, self.refine or default_refine(r, self.n_videos)))
+        fine_luts, out = self.luts(q), []
+        for i in range(len(q)):
+            pre = np.sort(top_indices(coarse[i], n))
+            fine = self.loops.approximate_videos(fine_luts[i], pre)  # type: ignore[attr-defined]
+            out.append(np.sort(pre[top_indices(fine, r)]))
+        return out
 
     def approximate(self, q: np.ndarray) -> np.ndarray:
         """(B, S, d) query vectors -> (B, V) approximate scores: the mean over streams of each video's best
@@ -168,11 +233,9 @@ class ScanFirstStage:
             return score_pools(self.source, q, pools, self.n_videos, k)
         k = min(k, self.n_videos)
         r = min(self.n_videos, max(k, self.rescore or default_rescore(k, self.n_videos)))
-        approx = self.approximate(q) if r < self.n_videos else None
-        rows = []
-        for i in range(len(q)):
-            cand = np.arange(self.n_videos) if approx is None else np.sort(np.argpartition(-approx[i], r - 1)[:r])
-            rows.append(self.loops.exact_top(self.source, q[i], cand, k))
+        every = np.arange(self.n_videos)
+        cands = self.candidates(q, r) if r < self.n_videos else [every] * len(q)
+        rows = [self.loops.exact_top(self.source, q[i], c, k) for i, c in enumerate(cands)]
         self.stats["queries"] += len(q)
         self.stats["uncertified"] += len(q) if r < self.n_videos else 0
         self.stats["candidates"] += r * len(q)
@@ -182,7 +245,8 @@ class ScanFirstStage:
     @property
     def nbytes(self) -> int:
         """What the stage holds in memory: the codebooks and the codes as its loops read them."""
-        return int(self.codebooks.nbytes + self.loops.nbytes)
+        books = self.codebooks.nbytes + (0 if self.coarse is None else self.coarse[0].nbytes)
+        return int(books + self.loops.nbytes)
 
     def close(self) -> None:
         if self._pool is not None:
@@ -239,9 +303,13 @@ class ScanFirstStage:
             np.save(tmp / "codebooks.npy", self.codebooks)
             for s, c in enumerate(self.codes):
                 np.save(tmp / f"codes_s{s}.npy", c)
+            if self.coarse is not None:
+                np.save(tmp / "coarse_codebooks.npy", self.coarse[0])
+                for s, c in enumerate(self.coarse[1]):
+                    np.save(tmp / f"coarse_codes_s{s}.npy", c)
             n_streams, m, _, sub = self.codebooks.shape
-            ScanManifest(SCAN_VERSION, m, n_streams, m * sub, self.n_videos, int(self.offsets[-1]),
-                         layout).write(tmp / "manifest.json")
+            ScanManifest(SCAN_VERSION, m, n_streams, m * sub, self.n_videos, int(self.offsets[-1]), layout,
+                         0 if self.coarse is None else self.coarse[0].shape[1]).write(tmp / "manifest.json")
         self.folder = folder
 
     @classmethod
@@ -255,89 +323,23 @@ class ScanFirstStage:
             return None
         if man.n_videos != len(source.index) or man.n_clips != int(source.index.offsets[-1]):
             return None  # built over an index of another size (``layout`` None: a caller's old index)
-        path = folder / "codebooks.npy"
-        books = check_array(read_npy(path, _error), str(path), _error, ndim=4, kinds="f", length=man.n_streams,
-                            finite=True)
-        if books.shape[1:] != (man.m, 256, man.dim // man.m):
-            raise _error(f"{path}: shape {books.shape}, the manifest says ({man.n_streams}, {man.m}, 256, "
-                         f"{man.dim // man.m})")
-        codes = []
-        for s in range(man.n_streams):
-            path = folder / f"codes_s{s}.npy"
-            c = check_array(read_npy(path, _error, mmap=True), str(path), _error, ndim=2, kinds="u", length=man.n_clips)
-            if c.dtype != np.uint8 or c.shape[1] != man.m:
-                raise _error(f"{path}: {c.dtype} codes of width {c.shape[1]}, expected uint8 of width {man.m}")
-            codes.append(np.ascontiguousarray(c))
-        return cls(source, books, codes, folder=folder, **kw)
+        books, codes = _read_tier(folder, "", man, man.m)
+        coarse = _read_tier(folder, "coarse_", man, man.coarse_m) if man.coarse_m else None
+        return cls(source, books, codes, folder=folder, coarse=coarse, **kw)
 
 
-def build_scan(source: VectorSource, folder: Path, params: dict[str, str], progress: bool = False) -> ScanFirstStage:
-    """The scan stage over ``source``'s index, loaded from ``folder`` when built there for these videos,
-    else built (and kept there)."""
-    dim = int(source.index.array(source.array).shape[-1])
-    try:
-        m = int(params.pop("m", 0)) or default_m(dim)
-        rescore = int(params.pop("rescore", 0)) or None
-        threads = int(params.pop("threads", 0)) or None
-    except ValueError:
-        raise FirstStageError("scan: m, rescore and threads must be whole numbers") from None
-    loops = params.pop("loops", "auto")
-    if loops not in ("auto", "compiled", "numba"):
-        raise FirstStageError(f"scan: loops={loops!r}; known: auto, compiled, numba")
-    if params:
-        raise FirstStageError(f"scan: unknown parameter(s) {sorted(params)}; known: m, rescore, threads, loops")
-    if m < 1 or dim % m:
-        raise FirstStageError(f"scan: m={m} must divide the vectors' dimension {dim} (e.g. m={default_m(dim)})")
-    index = source.index
-    where = folder / stage_key(source, m)
-    layout = layout_key(index)
-    stage = ScanFirstStage.load(where, source, layout, rescore=rescore, threads=threads, loops=loops)
-    if stage is not None:
-        return stage
-    if progress:
-        say(f"building the first stage scan ({m} bytes a clip and stream) in {where}")
-    books = ScanFirstStage.train(source, m, progress)
-    stage = ScanFirstStage(source, books, ScanFirstStage.encode(source, books, progress=progress), rescore=rescore,
-                           threads=threads, loops=loops)
-    stage.save(where, layout)
-    return stage
-
-
-def grow_scan(old_folder: Path, new_folder: Path, source: VectorSource, old_index: VideoIndex, old_rows: np.ndarray,
-              progress: bool = False) -> int:
-    """Carry every scan stage in ``old_folder`` built over ``old_index`` over to ``source``'s (the new)
-    index, into ``new_folder``: ``old_rows[v]`` is new video v's row in the old index, or -1 when it is
-    new or was re-encoded. The codebooks stay; kept videos keep their codes, the others are coded.
-    Returns the number of stages carried over."""
-    offsets = np.asarray(source.index.offsets, np.int64)
-    # each new clip row's source: a row of the old codes (a kept video has as many clips), or -1 (coded now)
-    src = np.full(int(offsets[-1]), -1, np.int64)
-    kept = np.flatnonzero(old_rows >= 0)
-    src[clip_rows(offsets, kept)] = clip_rows(np.asarray(old_index.offsets, np.int64), old_rows[kept])
-    fresh = np.flatnonzero(src < 0)
-    done = 0
-
-    class OldSource:  # the old stage's files are checked against the old index's layout
-        index, array, n_streams = old_index, source.array, source.n_streams
-
-    for old in sorted(old_folder.glob("scan_*")) if old_folder.is_dir() else []:
-        try:
-            stage = ScanFirstStage.load(old, OldSource, layout_key(old_index), threads=1)
-        except FirstStageError:
-            continue  # damaged: the next search builds it anew
-        if stage is None:
-            continue  # built over other videos than the old index's: nothing to carry
-        new_codes = ScanFirstStage.encode(source, stage.codebooks, fresh, progress) if len(fresh) else None
-        codes = []
-        for s, c in enumerate(stage.codes):
-            out = np.empty((len(src), c.shape[1]), np.uint8)
-            out[src >= 0] = c[src[src >= 0]]
-            if new_codes is not None:
-                out[fresh] = new_codes[s]
-            codes.append(out)
-        grown = ScanFirstStage(source, stage.codebooks, codes, threads=1)
-        grown.save(new_folder / old.name, layout_key(source.index))
-        grown.close()
-        stage.close()
-        done += 1
-    return done
+def _read_tier(folder: Path, prefix: str, man: ScanManifest, m: int) -> Tier:
+    """One set of codebooks and codes (``prefix`` "" or "coarse_"), checked against the manifest."""
+    path = folder / f"{prefix}codebooks.npy"
+    books = check_array(read_npy(path, _error), str(path), _error, ndim=4, kinds="f", length=man.n_streams,
+                        finite=True)
+    if books.shape[1:] != (m, 256, man.dim // m):
+        raise _error(f"{path}: shape {books.shape}, the manifest says ({man.n_streams}, {m}, 256, {man.dim // m})")
+    codes = []
+    for s in range(man.n_streams):
+        path = folder / f"{prefix}codes_s{s}.npy"
+        c = check_array(read_npy(path, _error, mmap=True), str(path), _error, ndim=2, kinds="u", length=man.n_clips)
+        if c.dtype != np.uint8 or c.shape[1] != m:
+            raise _error(f"{path}: {c.dtype} codes of width {c.shape[1]}, expected uint8 of width {m}")
+        codes.append(c)
+    return books, codes

@@ -26,6 +26,7 @@ from momentsearch.search.stages import VectorSource
 class ScanLoops(Protocol):
     name: str
     nbytes: int  # the codes as the loops read them
+    tiers: list  # per tier (0: the codes, 1: the funnel's coarse codes), what the loops read
 
     def approximate(self, luts: np.ndarray) -> np.ndarray:
         """(B, S, m, 256) float32 tables -> (B, V) float32 approximate video scores."""
@@ -51,6 +52,7 @@ class NumbaScan:
     def __init__(self, codes: list[np.ndarray], offsets: np.ndarray, ranges: list[tuple[int, int]],
                  pool: ThreadPoolExecutor | None):
         self._words = [packed(np.ascontiguousarray(c)) for c in codes]
+        self.tiers = [self._words]
         self.offsets, self.ranges, self.pool = offsets, ranges, pool
         self.nbytes = int(sum(w.nbytes for w in self._words))
 
@@ -72,40 +74,56 @@ class NumbaScan:
 
 class CompiledScan:
     """Byte tables, codes in blocks of 64 clips read once per batch of up to 64 queries; the exact re-score
-    in C where the index holds fp16 rows."""
+    in C where the index holds fp16 rows. ``coarse``: a second, smaller set of codes (the funnel's first
+    pass, :meth:`approximate` with ``tier=1``); :meth:`approximate_videos` scores listed videos only."""
 
     name = "compiled"
 
     def __init__(self, codes: list[np.ndarray], offsets: np.ndarray, ranges: list[tuple[int, int]],
-                 pool: ThreadPoolExecutor | None):
-        self.blocks = [fastscan.pack_blocks(c) for c in codes]
+                 pool: ThreadPoolExecutor | None, coarse: list[np.ndarray] | None = None):
+        self.tiers = [[fastscan.pack_blocks(c) for c in codes]]
+        if coarse is not None:
+            self.tiers.append([fastscan.pack_blocks(c) for c in coarse])
         self.offsets, self.ranges, self.pool = offsets, ranges, pool
         self.empty = np.diff(offsets) == 0
-        self.nbytes = int(sum(b.nbytes for b in self.blocks))
+        self.nbytes = int(sum(b.nbytes for tier in self.tiers for b in tier))
 
-    def approximate(self, luts: np.ndarray) -> np.ndarray:
+    def approximate(self, luts: np.ndarray, tier: int = 0) -> np.ndarray:
         b, s = luts.shape[:2]
         v = len(self.offsets) - 1
         out = np.zeros((b, v), np.float32)
         for a in range(0, b, fastscan.MAX_BATCH):
             chunk = luts[a: a + fastscan.MAX_BATCH]
             n = len(chunk)
-            q8, scale, bias = fastscan.quantize_luts(chunk.reshape(n * s, *chunk.shape[2:]))
-            q8 = q8.reshape(n, s, *q8.shape[1:])
+            q8, scale, bias = _quantized(chunk)
             raw = np.empty((s, n, v), np.uint16)
             tables = [np.ascontiguousarray(q8[:, st]) for st in range(s)]
 
             def run(job: tuple[int, int, int]) -> None:
                 st, lo, hi = job
-                fastscan.video_max_u8(self.blocks[st], tables[st], self.offsets, lo, hi, raw[st])
+                fastscan.video_max_u8(self.tiers[tier][st], tables[st], self.offsets, lo, hi, raw[st])
 
             _run(self.pool, run, [(st, lo, hi) for st in range(s) for lo, hi in self.ranges])
-            scale, bias = scale.reshape(n, s), bias.reshape(n, s)
             for st in range(s):  # the mean over streams of scale * sum + bias
                 out[a: a + n] += raw[st] * scale[:, st, None] + bias[:, st, None]
             out[a: a + n] /= s
         out[:, self.empty] = -np.inf
         return out
+
+    def approximate_videos(self, luts: np.ndarray, videos: np.ndarray, tier: int = 0) -> np.ndarray:
+        """One query's (S, m, 256) tables -> (len(videos),) approximate scores of those videos (sorted ids)."""
+        s = len(luts)
+        q8, scale, bias = _quantized(luts[None])
+        raw = np.zeros((s, len(self.offsets) - 1), np.uint16)
+        parts = np.array_split(videos, 2 if self.pool is not None and len(videos) >= 256 else 1)
+
+        def run(job: tuple[int, np.ndarray]) -> None:
+            st, part = job
+            fastscan.video_max_u8_videos(self.tiers[tier][st], q8[0, st], self.offsets, part, raw[st])
+
+        _run(self.pool, run, [(st, p) for st in range(s) for p in parts if len(p)])
+        score = (raw[:, videos] * scale[0, :, None] + bias[0, :, None]).mean(0)
+        return np.where(self.empty[videos], -np.inf, score).astype(np.float32)
 
     def exact_top(self, source: VectorSource, q: np.ndarray, videos: np.ndarray, k: int
                   ) -> tuple[np.ndarray, np.ndarray]:
@@ -123,11 +141,20 @@ class CompiledScan:
         return videos[order], scores[order]
 
 
+def _quantized(luts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(n, S, m, 256) float tables -> byte tables (n, S, m, 256) and (n, S) scales and biases."""
+    n, s = luts.shape[:2]
+    q8, scale, bias = fastscan.quantize_luts(luts.reshape(n * s, *luts.shape[2:]))
+    return q8.reshape(luts.shape), scale.reshape(n, s), bias.reshape(n, s)
+
+
 def scan_loops(codes: list[np.ndarray], offsets: np.ndarray, ranges: list[tuple[int, int]],
-               pool: ThreadPoolExecutor | None, loops: str = "auto") -> ScanLoops:
-    """``loops``: ``compiled``, ``numba`` or ``auto`` (compiled where the extension was built)."""
+               pool: ThreadPoolExecutor | None, loops: str = "auto", coarse: list[np.ndarray] | None = None
+               ) -> ScanLoops:
+    """``loops``: ``compiled``, ``numba`` or ``auto`` (compiled where the extension was built); ``coarse``: the
+    funnel's smaller codes (the compiled loops only: the numba ones scan ``codes``)."""
     if loops == "numba" or (loops == "auto" and not fastscan.available()):
         return NumbaScan(codes, offsets, ranges, pool)
     if not fastscan.available():
         fastscan.set_simd(True)  # raises the ImportError that says how to build it
-    return CompiledScan(codes, offsets, ranges, pool)
+    return CompiledScan(codes, offsets, ranges, pool, coarse)
