@@ -14,6 +14,7 @@ extension was built (``pip install .`` builds it where a C compiler is found, an
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import numpy as np
@@ -21,8 +22,8 @@ import numpy as np
 BLOCK = 64
 MAX_BATCH = 64
 
-try:
-    from momentsearch.search import _fastscan as _ext  # type: ignore[attr-defined]
+try:  # the compiled module this one wraps (its only user)
+    _ext: Any = importlib.import_module("momentsearch.search._fastscan")
 except ImportError:  # pragma: no cover - a build without a C compiler
     _ext = None
 
