@@ -46,13 +46,17 @@ from momentsearch.data.batching import pad_tokens  # noqa: E402
 from momentsearch.data.synthetic import SyntheticBenchmark, generate, load_preset  # noqa: E402
 from momentsearch.models.xml.search import XMLRetriever, encode_corpus, xml_stages  # noqa: E402
 from momentsearch.search.first_stage import ExactFirstStage, build_first_stage  # noqa: E402
-from momentsearch.search.first_stage.scan import default_rescore  # noqa: E402
+from momentsearch.search.first_stage.scan import default_refine, default_rescore  # noqa: E402
 from momentsearch.search.index import VideoIndex  # noqa: E402
 from momentsearch.text.queries import CachedTextFeatures  # noqa: E402
 from momentsearch.serving.checkpoint import load_checkpoint  # noqa: E402
 
 CPU = torch.device("cpu")
-SPECS = [("scan", {"rescore": "500"}), ("scan", {"rescore": "1000"}), ("scan", {"rescore": "2000"}),
+SPECS = [("scan", {"loops": "numba", "coarse": "0", "rescore": "1000"}),  # the loop before the compiled one
+         ("scan", {"coarse": "0", "rescore": "500"}), ("scan", {"coarse": "0", "rescore": "1000"}),
+         ("scan", {"coarse": "0", "rescore": "2000"}),  # one pass of the 32-byte codes
+         ("scan", {"coarse": "16", "rescore": "1000"}), ("scan", {"coarse": "16", "rescore": "2000"}),  # the funnel
+         ("scan", {"coarse": "16", "rescore": "2500"}),
          ("faiss:IVF4096,Flat", {"nprobe": "128", "clips_per_video": "16"})]
 EXTRA_SPECS = [("scan", {"m": "16", "rescore": "1000"}), ("scan", {"m": "16", "rescore": "2000"}),
                ("scan", {"m": "16", "rescore": "4000"}),
@@ -62,7 +66,8 @@ EXTRA_SPECS = [("scan", {"m": "16", "rescore": "1000"}), ("scan", {"m": "16", "r
                ("faiss:HNSW32", {"efSearch": "3200", "clips_per_video": "32"}),
                ("faiss:HNSW32", {"efSearch": "6400", "clips_per_video": "64"}),
                ("milvus", {"index_type": "IVF_FLAT", "nlist": "4096", "nprobe": "128", "clips_per_video": "16"})]
-BUILD_KEYS = ("nlist", "index_type", "m")
+BUILD_KEYS = ("nlist", "index_type", "m", "coarse", "loops")
+BATCH = 16  # the batched rows: a batch of this many queries, as the service's batcher makes under load
 
 
 def log(msg: str) -> None:
@@ -176,8 +181,14 @@ def read_bytes(spec: str, params: dict[str, str], index: VideoIndex, stage: obje
     """Bytes one query reads (memory traffic of the search itself; NaN where a library hides it)."""
     n, s, d = index.arrays["h1"].shape
     per_video = n * s * d * 2 / len(index)  # fp16 clip rows of a mean video, re-scored exactly
-    if spec == "scan":
-        return float(sum(c.nbytes for c in stage.codes) + int(params["rescore"]) * per_video)
+    if spec == "scan":  # the codes scanned (the funnel: coarse codes, then the refined videos' codes), the rows
+        full = sum(c.nbytes for c in stage.codes)
+        if stage.funnel:
+            refine = stage.refine or default_refine(int(params["rescore"]), len(index))
+            codes = sum(c.nbytes for c in stage.coarse[1]) + full * refine / len(index)
+        else:
+            codes = full
+        return float(codes + int(params["rescore"]) * per_video)
     if spec.startswith("faiss:IVF"):
         nlist = int(spec.split("IVF")[1].split(",")[0])
         cand = stage.stats["candidates"] / max(1, stage.stats["queries"])
@@ -324,6 +335,21 @@ def main() -> None:
         rows.append(row(label, built[build_key], stage.nbytes, lat, recall(got, truth),
                         stage.stats["candidates"] / max(1, stage.stats["queries"]),
                         read_bytes(spec, params, index, stage)))
+        if spec == "scan":  # batches of BATCH: the ms a query; the same candidates as one query at a time
+            lat_b, same = [], 0
+            for a in range(0, len(batches) - BATCH + 1, BATCH):
+                t = time.perf_counter()
+                queries = ask(*joined(batches[a: a + BATCH]))  # timed: the query network, as at batch 1
+                stage.retrieve(queries, 100)
+                lat_b.append(1000 * (time.perf_counter() - t) / BATCH)
+                qv = retriever.query_vectors(queries)  # the same vectors, a batch and one by one
+                r = stage.rescore
+                together = stage.candidates(qv, r) if not stage.funnel else None
+                same += sum(together is not None and np.array_equal(together[i], stage.candidates(qv[i: i + 1], r)[0])
+                            for i in range(BATCH))
+            n = len(lat_b) * BATCH
+            rows[-1].update({f"ms/query at batch {BATCH}": float(np.median(lat_b)),
+                             "same candidates batched": f"{same}/{n}" if not stage.funnel else "n/a (one pass)"})
         log(str(rows[-1]))
     for stage in stages.values():
         stage.close()
@@ -347,6 +373,13 @@ def main() -> None:
     name = f"first_stage_scale_{len(index)}"
     command = "python benchmarks/first_stage_scale.py " + " ".join(sys.argv[1:])
     report(name, merged(name, rows, command), command)
+
+
+def joined(batches: list) -> tuple[torch.Tensor, torch.Tensor]:
+    """Batch-1 (tokens, mask) pairs as one batch, padded to the longest."""
+    n = max(t.shape[1] for t, _ in batches)
+    tok = torch.cat([torch.nn.functional.pad(t, (0, 0, 0, n - t.shape[1])) for t, _ in batches])
+    return tok, torch.cat([torch.nn.functional.pad(m, (0, n - m.shape[1])) for _, m in batches])
 
 
 def row(label: str, build_s: float, nbytes: float, lat: list[float], rec: float, cand: float, read: float) -> dict:

@@ -82,16 +82,18 @@ def top_indices(x: np.ndarray, r: int) -> np.ndarray:
 def default_refine(rescore: int, n_videos: int) -> int:
     """Videos the funnel's coarse pass hands to the full codes: 5 per re-scored video, at least one in 20.
     Measured at 100k (``benchmarks/first_stage_scale.py``): 16-byte codes' top 5,000, then the 32-byte codes'
-    top 1,000, hold recall@100 0.998, as the 32-byte codes over every video do."""
+    top 1,000, hold recall@100 0.998 (0.9979), as the 32-byte codes over every video do (0.9981)."""
     return min(n_videos, max(5 * rescore, n_videos // 20))
 
 
 def default_coarse(m: int, n_clips: int) -> int:
-    """The funnel's coarse codes (bytes a clip and stream): m/2 above 2,000,000 clips where the compiled
-    loops run (half the bytes read per query), none below (one pass is as fast there)."""
+    """The funnel's coarse codes (bytes a clip and stream): m/2 above 10,000,000 clips where the compiled loops
+    run, none below. Measured (``benchmarks/first_stage_scale.py``): at 100k videos (3.4 M clips) the funnel
+    costs more at batch 1 than one pass (19.8 against 17.4 ms): the second pass's random reads of 5,000
+    videos' codes take what the coarse pass saves."""
     from momentsearch.search import fastscan
 
-    return m // 2 if n_clips > 2_000_000 and m % 2 == 0 and m >= 8 and fastscan.available() else 0
+    return m // 2 if n_clips > 10_000_000 and m % 2 == 0 and m >= 8 and fastscan.available() else 0
 
 
 def default_m(dim: int) -> int:
