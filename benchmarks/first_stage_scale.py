@@ -59,6 +59,7 @@ SPECS = [("scan", {"loops": "numba", "coarse": "0", "rescore": "1000"}),  # the 
          ("scan", {"coarse": "16", "rescore": "2500"}),
          ("faiss:IVF4096,Flat", {"nprobe": "128", "clips_per_video": "16"})]
 EXTRA_SPECS = [("scan", {"m": "16", "rescore": "1000"}), ("scan", {"m": "16", "rescore": "2000"}),
+               ("scan", {"m": "16", "rescore": "2500"}), ("scan", {"m": "16", "rescore": "3000"}),
                ("scan", {"m": "16", "rescore": "4000"}),
                ("faiss:Flat", {}),  # by --only: slow (Flat) or long to build (HNSW: 15 min at 100k)
                ("faiss:HNSW32", {"efSearch": "800", "clips_per_video": "8"}),

@@ -337,110 +337,96 @@ static int need(Py_buffer *b, Py_ssize_t bytes, const char *what)
     return 1;
 }
 
+static void release(Py_buffer *b, int n)
+{
+    for (int i = 0; i < n; i++)
+        PyBuffer_Release(&b[i]);
+}
+
+/* every listed video inside the offsets (and the rows), its clips in order */
+static int check_videos(const int64_t *o, const int64_t *vid, Py_ssize_t U, int64_t V, int64_t n_rows,
+                        const char *what)
+{
+    for (Py_ssize_t u = 0; u < U; u++)
+        if (vid[u] < 0 || vid[u] >= V || o[vid[u]] < 0 || o[vid[u]] > o[vid[u] + 1] || o[vid[u] + 1] > n_rows) {
+            PyErr_Format(PyExc_ValueError, "%s: video %lld outside the index", what, (long long)vid[u]);
+            return 0;
+        }
+    return 1;
+}
+
 static PyObject *py_video_max_u8(PyObject *self, PyObject *args)
 {
-    Py_buffer codes, luts, off, out;
+    Py_buffer b[4]; /* codes, luts, offsets, out */
     int m, B;
     long long lo, hi, V;
-    if (!PyArg_ParseTuple(args, "y*iy*iy*LLw*L", &codes, &m, &luts, &B, &off, &lo, &hi, &out, &V))
+    if (!PyArg_ParseTuple(args, "y*iy*iy*LLw*L", &b[0], &m, &b[1], &B, &b[2], &lo, &hi, &b[3], &V))
         return NULL;
-    PyObject *ret = NULL;
+    const int64_t *o = (const int64_t *)b[2].buf;
     if (m < 1 || m > 257 || B < 1 || B > MAX_BATCH || lo < 0 || hi < lo || hi > V) {
         PyErr_SetString(PyExc_ValueError, "video_max_u8: 1 <= m <= 257, 1 <= B <= 64, 0 <= lo <= hi <= V");
-        goto done;
+    } else if (need(&b[2], (V + 1) * 8, "offsets") && need(&b[1], (Py_ssize_t)B * m * 256, "luts") &&
+               need(&b[3], (Py_ssize_t)B * V * 2, "out")) {
+        if (o[0] != 0 || o[lo] > o[hi] || o[hi] > o[V])
+            PyErr_SetString(PyExc_ValueError, "video_max_u8: offsets must start at 0 and never decrease");
+        else if (need(&b[0], (o[V] + BLOCK - 1) / BLOCK * m * BLOCK, "codes")) {
+            Py_BEGIN_ALLOW_THREADS
+            scan_range((const uint8_t *)b[0].buf, m, (const uint8_t *)b[1].buf, B, o, lo, hi, (uint16_t *)b[3].buf, V);
+            Py_END_ALLOW_THREADS
+            release(b, 4);
+            Py_RETURN_NONE;
+        }
     }
-    if (!need(&off, (V + 1) * 8, "offsets") || !need(&luts, (Py_ssize_t)B * m * 256, "luts") ||
-        !need(&out, (Py_ssize_t)B * V * 2, "out"))
-        goto done;
-    const int64_t *o = (const int64_t *)off.buf;
-    int64_t blocks = (o[V] + BLOCK - 1) / BLOCK;
-    if (!need(&codes, blocks * m * BLOCK, "codes"))
-        goto done;
-    Py_BEGIN_ALLOW_THREADS
-    scan_range((const uint8_t *)codes.buf, m, (const uint8_t *)luts.buf, B, o, lo, hi, (uint16_t *)out.buf, V);
-    Py_END_ALLOW_THREADS
-    ret = Py_None;
-    Py_INCREF(ret);
-done:
-    PyBuffer_Release(&codes);
-    PyBuffer_Release(&luts);
-    PyBuffer_Release(&off);
-    PyBuffer_Release(&out);
-    return ret;
+    release(b, 4);
+    return NULL;
 }
 
 static PyObject *py_video_max_u8_list(PyObject *self, PyObject *args)
 {
-    Py_buffer codes, luts, off, videos, out;
+    Py_buffer b[5]; /* codes, luts, offsets, videos, out */
     int m;
     long long V;
-    if (!PyArg_ParseTuple(args, "y*iy*y*y*w*L", &codes, &m, &luts, &off, &videos, &out, &V))
+    if (!PyArg_ParseTuple(args, "y*iy*y*y*w*L", &b[0], &m, &b[1], &b[2], &b[3], &b[4], &V))
         return NULL;
-    PyObject *ret = NULL;
-    Py_ssize_t U = videos.len / 8;
+    const int64_t *o = (const int64_t *)b[2].buf, *vid = (const int64_t *)b[3].buf;
+    Py_ssize_t U = b[3].len / 8;
     if (m < 1 || m > 257) {
         PyErr_SetString(PyExc_ValueError, "video_max_u8_list: 1 <= m <= 257");
-        goto done;
+    } else if (need(&b[2], (V + 1) * 8, "offsets") && need(&b[1], (Py_ssize_t)m * 256, "luts") &&
+               need(&b[4], V * 2, "out") && need(&b[0], (o[V] + BLOCK - 1) / BLOCK * m * BLOCK, "codes") &&
+               check_videos(o, vid, U, V, o[V], "video_max_u8_list")) {
+        Py_BEGIN_ALLOW_THREADS
+        video_list((const uint8_t *)b[0].buf, m, (const uint8_t *)b[1].buf, o, vid, U, (uint16_t *)b[4].buf);
+        Py_END_ALLOW_THREADS
+        release(b, 5);
+        Py_RETURN_NONE;
     }
-    if (!need(&off, (V + 1) * 8, "offsets") || !need(&luts, (Py_ssize_t)m * 256, "luts") ||
-        !need(&out, V * 2, "out"))
-        goto done;
-    const int64_t *o = (const int64_t *)off.buf, *vid = (const int64_t *)videos.buf;
-    if (!need(&codes, (o[V] + BLOCK - 1) / BLOCK * m * BLOCK, "codes"))
-        goto done;
-    for (Py_ssize_t u = 0; u < U; u++)
-        if (vid[u] < 0 || vid[u] >= V) {
-            PyErr_Format(PyExc_ValueError, "video_max_u8_list: video %lld outside the index", (long long)vid[u]);
-            goto done;
-        }
-    Py_BEGIN_ALLOW_THREADS
-    video_list((const uint8_t *)codes.buf, m, (const uint8_t *)luts.buf, o, vid, U, (uint16_t *)out.buf);
-    Py_END_ALLOW_THREADS
-    ret = Py_None;
-    Py_INCREF(ret);
-done:
-    PyBuffer_Release(&codes);
-    PyBuffer_Release(&luts);
-    PyBuffer_Release(&off);
-    PyBuffer_Release(&videos);
-    PyBuffer_Release(&out);
-    return ret;
+    release(b, 5);
+    return NULL;
 }
 
 static PyObject *py_rescore_f16(PyObject *self, PyObject *args)
 {
-    Py_buffer rows, q, off, videos, out;
+    Py_buffer b[5]; /* rows, q, offsets, videos, out */
     int S, d, cosine;
     long long n_rows, V;
-    if (!PyArg_ParseTuple(args, "y*LiiLy*y*y*pw*", &rows, &n_rows, &S, &d, &V, &q, &off, &videos, &cosine, &out))
+    if (!PyArg_ParseTuple(args, "y*LiiLy*y*y*pw*", &b[0], &n_rows, &S, &d, &V, &b[1], &b[2], &b[3], &cosine, &b[4]))
         return NULL;
-    PyObject *ret = NULL;
-    Py_ssize_t U = videos.len / 8;
+    const int64_t *o = (const int64_t *)b[2].buf, *vid = (const int64_t *)b[3].buf;
+    Py_ssize_t U = b[3].len / 8;
     if (S < 1 || S > 64 || d < 1) {
         PyErr_SetString(PyExc_ValueError, "rescore_f16: 1 <= S <= 64 streams and d >= 1");
-        goto done;
+    } else if (need(&b[0], (Py_ssize_t)n_rows * S * d * 2, "rows") && need(&b[1], (Py_ssize_t)S * d * 4, "q") &&
+               need(&b[2], (V + 1) * 8, "offsets") && need(&b[4], U * 4, "out") &&
+               check_videos(o, vid, U, V, n_rows, "rescore_f16")) {
+        Py_BEGIN_ALLOW_THREADS
+        rescore((const uint16_t *)b[0].buf, S, d, (const float *)b[1].buf, o, vid, U, cosine, (float *)b[4].buf);
+        Py_END_ALLOW_THREADS
+        release(b, 5);
+        Py_RETURN_NONE;
     }
-    if (!need(&rows, (Py_ssize_t)n_rows * S * d * 2, "rows") || !need(&q, (Py_ssize_t)S * d * 4, "q") ||
-        !need(&off, (V + 1) * 8, "offsets") || !need(&out, U * 4, "out"))
-        goto done;
-    const int64_t *o = (const int64_t *)off.buf, *vid = (const int64_t *)videos.buf;
-    for (Py_ssize_t u = 0; u < U; u++)
-        if (vid[u] < 0 || vid[u] >= V || o[vid[u] + 1] > n_rows || o[vid[u]] < 0) {
-            PyErr_Format(PyExc_ValueError, "rescore_f16: video %lld outside the index", (long long)vid[u]);
-            goto done;
-        }
-    Py_BEGIN_ALLOW_THREADS
-    rescore((const uint16_t *)rows.buf, S, d, (const float *)q.buf, o, vid, U, cosine, (float *)out.buf);
-    Py_END_ALLOW_THREADS
-    ret = Py_None;
-    Py_INCREF(ret);
-done:
-    PyBuffer_Release(&rows);
-    PyBuffer_Release(&q);
-    PyBuffer_Release(&off);
-    PyBuffer_Release(&videos);
-    PyBuffer_Release(&out);
-    return ret;
+    release(b, 5);
+    return NULL;
 }
 
 static PyObject *py_set_simd(PyObject *self, PyObject *args)
