@@ -304,7 +304,14 @@ def main() -> None:
     bw = bandwidth_gib_s()
     log(f"memory bandwidth {bw:.1f} GiB/s")
     only = {x for x in args.only.split(",") if x}  # "serving": the serving probe alone
-    specs = [(sp, pa) for sp, pa in SPECS + EXTRA_SPECS if (sp in only if only else (sp, pa) in SPECS)]
+    def wanted(sp: str, pa: dict[str, str]) -> bool:  # "--only scan" or "--only scan:coarse=16:m=32": those rows
+        for item in only:
+            name, *keys = item.split(":")
+            if name == sp and all(pa.get(k.partition("=")[0], "") == k.partition("=")[2] for k in keys):
+                return True
+        return False
+
+    specs = [(sp, pa) for sp, pa in SPECS + EXTRA_SPECS if (wanted(sp, pa) if only else (sp, pa) in SPECS)]
     if args.copies > 1:
         specs = [(sp, pa) for sp, pa in specs if sp == "scan"]
     built: dict[tuple, float] = {}
@@ -318,6 +325,10 @@ def main() -> None:
             f" {k}={v}" for k, v in params.items() if k != "nlist")
         build_key = (spec_used, tuple(sorted((k, v) for k, v in params.items() if k in BUILD_KEYS)))
         if build_key not in stages:
+            for old in list(stages):  # one stage in memory at a time, as a server holds it (rows of one build are
+                stages.pop(old).close()  # consecutive): at 1M several would crowd the index's pages out of memory
+            stage = None
+            gc.collect()
             log(f"building {label}")
             t = time.perf_counter()
             stages[build_key] = build_first_stage(retriever, index, spec_used, folder, dict(params), family="xml",

@@ -5,23 +5,27 @@ mean over streams of each stream's best clip (XML Eq. 1, MINUTE Eq. 8, CLIP):
 
 * **build**, per stream s: a product quantizer (``m`` sub-vectors of d/m dimensions, 256 centroids
   each, trained by FAISS on a seeded sample of the stream's clip vectors) codes every clip in ``m``
-  bytes;
-* **search**, per query: the table ``lut_s[j, c] = <q_s^(j), centroid_j,c>`` (m x 256), each clip's
+  bytes; with ``coarse`` a second quantizer of ``coarse`` sub-vectors codes every clip again (the funnel);
+* **search**, per batch: the tables ``lut_s[j, c] = <q_s^(j), centroid_j,c>`` (m x 256), each clip's
   approximate inner product ``sum_j lut_s[j, code_j]``, each video's approximate score
-  ``a(v) = mean_s max_{clips of v} (...)`` (one compiled pass over the codes, :mod:`momentsearch.search.kernels`, split over
-  ``threads`` threads by video ranges); the ``rescore`` videos of highest ``a(v)`` are scored exactly
-  from the index's own clip arrays, and the top ``k`` of those returned.
+  ``a(v) = mean_s max_{clips of v} (...)``: one pass over the codes for the whole batch (the compiled
+  loops of :mod:`momentsearch.search.fastscan`, byte tables, or the numba ones,
+  :mod:`momentsearch.search.first_stage.scan_loops`), split over ``threads`` threads by video ranges;
+  with the funnel and fewer than FUNNEL_BATCH queries, the coarse codes over every video and the full
+  codes over its top ``refine`` only. The ``rescore`` videos of highest ``a(v)`` are scored exactly from
+  the index's own clip arrays, and the top ``k`` of those returned.
 
 What is exact: the scores returned always are; a video of the true top k is returned whenever its
 approximate score ranks within the top ``rescore``. ``benchmarks/first_stage_scale.py`` measures
 recall@100 against exact search for each ``rescore``; :func:`default_rescore` is the rule ``auto``
-uses. Parameters: ``m`` (build; default d/4, at most 32), ``rescore`` and ``threads`` (search).
+uses. Parameters: ``m``, ``coarse`` (build; defaults d/4 at most 32, and :func:`default_coarse`),
+``rescore``, ``refine``, ``threads`` and ``loops`` (search).
 
 Files, one folder per built stage written as a set: ``manifest.json`` (a :class:`ScanManifest`),
-``codebooks.npy`` (S, m, 256, d/m) float32, and per stream ``codes_s{s}.npy`` (N, m) uint8 in index
-row order. :func:`grow_scan` serves a grown index: it keeps the codebooks and the kept videos' codes,
-codes the new videos and drops the removed ones, so the grown stage holds exactly what a stage built
-anew with the same codebooks would.
+``codebooks.npy`` (S, m, 256, d/m) float32, per stream ``codes_s{s}.npy`` (N, m) uint8 in index row
+order, and with the funnel ``coarse_codebooks.npy`` and ``coarse_codes_s{s}.npy``. ``scan_build.grow_scan``
+serves a grown index: it keeps the codebooks and the kept videos' codes, codes the new videos and drops
+the removed ones, so the grown stage holds exactly what a stage built anew with the same codebooks would.
 """
 
 from __future__ import annotations
