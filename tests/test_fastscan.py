@@ -118,6 +118,7 @@ def test_top_indices_finds_what_argpartition_finds():
         assert np.array_equal(np.sort(top_indices(x, r)), np.sort(np.argpartition(-x, min(r, n) - 1)[:r]))
 
 
+@pytest.mark.slow  # 6.6 s in a fresh-clone make test
 def test_the_funnel_keeps_recall_and_is_kept_on_disk(tmp_path: Path):
     index, protos = structured(3000, seed=6)  # d = 32: m = 8 bytes, the coarse pass 4
     retr = retriever(index)
