@@ -35,10 +35,11 @@ def available() -> bool:
 def set_simd(on: bool) -> dict[str, bool]:
     """Use the SIMD paths where this CPU has them (True, the default) or the portable C loops; returns
     which paths are on (``vbmi``: the scan, ``avx512``: the re-score)."""
-    return dict(_extension().set_simd(on))
+    return dict(require().set_simd(on))
 
 
-def _extension() -> Any:
+def require() -> Any:
+    """The compiled module, or the ImportError that says how to build it."""
     if _ext is None:
         raise ImportError("momentsearch's compiled scan loops were not built (no C compiler at install time): "
                           "pip install --force-reinstall --no-deps . with gcc or clang present")
@@ -86,7 +87,7 @@ def video_max_u8(blocks: np.ndarray, luts_u8: np.ndarray, offsets: np.ndarray, l
     """``out[q, v]`` (uint16, (B, V)) for videos ``lo..hi-1``: the best clip's sum of ``luts_u8[q]`` (B, m, 256)
     over its codes in ``blocks`` (:func:`pack_blocks`); 0 for a video without clips. B <= 64."""
     b, m, _ = luts_u8.shape
-    _extension().video_max_u8(blocks, m, np.ascontiguousarray(luts_u8, np.uint8), b, offsets, lo, hi, out,
+    require().video_max_u8(blocks, m, np.ascontiguousarray(luts_u8, np.uint8), b, offsets, lo, hi, out,
                               len(offsets) - 1)
 
 
@@ -94,7 +95,7 @@ def video_max_u8_videos(blocks: np.ndarray, lut_u8: np.ndarray, offsets: np.ndar
                         out: np.ndarray) -> None:
     """As :func:`video_max_u8` for one query's (m, 256) table, over the listed ``videos`` only (``out`` (V,)
     uint16: only their entries are written): the blocks holding their clips, nothing else read."""
-    _extension().video_max_u8_list(blocks, lut_u8.shape[0], np.ascontiguousarray(lut_u8, np.uint8), offsets,
+    require().video_max_u8_list(blocks, lut_u8.shape[0], np.ascontiguousarray(lut_u8, np.uint8), offsets,
                                    np.ascontiguousarray(videos, np.int64), out, len(offsets) - 1)
 
 
@@ -120,5 +121,5 @@ def rescore_f16(rows: np.ndarray, q: np.ndarray, offsets: np.ndarray, videos: np
     videos = np.ascontiguousarray(videos, np.int64)
     out = np.empty(len(videos), np.float32)
     if len(videos):
-        _extension().rescore_f16(rows, n, s, d, len(offsets) - 1, q, offsets, videos, cosine, out)
+        require().rescore_f16(rows, n, s, d, len(offsets) - 1, q, offsets, videos, cosine, out)
     return out

@@ -35,9 +35,13 @@ def check_pools(pools: Sequence[Sequence[int]], n_queries: int, n_videos: int) -
 
 def exact_top(source: VectorSource, q: np.ndarray, videos: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """One query's (S, d) vectors -> the top ``k`` of ``videos`` by the source's exact scores, and those scores."""
-    s = source.exact_scores(q, videos)
-    order = np.argsort(-s, kind="stable")[:k]
-    return videos[order], s[order]
+    return best_k(videos, source.exact_scores(q, videos), k)
+
+
+def best_k(videos: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` videos of highest score, best first (ties in the given order), and their scores."""
+    order = np.argsort(-scores, kind="stable")[:k]
+    return videos[order], scores[order]
 
 
 def score_pools(source: VectorSource, q: np.ndarray, pools: Sequence[Sequence[int]], n_videos: int, k: int

@@ -18,7 +18,7 @@ from typing import Protocol
 import numpy as np
 
 from momentsearch.search import fastscan
-from momentsearch.search.first_stage.pools import exact_top
+from momentsearch.search.first_stage.pools import best_k, exact_top
 from momentsearch.search.kernels import packed, video_max
 from momentsearch.search.stages import VectorSource
 
@@ -137,8 +137,7 @@ class CompiledScan:
             scores[part] = fastscan.rescore_f16(rows, q, self.offsets, videos[part], source.cosine)
 
         _run(self.pool, run, [p for p in parts if len(p)])
-        order = np.argsort(-scores, kind="stable")[:k]
-        return videos[order], scores[order]
+        return best_k(videos, scores, k)
 
 
 def _quantized(luts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -155,6 +154,5 @@ def scan_loops(codes: list[np.ndarray], offsets: np.ndarray, ranges: list[tuple[
     funnel's smaller codes (the compiled loops only: the numba ones scan ``codes``)."""
     if loops == "numba" or (loops == "auto" and not fastscan.available()):
         return NumbaScan(codes, offsets, ranges, pool)
-    if not fastscan.available():
-        fastscan.set_simd(True)  # raises the ImportError that says how to build it
+    fastscan.require()  # loops="compiled" without the extension: the ImportError that says how to build it
     return CompiledScan(codes, offsets, ranges, pool, coarse)
