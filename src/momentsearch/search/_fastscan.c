@@ -10,7 +10,8 @@
  *   score is an exact integer sum, whichever path computes it. Each block is read once for the whole
  *   batch of queries. out[q, v] = max over the clips of video v of sum_j lut[q, j, code_j]
  *   (0 for a video without clips).
- * rescore_f16: the exact scores of some videos: fp16 clip rows (N, S, d) converted in registers (F16C),
+ * rescore_f16 (_fastscan_rescore.c): the exact scores of some videos: fp16 clip rows (N, S, d) converted in
+ *   registers (F16C),
  *   the inner product (divided by the row's norm for cosine) in fp32, each stream's best clip, the mean
  *   over streams.
  * Both release the GIL: callers split the work over their own threads. */
@@ -20,18 +21,12 @@
 #include <string.h>
 #include <math.h>
 
-#if defined(__x86_64__) || defined(_M_X64)
-#include <immintrin.h>
-#define MS_X86 1
-#else
-#define MS_X86 0
-#endif
+#include "_fastscan.h"
 
 #define BLOCK 64
 #define MAX_BATCH 64
 
 static int have_vbmi = 0;
-static int have_avx512 = 0;
 
 /* ---- the block scores: 64 clips x B queries -> buf[q * 64 + i] ------------------------------------- */
 
@@ -225,107 +220,6 @@ static void video_list(const uint8_t *codes, int m, const uint8_t *L, const int6
     video_list_scalar(codes, m, L, off, vid, U, out);
 }
 
-/* ---- the exact re-score ---------------------------------------------------------------------------- */
-
-static float half_to_float(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1F, m = h & 0x3FF, bits;
-    if (e == 0x1F)
-        bits = sign | 0x7F800000u | (m << 13);
-    else if (e)
-        bits = sign | ((e + 112) << 23) | (m << 13);
-    else if (!m)
-        bits = sign;
-    else {
-        uint32_t k = 0;
-        while (!(m & 0x400)) {
-            m <<= 1;
-            k++;
-        }
-        bits = sign | ((113 - k) << 23) | ((m & 0x3FF) << 13);
-    }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-static void dot_norm_scalar(const uint16_t *row, const float *q, int d, float *dot, float *nn)
-{
-    float s = 0.f, n = 0.f;
-    for (int i = 0; i < d; i++) {
-        float x = half_to_float(row[i]);
-        s += x * q[i];
-        n += x * x;
-    }
-    *dot = s;
-    *nn = n;
-}
-
-#if MS_X86
-__attribute__((target("avx512f,f16c,fma")))
-static void dot_norm_avx512(const uint16_t *row, const float *q, int d, float *dot, float *nn)
-{
-    __m512 s = _mm512_setzero_ps(), n = _mm512_setzero_ps();
-    int i = 0;
-    for (; i + 16 <= d; i += 16) {
-        __m512 x = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + i)));
-        s = _mm512_fmadd_ps(x, _mm512_loadu_ps(q + i), s);
-        n = _mm512_fmadd_ps(x, x, n);
-    }
-    float ts = _mm512_reduce_add_ps(s), tn = _mm512_reduce_add_ps(n);
-    for (; i < d; i++) {
-        float x = half_to_float(row[i]);
-        ts += x * q[i];
-        tn += x * x;
-    }
-    *dot = ts;
-    *nn = tn;
-}
-#endif
-
-static void rescore(const uint16_t *rows, int S, int d, const float *q, const int64_t *off, const int64_t *videos,
-                    int64_t U, int cosine, float *out)
-{
-    float best[64];
-    size_t row_len = (size_t)S * d; /* halves a clip row holds, every stream */
-    for (int64_t u = 0; u < U; u++) {
-        int64_t v = videos[u];
-        int64_t next = u + 1 < U ? off[videos[u + 1]] : -1, next_n = u + 1 < U ? off[videos[u + 1] + 1] - next : 0;
-        for (int s = 0; s < S && s < 64; s++)
-            best[s] = -INFINITY;
-        for (int64_t c = off[v]; c < off[v + 1]; c++) {
-#if MS_X86
-            int64_t i = c - off[v];
-            if (i < next_n) { /* the next video's rows on their way while this one is scored */
-                const char *p = (const char *)(rows + (size_t)(next + i) * row_len);
-                for (size_t b = 0; b < row_len * 2; b += 64)
-                    _mm_prefetch(p + b, _MM_HINT_T0);
-            }
-#endif
-            for (int s = 0; s < S; s++) {
-                float dot, nn;
-                const uint16_t *row = rows + (size_t)c * row_len + (size_t)s * d;
-#if MS_X86
-                if (have_avx512)
-                    dot_norm_avx512(row, q + s * d, d, &dot, &nn);
-                else
-#endif
-                    dot_norm_scalar(row, q + s * d, d, &dot, &nn);
-                if (cosine) {
-                    float norm = sqrtf(nn);
-                    dot = dot / (norm > 1e-12f ? norm : 1e-12f);
-                }
-                if (dot > best[s & 63])
-                    best[s & 63] = dot;
-            }
-        }
-        float total = 0.f;
-        for (int s = 0; s < S; s++)
-            total += best[s & 63];
-        out[u] = total / (float)S;
-    }
-}
-
 /* ---- Python ---------------------------------------------------------------------------------------- */
 
 static int need(Py_buffer *b, Py_ssize_t bytes, const char *what)
@@ -420,7 +314,7 @@ static PyObject *py_rescore_f16(PyObject *self, PyObject *args)
                need(&b[2], (V + 1) * 8, "offsets") && need(&b[4], U * 4, "out") &&
                check_videos(o, vid, U, V, n_rows, "rescore_f16")) {
         Py_BEGIN_ALLOW_THREADS
-        rescore((const uint16_t *)b[0].buf, S, d, (const float *)b[1].buf, o, vid, U, cosine, (float *)b[4].buf);
+        ms_rescore((const uint16_t *)b[0].buf, S, d, (const float *)b[1].buf, o, vid, U, cosine, (float *)b[4].buf);
         Py_END_ALLOW_THREADS
         release(b, 5);
         Py_RETURN_NONE;
@@ -437,10 +331,10 @@ static PyObject *py_set_simd(PyObject *self, PyObject *args)
 #if MS_X86
     __builtin_cpu_init();
     have_vbmi = on && __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw");
-    have_avx512 = on && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c") &&
+    ms_have_avx512 = on && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c") &&
                   __builtin_cpu_supports("fma");
 #endif
-    return Py_BuildValue("{s:O,s:O}", "vbmi", have_vbmi ? Py_True : Py_False, "avx512", have_avx512 ? Py_True : Py_False);
+    return Py_BuildValue("{s:O,s:O}", "vbmi", have_vbmi ? Py_True : Py_False, "avx512", ms_have_avx512 ? Py_True : Py_False);
 }
 
 static PyMethodDef methods[] = {
