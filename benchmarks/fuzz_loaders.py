@@ -38,6 +38,7 @@ from momentsearch.data.corpus import Corpus  # noqa: E402
 from momentsearch.data.loaders import (  # noqa: E402
     load_activitynet,
     load_charades_sta,
+    iter_jsonl_corpus,
     load_didemo,
     load_jsonl_corpus,
     load_tacos,
@@ -126,7 +127,8 @@ def user_actions(fmt: str, path: Path, folder: Path) -> Callable[[], Any]:
         "didemo": corpus_actions(lambda: load_didemo(path)),
         "activitynet": corpus_actions(lambda: load_activitynet(path)),
         "tacos": corpus_actions(lambda: load_tacos(path)),
-        "jsonl": corpus_actions(lambda: load_jsonl_corpus(path)),
+        "jsonl": corpus_actions(lambda: (list(iter_jsonl_corpus(path)), list(iter_jsonl_corpus(path, moments=False)),
+                                         load_jsonl_corpus(path))[-1]),  # the streamed reader, then the whole
         "tvr-ranking": lambda: load_tvr_ranking(path),
         "tvr-ranking-grouped": lambda: load_tvr_ranking(path),
         "predictions": lambda: evaluate_submission(Submission.read(path), load_tvr(

@@ -272,3 +272,33 @@ def test_generic_jsonl_checks_types_clamps_spans_and_keeps_lone_surrogates(tmp_p
     p = write(tmp_path / "bad.jsonl", json.dumps(video) + "\n" + json.dumps({**moment, "query_type": {}}) + "\n")
     with pytest.raises(AnnotationError, match=":2: field 'query_type'"):
         load_jsonl_corpus(p)
+
+
+def test_streamed_jsonl_reader_equals_the_whole_one_and_names_bad_lines(tmp_path: Path) -> None:
+    from momentsearch.data.corpus import Moment, Video
+    from momentsearch.data.loaders import iter_jsonl_corpus
+
+    recs = [{"record": "header", "format": "momentsearch-corpus", "version": 1, "name": "c"},
+            {"record": "video", "video_id": "v", "duration": 5, "split": "test"},
+            {"record": "moment", "query_id": 1, "text": "t", "video_id": "v", "spans": [[2, 9]], "split": "test"},
+            {"record": "video", "video_id": "w", "duration": 8.5},
+            {"record": "moment", "query_id": "q2", "text": "u", "video_id": "w", "spans": [[1, 2]]}]
+    f = write(tmp_path / "c.jsonl", "\ufeff" + "".join(json.dumps(r) + "\n" for r in recs) + "\n")
+    whole = load_jsonl_corpus(f)
+    items = list(iter_jsonl_corpus(f))
+    assert [x for x in items if isinstance(x, Video)] == list(whole.videos.values())
+    assert [x for x in items if isinstance(x, Moment)] == whole.moments
+    assert items[1].spans == ((2.0, 5.0),) and items[1].meta["quirks"]  # clamped to its video, as the whole reader does
+    assert [v.video_id for v in iter_jsonl_corpus(f, moments=False)] == ["v", "w"]
+    bad = write(tmp_path / "bad.jsonl", json.dumps(recs[1]) + "\n[1, 2]\n")
+    with pytest.raises(AnnotationError, match=r"bad.jsonl:2: expected a JSON object, got list"):
+        list(iter_jsonl_corpus(bad))
+    (tmp_path / "utf.jsonl").write_bytes(json.dumps(recs[1]).encode() + b"\n" + b'{"record": "vid\xff"}\n')
+    with pytest.raises(AnnotationError, match=r"utf.jsonl:2: not valid UTF-8: byte 0xff at column 16"):
+        list(iter_jsonl_corpus(tmp_path / "utf.jsonl"))
+    worse = write(tmp_path / "worse.jsonl", json.dumps(recs[1]) + '\n{"record": "moment", "query_id": ""}\n')
+    with pytest.raises(AnnotationError, match=r"worse.jsonl:2: empty query_id"):
+        list(iter_jsonl_corpus(worse))
+    assert len(list(iter_jsonl_corpus(worse, moments=False))) == 1  # moment lines are passed over unread
+    with pytest.raises(AnnotationError, match="file not found"):
+        list(iter_jsonl_corpus(tmp_path / "none.jsonl"))

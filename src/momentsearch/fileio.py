@@ -202,13 +202,17 @@ def write_json(target: str | Path, obj: Any, indent: int | None = 2) -> None:
 def write_jsonl(target: str | Path, records: Iterable[Any]) -> None:
     with atomic_open(target) as fh:
         for rec in records:
-            line = json.dumps(rec, ensure_ascii=False)
-            try:
-                line.encode("utf-8")
-            except UnicodeEncodeError:  # a lone surrogate ("\ud800" in the source JSON): escape it, losslessly
-                line = json.dumps(rec, ensure_ascii=True)
-            fh.write(line)
-            fh.write("\n")
+            fh.write(json_line(rec))
+
+
+def json_line(rec: Any) -> str:
+    """One JSON Lines line (with its newline), UTF-8 where it can be."""
+    line = json.dumps(rec, ensure_ascii=False)
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate ("\ud800" in the source JSON): escape it, losslessly
+        line = json.dumps(rec, ensure_ascii=True)
+    return line + "\n"
 
 
 @contextlib.contextmanager

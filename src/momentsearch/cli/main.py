@@ -105,6 +105,7 @@ def generate_cmd(
     render: Annotated[bool, typer.Option("--render", help="Also write every video as an MP4 (+ SRT) under OUT/videos.")] = False,
     render_fps: Annotated[float, typer.Option("--render-fps", help="Frames per second of the rendered videos.")] = 4.0,
     render_size: Annotated[int, typer.Option("--render-size", help="Width and height of the rendered videos.")] = 64,
+    workers: Annotated[int, typer.Option(help="Processes making videos (the files are the same for any number).")] = 1,
 ) -> None:
     """Generate a synthetic benchmark with exhaustive many-to-many ground truth (--render: as video files too,
     for `momentsearch ingest OUT/videos`)."""
@@ -116,10 +117,12 @@ def generate_cmd(
     changes = {k: v for k, v in {"seed": seed, "n_videos": n_videos}.items() if v is not None}
     if changes:
         cfg = dataclasses.replace(cfg, **changes)
-    root = generate(cfg, out)
-    from momentsearch.data.synthetic import SyntheticBenchmark
+    if workers < 1:
+        raise typer.BadParameter(f"--workers must be at least 1, got {workers}")
+    root = generate(cfg, out, workers=workers)
+    from momentsearch.data.synthetic import benchmark_stats
 
-    stats = SyntheticBenchmark.load(root).corpus.stats()
+    stats = benchmark_stats(root)  # from benchmark.yaml: a million videos are not read back into memory
     typer.echo(f"wrote {root}: {stats['n_videos']} videos, {stats['n_queries']} queries, "
                f"splits { {k: v['n_queries'] for k, v in stats['splits'].items()} }")
     if render:

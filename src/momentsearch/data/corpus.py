@@ -185,10 +185,10 @@ class Corpus:
                 }
                 for s in self.splits
             },
-            "video_duration_s": _summary(durations),
-            "span_length_s": _summary(lengths),
-            "span_relative_length": _summary(rel),
-            "span_start_relative": _summary(
+            "video_duration_s": summarize(durations),
+            "span_length_s": summarize(lengths),
+            "span_relative_length": summarize(rel),
+            "span_start_relative": summarize(
                 [st / self.videos[m.video_id].duration for m in annotated for st, _ in m.spans
                  if self.videos[m.video_id].duration > 0]  # type: ignore[index]
             ),
@@ -198,7 +198,7 @@ class Corpus:
         }
 
 
-def _summary(values: Sequence[float]) -> dict[str, float] | None:
+def summarize(values: Sequence[float]) -> dict[str, float] | None:
     if not values:
         return None
     vals = sorted(values)

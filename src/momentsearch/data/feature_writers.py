@@ -81,8 +81,7 @@ class HDF5FeatureWriter:
             if not self.overwrite_ids:
                 raise FeatureError(f"{where}: video id already stored (pass overwrite_ids=True to replace)")
             del self._h5[key]
-        self._h5.create_dataset(key, data=stored)
-        self._h5[key].attrs[CHECKSUM_ATTR] = checksum(stored)
+        self._h5.create_dataset(key, data=stored).attrs[CHECKSUM_ATTR] = checksum(stored)
         self.n_written += 1
 
     def __exit__(

@@ -13,7 +13,7 @@ from momentsearch.data.loaders._common import parse_json, read_json, require_fil
 from momentsearch.data.loaders.activitynet import load_activitynet
 from momentsearch.data.loaders.charades_sta import load_charades_sta
 from momentsearch.data.loaders.didemo import load_didemo
-from momentsearch.data.loaders.jsonl import load_jsonl_corpus, write_jsonl_corpus
+from momentsearch.data.loaders.jsonl import iter_jsonl_corpus, load_jsonl_corpus, write_jsonl_corpus
 from momentsearch.data.loaders.tacos import load_tacos
 from momentsearch.data.loaders.tvr import load_tvr
 from momentsearch.data.loaders.tvr_ranking import (
@@ -96,6 +96,7 @@ __all__ = [
     "load_activitynet",
     "load_charades_sta",
     "load_didemo",
+    "iter_jsonl_corpus",
     "load_jsonl_corpus",
     "load_tacos",
     "load_tvr",

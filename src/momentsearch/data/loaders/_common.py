@@ -106,6 +106,32 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         yield lineno, rec
 
 
+def stream_jsonl(path: Path, skip_prefix: bytes | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """:func:`iter_jsonl` read line by line instead of whole (a file larger than memory); a line that
+    begins with ``skip_prefix`` is passed over unparsed. Errors are the same, naming the line."""
+    try:
+        fh = path.open("rb")
+    except OSError as e:
+        raise AnnotationError(path, f"cannot read: {e.strerror or e}") from None
+    with fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if skip_prefix is not None and raw.startswith(skip_prefix):
+                continue
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise AnnotationError(path, f"not valid UTF-8: byte {raw[e.start]:#04x} at column {e.start + 1}; "
+                                            "save the file as UTF-8", line=lineno) from None
+            if lineno == 1:
+                line = line.removeprefix("\ufeff")
+            if not line.strip():
+                continue
+            rec = parse_json(path, line, lineno)
+            if not isinstance(rec, dict):
+                raise AnnotationError(path, f"expected a JSON object, got {type(rec).__name__}", line=lineno)
+            yield lineno, rec
+
+
 def line_of_key(path: Path, key: str) -> int | None:
     """The line where a top-level JSON key first appears (for errors in dict-shaped files)."""
     try:

@@ -14,7 +14,7 @@ optional when reading; videos may come after the moments that use them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from momentsearch.data.loaders._common import (
     optional_field,
     require_file,
     span_quirks,
+    stream_jsonl,
 )
 from momentsearch.errors import AnnotationError
 from momentsearch.fileio import write_jsonl
@@ -35,29 +36,24 @@ FORMAT_NAME = "momentsearch-corpus"
 FORMAT_VERSION = 1
 
 
+def header_record(name: str) -> dict[str, Any]:
+    return {"record": "header", "format": FORMAT_NAME, "version": FORMAT_VERSION, "name": name}
+
+
+def video_record(v: Video) -> dict[str, Any]:
+    return {"record": "video", "video_id": v.video_id, "duration": v.duration, "split": v.split,
+            "clip_length": v.clip_length, "subtitles": [[s.start, s.end, s.text] for s in v.subtitles], "meta": v.meta}
+
+
+def moment_record(m: Moment) -> dict[str, Any]:
+    return {"record": "moment", "query_id": m.query_id, "text": m.text, "video_id": m.video_id,
+            "spans": [list(s) for s in m.spans], "split": m.split, "query_type": m.query_type, "meta": m.meta}
+
+
 def corpus_records(corpus: Corpus) -> Iterator[dict[str, Any]]:
-    yield {"record": "header", "format": FORMAT_NAME, "version": FORMAT_VERSION, "name": corpus.name}
-    for v in corpus.videos.values():
-        yield {
-            "record": "video",
-            "video_id": v.video_id,
-            "duration": v.duration,
-            "split": v.split,
-            "clip_length": v.clip_length,
-            "subtitles": [[s.start, s.end, s.text] for s in v.subtitles],
-            "meta": v.meta,
-        }
-    for m in corpus.moments:
-        yield {
-            "record": "moment",
-            "query_id": m.query_id,
-            "text": m.text,
-            "video_id": m.video_id,
-            "spans": [list(s) for s in m.spans],
-            "split": m.split,
-            "query_type": m.query_type,
-            "meta": m.meta,
-        }
+    yield header_record(corpus.name)
+    yield from (video_record(v) for v in corpus.videos.values())
+    yield from (moment_record(m) for m in corpus.moments)
 
 
 def write_jsonl_corpus(corpus: Corpus, path: str | Path) -> Path:
@@ -84,6 +80,55 @@ def clamped(m: Moment, duration: float | None) -> Moment:
     return dataclasses.replace(m, spans=tuple(spans), meta=meta)
 
 
+def _parse(rec: dict[str, Any], err: Any) -> str | Video | Moment:
+    """One record: the header's name, a video, or a moment (its spans not yet clamped)."""
+    kind = rec.get("record")
+    if kind == "header":
+        if rec.get("format") != FORMAT_NAME:
+            raise err(f"header format is {rec.get('format')!r}, expected {FORMAT_NAME!r}")
+        if rec.get("version") != FORMAT_VERSION:
+            raise err(f"unsupported version {rec.get('version')!r} (this reader knows {FORMAT_VERSION})")
+        return str(rec.get("name") or "")
+    if kind == "video":
+        subs = []
+        for s in optional_field(rec, "subtitles", list, err) or []:
+            if not (isinstance(s, list) and len(s) == 3 and is_finite_number(s[0]) and is_finite_number(s[1])
+                    and isinstance(s[2], str)):
+                raise err(f"a subtitle must be [start, end, text] with finite times, got {s!r}")
+            subs.append(Subtitle(float(s[0]), float(s[1]), s[2]))
+        clip = optional_field(rec, "clip_length", float, err)
+        if clip is not None and clip <= 0:
+            raise err(f"'clip_length' must be > 0 seconds, got {clip}")
+        return Video(get_field(rec, "video_id", str, err), get_field(rec, "duration", float, err),
+                     optional_field(rec, "split", str, err), clip, tuple(subs),
+                     optional_field(rec, "meta", dict, err) or {})
+    if kind == "moment":
+        spans = optional_field(rec, "spans", list, err) or []
+        if not all(isinstance(s, list) and len(s) == 2 and is_finite_number(s[0]) and is_finite_number(s[1])
+                   for s in spans):
+            raise err(f"'spans' must be a list of [start, end] with finite numbers, got {spans!r}")
+        qid = str(get_field(rec, "query_id", (str, int), err))
+        if not qid:
+            raise err("empty query_id")
+        return Moment(qid, get_field(rec, "text", str, err), optional_field(rec, "video_id", str, err),
+                      tuple((float(a), float(b)) for a, b in spans), optional_field(rec, "split", str, err),
+                      optional_field(rec, "query_type", str, err), optional_field(rec, "meta", dict, err) or {})
+    raise err(f"'record' must be header, video or moment, got {kind!r}")
+
+
+def _parsed(p: Path, records: Iterable[tuple[int, dict[str, Any]]]) -> Iterator[tuple[int, str | Video | Moment]]:
+    for lineno, rec in records:
+        def err(msg: str, _ln: int = lineno) -> AnnotationError:
+            return AnnotationError(p, msg, line=_ln)
+
+        try:
+            yield lineno, _parse(rec, err)
+        except (ValueError, TypeError) as e:
+            if isinstance(e, AnnotationError):
+                raise
+            raise err(str(e)) from None
+
+
 @names_its_file
 def load_jsonl_corpus(path: str | Path, split: str | None = None) -> Corpus:
     """Read the generic format; ``split`` keeps only that split."""
@@ -91,61 +136,14 @@ def load_jsonl_corpus(path: str | Path, split: str | None = None) -> Corpus:
     name = p.stem
     videos: list[Video] = []
     moments: list[Moment] = []
-    lines: dict[str, int] = {}
     pending: list[tuple[int, Moment]] = []
-    for lineno, rec in iter_jsonl(p):
-        def err(msg: str, _ln: int = lineno) -> AnnotationError:
-            return AnnotationError(p, msg, line=_ln)
-
-        kind = rec.get("record")
-        try:
-            if kind == "header":
-                if rec.get("format") != FORMAT_NAME:
-                    raise err(f"header format is {rec.get('format')!r}, expected {FORMAT_NAME!r}")
-                if rec.get("version") != FORMAT_VERSION:
-                    raise err(f"unsupported version {rec.get('version')!r} (this reader knows {FORMAT_VERSION})")
-                name = rec.get("name") or name
-            elif kind == "video":
-                subs = []
-                for s in optional_field(rec, "subtitles", list, err) or []:
-                    if not (isinstance(s, list) and len(s) == 3 and is_finite_number(s[0]) and is_finite_number(s[1])
-                            and isinstance(s[2], str)):
-                        raise err(f"a subtitle must be [start, end, text] with finite times, got {s!r}")
-                    subs.append(Subtitle(float(s[0]), float(s[1]), s[2]))
-                clip = optional_field(rec, "clip_length", float, err)
-                if clip is not None and clip <= 0:
-                    raise err(f"'clip_length' must be > 0 seconds, got {clip}")
-                videos.append(
-                    Video(
-                        get_field(rec, "video_id", str, err),
-                        get_field(rec, "duration", float, err),
-                        optional_field(rec, "split", str, err),
-                        clip,
-                        tuple(subs),
-                        optional_field(rec, "meta", dict, err) or {},
-                    )
-                )
-                lines[videos[-1].video_id] = lineno
-            elif kind == "moment":
-                spans = optional_field(rec, "spans", list, err) or []
-                if not all(isinstance(s, list) and len(s) == 2 and is_finite_number(s[0]) and is_finite_number(s[1])
-                           for s in spans):
-                    raise err(f"'spans' must be a list of [start, end] with finite numbers, got {spans!r}")
-                qid = str(get_field(rec, "query_id", (str, int), err))
-                if not qid:
-                    raise err("empty query_id")
-                pending.append((lineno, Moment(
-                    qid, get_field(rec, "text", str, err), optional_field(rec, "video_id", str, err),
-                    tuple((float(a), float(b)) for a, b in spans), optional_field(rec, "split", str, err),
-                    optional_field(rec, "query_type", str, err), optional_field(rec, "meta", dict, err) or {},
-                )))
-                lines[f"q:{qid}"] = lineno
-            else:
-                raise err(f"'record' must be header, video or moment, got {kind!r}")
-        except (ValueError, TypeError) as e:
-            if isinstance(e, AnnotationError):
-                raise
-            raise err(str(e)) from None
+    for lineno, item in _parsed(p, iter_jsonl(p)):
+        if isinstance(item, str):
+            name = item or name
+        elif isinstance(item, Video):
+            videos.append(item)
+        else:
+            pending.append((lineno, item))
     durations = {v.video_id: v.duration for v in videos}
     for lineno, m in pending:  # videos may come after their moments: spans are clamped once all are read
         try:
@@ -157,3 +155,22 @@ def load_jsonl_corpus(path: str | Path, split: str | None = None) -> Corpus:
     except ValueError as e:
         raise AnnotationError(p, str(e)) from None
     return corpus.split(split) if split else corpus
+
+
+def iter_jsonl_corpus(path: str | Path, moments: bool = True) -> Iterator[Video | Moment]:
+    """The file's videos and moments one at a time, read line by line: memory stays that of one line, so
+    a corpus larger than memory (a generated million: 4.5 GB of JSON, about 30 GB as one :class:`Corpus`)
+    can be walked. Each record is checked as :func:`load_jsonl_corpus` checks it; a moment's spans are
+    clamped to its video's duration when the video came first (as generation writes them), else kept.
+    ``moments=False`` skips the moment lines without parsing them (the videos alone, faster)."""
+    p = require_file(path)
+    durations: dict[str, float] = {}
+    for lineno, item in _parsed(p, stream_jsonl(p, None if moments else b'{"record": "moment"')):
+        if isinstance(item, Video):
+            durations[item.video_id] = item.duration
+            yield item
+        elif isinstance(item, Moment):
+            try:
+                yield clamped(item, durations.get(item.video_id or ""))
+            except ValueError as e:
+                raise AnnotationError(p, str(e), line=lineno) from None

@@ -28,14 +28,14 @@ import yaml
 from tqdm import tqdm
 
 from momentsearch.config import from_dict, to_dict
-from momentsearch.data.corpus import Corpus, Moment, Subtitle, Video
+from momentsearch.data.corpus import Corpus
 from momentsearch.data.feature_writers import HDF5FeatureWriter
 from momentsearch.data.features import FeatureStore
 from momentsearch.data.loaders.jsonl import load_jsonl_corpus, write_jsonl_corpus
 from momentsearch.data.synthetic.concepts import Inventory
 from momentsearch.data.synthetic.config import SyntheticConfig
-from momentsearch.data.synthetic.generator import SyntheticVideo, World, sample_video, video_features
 from momentsearch.data.synthetic.oracle import SyntheticOracle
+from momentsearch.data.synthetic.stream import CorpusStream, made_videos
 from momentsearch.errors import DatasetError, MomentSearchError
 from momentsearch.fileio import atomic_dir, atomic_open, write_json, write_jsonl
 from momentsearch.readers import read_yaml
@@ -58,31 +58,13 @@ def assign_splits(cfg: SyntheticConfig) -> list[str]:
     return out
 
 
-def _to_corpus_parts(cfg: SyntheticConfig, video: SyntheticVideo, split: str, next_qid: int) -> tuple[Video, list[Moment]]:
-    meta = {
-        "scene": video.scene,
-        "subject": video.subject,
-        "events": [e.to_dict() for e in video.events],
-        "n_distractors": len(video.distractors),
-    }
-    subs = tuple(Subtitle(st, ed, text) for st, ed, text, _, _ in video.subtitles)
-    v = Video(video.video_id, video.duration, split, cfg.clip_length, subs, meta)
-    by_id = {e.event_id: e for e in video.events}
-    moments = []
-    for i, cap in enumerate(video.captions):
-        ev = by_id[cap.event_id]
-        moments.append(Moment(
-            str(next_qid + i), cap.text, video.video_id, ((ev.start, ev.end),), split,
-            "vt" if ev.mentioned else "v", {"event": ev.event_id, "concepts": cap.concepts},
-        ))
-    return v, moments
-
-
-def generate(cfg: SyntheticConfig, out_dir: str | Path, progress: bool = True) -> Path:
+def generate(cfg: SyntheticConfig, out_dir: str | Path, progress: bool = True, workers: int = 1) -> Path:
     """Generate the benchmark described by ``cfg`` into ``out_dir``; returns the folder.
 
     The benchmark is written into a temporary folder beside ``out_dir`` and swapped in as a whole, so
-    a run killed half-way leaves the old benchmark (or none), never a mix. Over an existing
+    a run killed half-way leaves the old benchmark (or none), never a mix. Videos are streamed to disk as
+    they are made (memory stays that of a few hundred videos), by ``workers`` processes when more than one
+    (the same files for any number). Over an existing
     benchmark, files it holds that generation does not write (the query-feature cache) are kept. A
     non-empty folder that is not a benchmark is refused: its files would be replaced.
     """
@@ -91,7 +73,7 @@ def generate(cfg: SyntheticConfig, out_dir: str | Path, progress: bool = True) -
         raise MomentSearchError(f"{out}: a non-empty folder that is not a synthetic benchmark; name a new or empty "
                                 "folder (generation replaces the folder as a whole)")
     with atomic_dir(out) as root:
-        _generate_into(cfg, root, progress)
+        _generate_into(cfg, root, progress, workers)
         if out.is_dir():
             _keep_extras(out, root)
     return out
@@ -123,43 +105,31 @@ def _generate_real_captions(cfg: SyntheticConfig, out: Path, progress: bool) -> 
         yaml.safe_dump(info, fh, sort_keys=False)
 
 
-def _generate_into(cfg: SyntheticConfig, out: Path, progress: bool) -> None:
+def _generate_into(cfg: SyntheticConfig, out: Path, progress: bool, workers: int = 1) -> None:
     if cfg.source:
         return _generate_real_captions(cfg, out, progress)
     t0 = time.time()
     inv = Inventory()
-    world = World(cfg, inv)
-    splits = assign_splits(cfg)
-    videos: list[Video] = []
-    moments: list[Moment] = []
     feats = out / "features"
     attrs = {"clip_length": cfg.clip_length}
+    stream = CorpusStream(out, f"synthetic-{cfg.name}")
+    n_events = 0
     with contextlib.ExitStack() as stack:
         vis_w = stack.enter_context(HDF5FeatureWriter(feats / "visual.h5", cfg.feature_dim, attrs=attrs))
         sub_w = stack.enter_context(HDF5FeatureWriter(feats / "subtitle.h5", cfg.subtitle_dim, attrs=attrs)) \
             if cfg.subtitles else None
-        for i in tqdm(range(cfg.n_videos), desc=f"generating {cfg.name}", unit="video", disable=not progress):
-            sv = sample_video(cfg, world, i)
-            v, ms = _to_corpus_parts(cfg, sv, splits[i], len(moments))
-            videos.append(v)
-            moments.extend(ms)
-            vis, sub = video_features(cfg, world, sv)
-            vis_w.add(sv.video_id, vis)
+        made = made_videos(cfg, assign_splits(cfg), workers)
+        for v, ms, events, vis, sub in tqdm(made, total=cfg.n_videos, desc=f"generating {cfg.name}", unit="video",
+                                            disable=not progress, mininterval=1.0):
+            stream.add(v, ms)
+            n_events += events
+            vis_w.add(v.video_id, vis)
             if sub_w is not None and sub is not None:
-                sub_w.add(sv.video_id, sub)
-    corpus = Corpus.from_parts(videos, moments, name=f"synthetic-{cfg.name}")
-    write_jsonl_corpus(corpus, out / "corpus.jsonl")
-    write_tvr_files(corpus, out / "tvr")
+                sub_w.add(v.video_id, sub)
+    stats = stream.close()
     write_json(out / "concepts.json", {"inventory": inv.to_dict(), "oracle": to_dict(cfg.oracle)})
-    stats = corpus.stats()
-    info = {
-        "format": "momentsearch-synthetic",
-        "version": FORMAT_VERSION,
-        "config": to_dict(cfg),
-        "stats": {k: stats[k] for k in ("n_queries", "n_videos", "splits", "video_duration_s", "span_length_s")},
-        "n_events": sum(len(v.meta["events"]) for v in videos),
-        "seconds_to_generate": round(time.time() - t0, 2),
-    }
+    info = {"format": "momentsearch-synthetic", "version": FORMAT_VERSION, "config": to_dict(cfg), "stats": stats,
+            "n_events": n_events, "seconds_to_generate": round(time.time() - t0, 2)}
     with atomic_open(out / "benchmark.yaml") as fh:
         yaml.safe_dump(info, fh, sort_keys=False)
 
@@ -183,6 +153,14 @@ def write_tvr_files(corpus: Corpus, folder: Path) -> None:
     ))
 
 
+def benchmark_stats(root: str | Path) -> dict[str, Any]:
+    """The counts generation recorded in ``benchmark.yaml`` (videos, queries, splits, durations)."""
+    info = read_yaml(Path(root) / "benchmark.yaml", DatasetError, "benchmark file")
+    if not isinstance(info, dict) or not isinstance(info.get("stats"), dict):
+        raise DatasetError(f"{root}/benchmark.yaml: no 'stats' mapping; generate the folder again")
+    return info["stats"]
+
+
 @dataclass
 class SyntheticBenchmark:
     """A generated benchmark folder: corpus, features and oracle."""
@@ -193,6 +171,12 @@ class SyntheticBenchmark:
 
     @classmethod
     def load(cls, root: str | Path) -> SyntheticBenchmark:
+        r = Path(root)
+        return cls(r, cls.config_of(r), load_jsonl_corpus(r / "corpus.jsonl"))
+
+    @staticmethod
+    def config_of(root: str | Path) -> SyntheticConfig:
+        """The config a benchmark folder was generated with, without reading its corpus."""
         r = Path(root)
         meta_path = r / "benchmark.yaml"
         if not meta_path.is_file():
@@ -205,8 +189,7 @@ class SyntheticBenchmark:
                                "generate the folder again")
         if not isinstance(info.get("config"), dict):
             raise DatasetError(f"{meta_path}: field 'config' missing or not a mapping")
-        cfg = from_dict(SyntheticConfig, info["config"], f"{meta_path}: config")
-        return cls(r, cfg, load_jsonl_corpus(r / "corpus.jsonl"))
+        return from_dict(SyntheticConfig, info["config"], f"{meta_path}: config")
 
     def features(self) -> FeatureStore:
         sub = self.root / "features" / "subtitle.h5"
