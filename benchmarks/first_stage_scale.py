@@ -26,8 +26,8 @@ invocation keeps its own ``command``). Everything is cached under ``--work``.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import gc
+import itertools
 import json
 import shutil
 import subprocess
@@ -40,18 +40,18 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, report  # noqa: E402
+from _scale_data import checkpoint, encoded, exact_truth, log, million  # noqa: E402
 
-from momentsearch.config import CONFIG_DIR  # noqa: E402
 from momentsearch.data.batching import pad_tokens  # noqa: E402
-from momentsearch.data.synthetic import SyntheticBenchmark, generate, load_preset  # noqa: E402
-from momentsearch.models.xml.search import XMLRetriever, encode_corpus, xml_stages  # noqa: E402
+from momentsearch.data.corpus import Moment  # noqa: E402
+from momentsearch.data.loaders.jsonl import iter_jsonl_corpus  # noqa: E402
+from momentsearch.models.xml.search import xml_stages  # noqa: E402
 from momentsearch.search.first_stage import ExactFirstStage, build_first_stage  # noqa: E402
 from momentsearch.search.first_stage.scan import default_refine, default_rescore  # noqa: E402
 from momentsearch.search.index import VideoIndex  # noqa: E402
-from momentsearch.text.queries import CachedTextFeatures  # noqa: E402
 from momentsearch.serving.checkpoint import load_checkpoint  # noqa: E402
+from momentsearch.text.queries import CachedTextFeatures  # noqa: E402
 
-CPU = torch.device("cpu")
 SPECS = [("scan", {"loops": "numba", "coarse": "0", "rescore": "1000"}),  # the loop before the compiled one
          ("scan", {"coarse": "0", "rescore": "500"}), ("scan", {"coarse": "0", "rescore": "1000"}),
          ("scan", {"coarse": "0", "rescore": "2000"}),  # one pass of the 32-byte codes
@@ -71,10 +71,6 @@ BUILD_KEYS = ("nlist", "index_type", "m", "coarse", "loops")
 BATCH = 16  # the batched rows: a batch of this many queries, as the service's batcher makes under load
 
 
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
 def bandwidth_gib_s(gib: float = 2.0, repeat: int = 5) -> float:
     a = np.ones(int(gib * 2**30 / 4), np.float32)
     best = min(_timed_sum(a) for _ in range(repeat))
@@ -85,97 +81,6 @@ def _timed_sum(a: np.ndarray) -> float:
     t = time.perf_counter()
     a.sum()
     return time.perf_counter() - t
-
-
-def checkpoint(work: Path, given: Path | None) -> Path:
-    if given is not None:
-        return given
-    ckpt = work / "xml" / "checkpoints" / "best.pt"
-    if ckpt.exists():
-        return ckpt
-    from momentsearch.api import train
-
-    bench = work / "default"
-    if not (bench / "benchmark.yaml").exists():
-        generate(load_preset("default"), bench)
-    log("training XML (demo config, 2 epochs) on the default preset")
-    train(CONFIG_DIR / "xml" / "demo.yaml", {"dataset": {"benchmark": str(bench)}, "out_dir": str(work / "xml"),
-                                             "epochs": 2}, progress=False)
-    return ckpt
-
-
-def encoded(work: Path, n_videos: int, model: torch.nn.Module, mmap: bool = False, copies: int = 1,
-            noise: float = 0.3) -> tuple[SyntheticBenchmark, VideoIndex]:
-    root = work / f"large_{n_videos}"
-    if not (root / "benchmark.yaml").exists():
-        log(f"generating {n_videos:,} videos")
-        generate(dataclasses.replace(load_preset("large"), n_videos=n_videos), root)
-    bench = SyntheticBenchmark.load(root)
-    folder = work / f"h1_{n_videos}"
-    if not (folder / "manifest.json").exists():
-        log("encoding the corpus with XML")
-        videos = list(bench.corpus.videos.values())
-        with bench.features() as store:
-            index = encode_corpus(model, store, videos, {v.video_id: bench.config.clip_length for v in videos}, CPU,
-                                  batch_size=128, progress=False)
-        VideoIndex(index.video_ids, index.durations, index.clip_lengths, index.offsets, {"h1": index.arrays["h1"]},
-                   meta={"family": "xml", "fingerprint": f"bench-{n_videos}"}).save(folder)
-        del index
-        gc.collect()
-    base = VideoIndex.load(folder, mmap=mmap or copies > 1)
-    return bench, (million(work, base, copies, noise) if copies > 1 else base)
-
-
-def million(work: Path, base: VideoIndex, copies: int, noise: float) -> VideoIndex:
-    """``copies`` perturbed copies of ``base``'s videos (copy 0 as it is), memory-mapped on disk:
-    each clip vector plus Gaussian noise of ``noise`` times its per-dimension RMS (cosine to the
-    original about 1/sqrt(1 + noise^2)), the clip order reversed in odd copies, the videos shuffled
-    (seeded). The same 2-epoch XML model scores the queries against them."""
-    folder = work / f"h1_{len(base) * copies}_perturbed_{noise}"
-    if (folder / "manifest.json").exists():
-        return VideoIndex.load(folder, mmap=True)
-    rng = np.random.default_rng(7)
-    order = rng.permutation(len(base) * copies)  # new video i is copy order[i] // V of base video order[i] % V
-    src_video, copy = order % len(base), order // len(base)
-    n = np.diff(base.offsets)[src_video]
-    offsets = np.zeros(len(order) + 1, np.int64)
-    offsets[1:] = np.cumsum(n)
-    h1 = base.arrays["h1"]
-    tmp = work / "h1_million.tmp.npy"
-    out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float16, shape=(int(offsets[-1]), *h1.shape[1:]))
-    step = 20_000
-    for a in range(0, len(order), step):
-        for v in range(a, min(a + step, len(order))):
-            rows = np.asarray(h1[base.offsets[src_video[v]]: base.offsets[src_video[v] + 1]], np.float32)
-            if copy[v]:
-                rms = np.sqrt((rows ** 2).mean(-1, keepdims=True))
-                rows = rows + noise * rms * rng.standard_normal(rows.shape, dtype=np.float32)
-                if copy[v] % 2:
-                    rows = rows[::-1]
-            out[offsets[v]: offsets[v + 1]] = rows
-        log(f"  perturbed copies: {min(a + step, len(order)):,}/{len(order):,} videos")
-    out.flush()
-    ids = [f"{base.video_ids[s]}~{c}" for s, c in zip(src_video, copy, strict=True)]
-    VideoIndex(ids, base.durations[src_video], base.clip_lengths[src_video], offsets, {"h1": out},
-               meta={**base.meta, "fingerprint": f"bench-{len(order)}-perturbed-{noise}"}).save(folder)
-    del out
-    tmp.unlink()
-    return VideoIndex.load(folder, mmap=True)
-
-
-def exact_truth(retriever: XMLRetriever, q: np.ndarray, chunk: int = 8000) -> np.ndarray:
-    """(B, V) exact video scores of the (B, S, d) query vectors, streamed over the (memory-mapped) clips
-    (the same arithmetic as the retriever's ``exact_scores``)."""
-    index = retriever.index
-    off, a = np.asarray(index.offsets, np.int64), index.arrays[retriever.array]
-    out = np.empty((len(q), len(index)), np.float32)
-    qt = torch.from_numpy(np.ascontiguousarray(q, np.float32))
-    for v0 in range(0, len(index), chunk):
-        v1 = min(len(index), v0 + chunk)
-        c = torch.from_numpy(np.asarray(a[off[v0]: off[v1]], np.float32))
-        sim = torch.einsum("bsd,rsd->brs", qt, c) / torch.linalg.vector_norm(c, dim=-1).clamp_min(1e-12)
-        out[:, v0:v1] = np.maximum.reduceat(sim.numpy(), off[v0:v1] - off[v0], axis=1).mean(-1)
-    return out
 
 
 def read_bytes(spec: str, params: dict[str, str], index: VideoIndex, stage: object) -> float:
@@ -228,17 +133,30 @@ def recall(got: list[np.ndarray], truth: np.ndarray) -> float:
     return float(np.mean([len(set(a.tolist()) & set(b.tolist())) / len(b) for a, b in zip(got, truth, strict=True)]))
 
 
+def tag(args: argparse.Namespace) -> str:
+    """What names this corpus's files: its size, and ``_copies`` for the perturbed copies."""
+    return f"{args.videos * args.copies}{'_copies' if args.copies > 1 else ''}"
+
+
 def stage_folder(args: argparse.Namespace) -> Path:
-    return args.work / f"first_stage_{args.videos * args.copies}"
+    return args.work / f"first_stage_{tag(args)}"
 
 
 def truth_file(args: argparse.Namespace) -> Path:
-    return args.work / f"truth_{args.videos * args.copies}_{args.queries}.npy"
+    return args.work / f"truth_{tag(args)}_{args.queries}.npy"
 
 
-def query_batches(args: argparse.Namespace, bench: SyntheticBenchmark, ckpt: object) -> list:
-    test = bench.corpus.split("test").moments[: args.queries]
-    qf = CachedTextFeatures(bench.root / "features" / "queries_minilm.h5")
+def results_name(args: argparse.Namespace) -> str:
+    """``first_stage_scale_<videos>``; a generated corpus the size of the copies' adds ``_generated``."""
+    big = args.copies == 1 and args.videos > 200_000
+    return f"first_stage_scale_{args.videos * args.copies}{'_generated' if big else ''}"
+
+
+def query_batches(args: argparse.Namespace, root: Path, ckpt: object) -> list:
+    """The first ``--queries`` test captions, in file order (read line by line), tokenised one by one."""
+    test = list(itertools.islice((m for m in iter_jsonl_corpus(root / "corpus.jsonl")
+                                  if isinstance(m, Moment) and m.split == "test"), args.queries))
+    qf = CachedTextFeatures(root / "features" / "queries_minilm.h5")
     qf.ensure(test, progress=False)
     feats = [qf.get(m.query_id, m.text) for m in test]
     return [pad_tokens(feats[i: i + 1], ckpt.family.max_tokens) for i in range(len(feats))]
@@ -265,10 +183,10 @@ def main() -> None:
         return serve_probe(args)
     ckpt = load_checkpoint(checkpoint(args.work, args.checkpoint))
     model = ckpt.model.eval()
-    bench, index = encoded(args.work, args.videos, model, mmap=args.copies > 1, copies=args.copies, noise=args.noise)
+    root, index = encoded(args.work, args.videos, model, mmap=args.copies > 1, copies=args.copies, noise=args.noise)
     n_clips, s, d = index.arrays["h1"].shape
     log(f"{len(index):,} videos, {n_clips:,} clips, {s} streams of d={d}")
-    batches = query_batches(args, bench, ckpt)
+    batches = query_batches(args, root, ckpt)
     xml = xml_stages(model, index)  # the query network, then the first stage: both timed below
     retriever, ask = xml.retriever, xml.queries
     q = np.concatenate([retriever.query_vectors(ask(tok, mask)) for tok, mask in batches])
@@ -280,7 +198,7 @@ def main() -> None:
         np.save(truth_file(args), truth)
     fp16_bytes = index.arrays["h1"].nbytes
     rows = []
-    if args.copies == 1 and not args.only:
+    if len(index) <= 200_000 and not args.only:
         exact = ExactFirstStage(retriever)
         t = time.perf_counter()
         exact.retrieve(ask(*batches[0]), 100)  # the fp32 unit copy of every clip, made once
@@ -382,7 +300,7 @@ def main() -> None:
         r["videos"] = len(index)
         r["limit_ms"] = 1000 * r.pop("bytes/query") / 2**30 / bw if "bytes/query" in r else r.get("limit_ms")
         r["bandwidth_GiB/s"] = bw
-    name = f"first_stage_scale_{len(index)}"
+    name = results_name(args)
     command = "python benchmarks/first_stage_scale.py " + " ".join(sys.argv[1:])
     report(name, merged(name, rows, command), command)
 
