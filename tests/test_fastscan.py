@@ -4,6 +4,7 @@ it answers each query alone, and its compiled loops find what the numba loops fi
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -137,3 +138,34 @@ def test_the_funnel_keeps_recall_and_is_kept_on_disk(tmp_path: Path):
     assert again.funnel and np.array_equal(again.coarse[1][0], funnel.coarse[1][0])  # loaded, not built anew
     with pytest.raises(FirstStageError, match="coarse=8 must be below m=8"):
         build_first_stage(retr, index, "scan", tmp_path, {"coarse": "8"})
+
+
+@pytest.mark.slow  # 9 s with a generation running beside it
+def test_a_saved_stage_keeps_its_packed_blocks_and_a_load_reads_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    index, protos = structured(2000, seed=8)
+    retr = retriever(index)
+    tokens, mask = queries(protos, b=8, seed=9)
+    built = build_first_stage(retr, index, "scan", tmp_path, {"rescore": "100", "coarse": "4"})
+    _, v_built = built.retrieve(Queries(tokens, mask), 20)
+    folder = built.folder
+    for prefix, codes in (("", built.codes), ("coarse_", built.coarse[1])):
+        for s, c in enumerate(codes):
+            assert np.array_equal(np.load(folder / f"{prefix}blocks_s{s}.npy"), fastscan.pack_blocks(c))
+
+    def no_packing(codes: np.ndarray) -> np.ndarray:
+        raise AssertionError("packed again at load")
+
+    monkeypatch.setattr(fastscan, "pack_blocks", no_packing)
+    loaded = build_first_stage(retr, index, "scan", tmp_path, {"rescore": "100", "coarse": "4"})
+    assert loaded.folder == folder and np.array_equal(loaded.retrieve(Queries(tokens, mask), 20)[1], v_built)
+    monkeypatch.undo()
+    for p in folder.glob("*blocks_s*.npy"):  # a folder saved before the blocks were stored: packed at load
+        p.unlink()
+    older = build_first_stage(retr, index, "scan", tmp_path, {"rescore": "100", "coarse": "4"})
+    assert older.folder == folder and np.array_equal(older.retrieve(Queries(tokens, mask), 20)[1], v_built)
+    layout = json.loads((folder / "manifest.json").read_text())["layout"]
+    built.save(folder, layout)
+    np.save(folder / "blocks_s1.npy", np.zeros((3, 8, 64), np.uint8))  # the wrong number of blocks
+    with pytest.raises(FirstStageError, match=r"blocks_s1.npy: uint8 blocks of shape \(3, 8, 64\), expected uint8 "
+                                              r"of shape \(\d+, 8, 64\)"):
+        ScanFirstStage.load(folder, retr, layout)

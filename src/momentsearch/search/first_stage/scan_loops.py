@@ -80,10 +80,11 @@ class CompiledScan:
     name = "compiled"
 
     def __init__(self, codes: list[np.ndarray], offsets: np.ndarray, ranges: list[tuple[int, int]],
-                 pool: ThreadPoolExecutor | None, coarse: list[np.ndarray] | None = None):
-        self.tiers = [[fastscan.pack_blocks(c) for c in codes]]
-        if coarse is not None:
-            self.tiers.append([fastscan.pack_blocks(c) for c in coarse])
+                 pool: ThreadPoolExecutor | None, coarse: list[np.ndarray] | None = None,
+                 blocks: list[list[np.ndarray]] | None = None):
+        """``blocks``: the tiers' codes already packed (a saved stage's ``blocks_s*.npy``), else packed here."""
+        self.tiers = blocks if blocks is not None else [[fastscan.pack_blocks(c) for c in codes]] + (
+            [[fastscan.pack_blocks(c) for c in coarse]] if coarse is not None else [])
         self.offsets, self.ranges, self.pool = offsets, ranges, pool
         self.empty = np.diff(offsets) == 0
         self.nbytes = int(sum(b.nbytes for tier in self.tiers for b in tier))
@@ -148,11 +149,12 @@ def _quantized(luts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def scan_loops(codes: list[np.ndarray], offsets: np.ndarray, ranges: list[tuple[int, int]],
-               pool: ThreadPoolExecutor | None, loops: str = "auto", coarse: list[np.ndarray] | None = None
-               ) -> ScanLoops:
+               pool: ThreadPoolExecutor | None, loops: str = "auto", coarse: list[np.ndarray] | None = None,
+               blocks: list[list[np.ndarray]] | None = None) -> ScanLoops:
     """``loops``: ``compiled``, ``numba`` or ``auto`` (compiled where the extension was built); ``coarse``: the
-    funnel's smaller codes (the compiled loops only: the numba ones scan ``codes``)."""
+    funnel's smaller codes (the compiled loops only: the numba ones scan ``codes``); ``blocks``: each tier's
+    codes as the compiled loops read them, when a saved stage has them (not packed again)."""
     if loops == "numba" or (loops == "auto" and not fastscan.available()):
         return NumbaScan(codes, offsets, ranges, pool)
     fastscan.require()  # loops="compiled" without the extension: the ImportError that says how to build it
-    return CompiledScan(codes, offsets, ranges, pool, coarse)
+    return CompiledScan(codes, offsets, ranges, pool, coarse, blocks)
