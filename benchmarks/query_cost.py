@@ -107,7 +107,8 @@ def summarise(name: str, health: dict, mode: str, rec: Recorder, wall: float, er
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--index", action="append", required=True, help="NAME=INDEX_DIR (repeatable)")
+    ap.add_argument("--index", action="append", required=True,
+                    help="NAME=INDEX_DIR (repeatable); NAME=INDEX_DIR@--batch-workers=2: that serve option too")
     ap.add_argument("--requests", type=int, default=300)
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--clients", type=int, default=16)
@@ -118,9 +119,10 @@ def main() -> int:
     rows, failed = [], False
     for j, spec in enumerate(args.index):
         name, _, path = spec.partition("=")
+        path, *extra = path.split("@")  # serve options for this row, as --opt=value
         port = free_port()
         base = f"http://127.0.0.1:{port}"
-        proc = start(Path(path), port, Path(f"/tmp/query_cost_{name}.log"), args.first_stage)
+        proc = start(Path(path), port, Path(f"/tmp/query_cost_{name}.log"), args.first_stage, tuple(extra))
         spy = None
         try:
             wait_ready(base, proc)

@@ -39,10 +39,12 @@ from service_load import QUERIES, free_port  # noqa: E402
 FIXED = QUERIES[::12][:20]
 
 
-def start(index: Path, port: int, log: Path, first_stage: str = "auto") -> subprocess.Popen:
-    """``momentsearch serve`` as its own process on loopback (its output appended to ``log``)."""
+def start(index: Path, port: int, log: Path, first_stage: str = "auto", extra: tuple[str, ...] = ()
+          ) -> subprocess.Popen:
+    """``momentsearch serve`` as its own process on loopback (its output appended to ``log``); ``extra``: more
+    of its options."""
     cmd = [sys.executable, "-c", "from momentsearch.cli.main import main; main()", "serve", str(index), "--port",
-           str(port), "--device", "cpu", "--first-stage", first_stage, "--no-access-log"]
+           str(port), "--device", "cpu", "--first-stage", first_stage, "--no-access-log", *extra]
     return subprocess.Popen(cmd, stdout=log.open("a"), stderr=subprocess.STDOUT,
                             env=dict(os.environ, PYTHONUNBUFFERED="1"))
 

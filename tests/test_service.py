@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 
 import pytest
 
@@ -139,6 +140,31 @@ def test_concurrent_requests_are_batched_and_answered_alike(served) -> None:
     stats = app.state.batcher.stats
     assert stats["requests"] - before["requests"] == 16
     assert stats["batches"] - before["batches"] < 16 and stats["largest_batch"] > 1  # searched together
+
+
+def test_two_batch_workers_answer_as_one_and_close(served) -> None:
+    """``batch_workers=2``: both threads take batches (48 requests, more than one batch at a time), every
+    answer is the searcher's own, and closing stops both threads."""
+    searcher = served[0]
+    texts = [f"a {c} {s}" for c in ("red", "white", "blue", "green") for s in ("square", "disc", "bar", "ring")] * 3
+    alone = {t: [(h.video_id, round(h.start, 3), round(h.end, 3)) for h in searcher.search(t, k=4)] for t in texts}
+    app = create_app(searcher, max_batch=4, max_wait_ms=5, batch_workers=2)
+    batcher = app.state.batcher
+    assert len(batcher._threads) == 2 and all(t.is_alive() for t in batcher._threads)
+    names: set[str] = set()
+    batcher.on_batch = lambda n, seconds, clock: names.add(threading.current_thread().name)
+
+    async def go() -> list[httpx.Response]:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+            return await asyncio.gather(*(c.post("/search", json={"query": t, "k": 4}) for t in texts))
+
+    responses = asyncio.run(go())
+    for t, r in zip(texts, responses, strict=True):
+        assert r.status_code == 200 and [(m["video_id"], m["start"], m["end"]) for m in r.json()["moments"]] == alone[t]
+    assert batcher.stats["requests"] == 48 and batcher.stats["largest_batch"] <= 4 and batcher.stats["batches"] >= 12
+    assert names == {"momentsearch-batcher-0", "momentsearch-batcher-1"}  # both took batches
+    batcher.close()
+    assert not any(t.is_alive() for t in batcher._threads)
 
 
 def test_a_damaged_video_file_is_the_projects_error_and_the_worker_goes_on(served) -> None:

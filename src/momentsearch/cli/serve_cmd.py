@@ -28,6 +28,8 @@ def serve_cmd(
     max_batch: Annotated[int, typer.Option("--max-batch", min=1, help="Concurrent queries searched as one batch.")] = 32,
     max_wait_ms: Annotated[float, typer.Option("--max-wait-ms", min=0.0, help=(
         "How long a batch waits for more queries (0: none; queries that arrive while a batch is searched form the next)."))] = 0.0,
+    batch_workers: Annotated[int, typer.Option("--batch-workers", min=1, help=(
+        "Threads that each search a batch (2: one encodes or answers its batch while the other searches)."))] = 1,
     api_key: Annotated[Optional[str], typer.Option(
         "--api-key", help="Required on every route but /livez (Bearer, X-API-Key, or Basic's password); default: "
                           "$MOMENTSEARCH_API_KEY.")] = None,
@@ -66,7 +68,7 @@ def serve_cmd(
 
     serve(index_dir, ServiceSettings(
         host=host, port=port, first_stage=first_stage, first_stage_params=parse_params(param), device=device,
-        max_batch=max_batch, max_wait_ms=max_wait_ms, api_key=api_key, allow_unauthenticated=allow_unauthenticated,
+        max_batch=max_batch, max_wait_ms=max_wait_ms, batch_workers=batch_workers, api_key=api_key, allow_unauthenticated=allow_unauthenticated,
         cors_origins=tuple(cors_origin or ()), ssl_keyfile=ssl_keyfile, ssl_certfile=ssl_certfile,
         timeout_ms=timeout_ms, access_log=access_log, reload_index=reload_index, watch=watch,
         watch_interval=watch_interval))

@@ -3,7 +3,11 @@ free (up to ``max_batch``; with ``max_wait_ms`` > 0 it also waits that long afte
 are searched together, grouped by the videos they may be answered from (their plan's pool). So a lone query is searched at once, and under
 load the queries that arrive while one batch is searched form the next; each gets its own top ``k``
 back, paged by its own :class:`~momentsearch.serving.plan.SearchPlan`. A request whose caller stopped waiting (its timeout, or the client went away) before its batch
-is searched is left out of it."""
+is searched is left out of it.
+
+``workers`` > 1 threads each take a batch: while one is in the engine (the stages hold a lock there), the
+next batch's queries are encoded and the last one's are ranked and answered, so the pure-Python parts of a
+batch do not leave the other core idle."""
 
 from __future__ import annotations
 
@@ -34,15 +38,19 @@ class _Request:
 
 class QueryBatcher:
     def __init__(self, searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 0.0,
-                 on_batch: Callable[[int, float, PartClock], None] | None = None):
-        if max_batch < 1 or max_wait_ms < 0:
-            raise ValueError(f"max_batch must be >= 1 and max_wait_ms >= 0, got {max_batch} and {max_wait_ms}")
+                 on_batch: Callable[[int, float, PartClock], None] | None = None, workers: int = 1):
+        if max_batch < 1 or max_wait_ms < 0 or workers < 1:
+            raise ValueError(f"max_batch and workers must be >= 1 and max_wait_ms >= 0, got {max_batch}, {workers} "
+                             f"and {max_wait_ms}")
         self.searcher, self.max_batch, self.max_wait = searcher, max_batch, max_wait_ms / 1000
         self.stats = {"requests": 0, "batches": 0, "largest_batch": 0}
         self.on_batch = on_batch  # (queries searched together, seconds, its parts): the service's metrics
         self._queue: queue.Queue[_Request | None] = queue.Queue()
-        self._thread = threading.Thread(target=self._run, name="momentsearch-batcher", daemon=True)
-        self._thread.start()
+        self._stats_lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._run, name=f"momentsearch-batcher-{i}", daemon=True)
+                         for i in range(workers)]
+        for t in self._threads:
+            t.start()
 
     async def search(self, text: str, plan: SearchPlan, timing: dict[str, float] | None = None
                      ) -> tuple[list[Hit], int | None]:
@@ -54,8 +62,9 @@ class QueryBatcher:
         return await fut
 
     def close(self) -> None:
-        self._queue.put(None)
-        self._thread.join(timeout=10)
+        self._queue.put(None)  # each worker puts it back for the next (``_collect``, ``_run``)
+        for t in self._threads:
+            t.join(timeout=10)
 
     def _collect(self, first: _Request) -> list[_Request]:
         items = [first]
@@ -75,13 +84,15 @@ class QueryBatcher:
         while True:
             first = self._queue.get()
             if first is None:
+                self._queue.put(None)  # the other workers stop too
                 return
             items = [r for r in self._collect(first) if not r.future.done()]  # done: nobody waits for it
             if not items:
                 continue
-            self.stats["batches"] += 1
-            self.stats["requests"] += len(items)
-            self.stats["largest_batch"] = max(self.stats["largest_batch"], len(items))
+            with self._stats_lock:
+                self.stats["batches"] += 1
+                self.stats["requests"] += len(items)
+                self.stats["largest_batch"] = max(self.stats["largest_batch"], len(items))
             groups: dict[Any, list[_Request]] = defaultdict(list)
             for r in items:
                 groups[r.plan.pool].append(r)
