@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from momentsearch.config import CONFIG_DIR
+from momentsearch.data.corpus import Video
 from momentsearch.data.features import FeatureStore
 from momentsearch.data.loaders.jsonl import iter_jsonl_corpus
 from momentsearch.data.synthetic import SyntheticBenchmark, generate, load_preset
@@ -64,7 +65,9 @@ def encode_in_parts(root: Path, folder: Path, model: torch.nn.Module) -> None:
     as ``momentsearch index`` writes them): memory is that of a part, whatever the corpus size. The videos
     are read line by line from ``corpus.jsonl`` (a million would take about 30 GB as one ``Corpus``)."""
     clip = SyntheticBenchmark.config_of(root).clip_length
-    videos = list(iter_jsonl_corpus(root / "corpus.jsonl", moments=False))
+    # ids and durations only: a million Videos with their subtitles and events would hold 7 GB, which the
+    # allocator keeps after they are freed, and the index's rows then no longer fit in the page cache
+    videos = [Video(v.video_id, v.duration) for v in iter_jsonl_corpus(root / "corpus.jsonl", moments=False)]
     n = [max(1, math.ceil(v.duration / clip - 1e-9)) for v in videos]  # the generator's clips; the writer checks
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
