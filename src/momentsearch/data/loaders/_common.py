@@ -97,7 +97,17 @@ def read_json(path: Path) -> Any:
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield (line number, record) for every non-blank line; a bad line names its number."""
-    for lineno, line in text_lines(path):
+    return _records(path, text_lines(path))
+
+
+def stream_jsonl(path: Path, skip_prefix: bytes | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """:func:`iter_jsonl` read line by line instead of whole (a file larger than memory); a line that
+    begins with ``skip_prefix`` is passed over unparsed. Errors are the same, naming the line."""
+    return _records(path, _streamed_lines(path, skip_prefix))
+
+
+def _records(path: Path, lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, dict[str, Any]]]:
+    for lineno, line in lines:
         if not line.strip():
             continue
         rec = parse_json(path, line, lineno)
@@ -106,9 +116,7 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         yield lineno, rec
 
 
-def stream_jsonl(path: Path, skip_prefix: bytes | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
-    """:func:`iter_jsonl` read line by line instead of whole (a file larger than memory); a line that
-    begins with ``skip_prefix`` is passed over unparsed. Errors are the same, naming the line."""
+def _streamed_lines(path: Path, skip_prefix: bytes | None) -> Iterator[tuple[int, str]]:
     try:
         fh = path.open("rb")
     except OSError as e:
@@ -122,14 +130,7 @@ def stream_jsonl(path: Path, skip_prefix: bytes | None = None) -> Iterator[tuple
             except UnicodeDecodeError as e:
                 raise AnnotationError(path, f"not valid UTF-8: byte {raw[e.start]:#04x} at column {e.start + 1}; "
                                             "save the file as UTF-8", line=lineno) from None
-            if lineno == 1:
-                line = line.removeprefix("\ufeff")
-            if not line.strip():
-                continue
-            rec = parse_json(path, line, lineno)
-            if not isinstance(rec, dict):
-                raise AnnotationError(path, f"expected a JSON object, got {type(rec).__name__}", line=lineno)
-            yield lineno, rec
+            yield lineno, line.removeprefix("\ufeff") if lineno == 1 else line
 
 
 def line_of_key(path: Path, key: str) -> int | None:
