@@ -35,6 +35,7 @@ import sys
 import time
 from pathlib import Path
 
+import momentsearch  # noqa: F401  (first: its OpenMP default, GOMP_SPINCOUNT, applies before torch loads)
 import numpy as np
 import torch
 

@@ -85,3 +85,16 @@ def test_progress_lines_go_to_stdout_until_the_application_takes_them(capsys: py
     assert capsys.readouterr().out == ""
     say("epoch 2")
     assert capsys.readouterr().out == "epoch 2\n"
+
+
+def test_importing_momentsearch_shortens_openmp_spinning_but_keeps_a_users_setting():
+    """``GOMP_SPINCOUNT`` 10,000 unless the user set it (docs/first_stage.md: the scan's threads get their cores)."""
+    import os
+
+    code = "import os, momentsearch, torch; print(os.environ['GOMP_SPINCOUNT'])"
+    env = {k: v for k, v in os.environ.items() if k != "GOMP_SPINCOUNT"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == "10000"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**env, "GOMP_SPINCOUNT": "300000"}, check=True)
+    assert out.stdout.strip() == "300000"
