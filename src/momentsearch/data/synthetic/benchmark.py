@@ -35,7 +35,7 @@ from momentsearch.data.loaders.jsonl import load_jsonl_corpus, write_jsonl_corpu
 from momentsearch.data.synthetic.concepts import Inventory
 from momentsearch.data.synthetic.config import SyntheticConfig
 from momentsearch.data.synthetic.oracle import SyntheticOracle
-from momentsearch.data.synthetic.stream import CorpusStream, made_videos
+from momentsearch.data.synthetic.stream import CorpusStream, made_videos, tvr_release_record, tvr_subtitles_record
 from momentsearch.errors import DatasetError, MomentSearchError
 from momentsearch.fileio import atomic_dir, atomic_open, write_json, write_jsonl
 from momentsearch.readers import read_yaml
@@ -119,10 +119,10 @@ def _generate_into(cfg: SyntheticConfig, out: Path, progress: bool, workers: int
         sub_w = stack.enter_context(HDF5FeatureWriter(feats / "subtitle.h5", cfg.subtitle_dim, attrs=attrs)) \
             if cfg.subtitles else None
         made = made_videos(cfg, assign_splits(cfg), workers)
-        for v, ms, events, vis, sub in tqdm(made, total=cfg.n_videos, desc=f"generating {cfg.name}", unit="video",
+        for v, ms, vis, sub in tqdm(made, total=cfg.n_videos, desc=f"generating {cfg.name}", unit="video",
                                             disable=not progress, mininterval=1.0):
             stream.add(v, ms)
-            n_events += events
+            n_events += len(v.meta["events"])
             vis_w.add(v.video_id, vis)
             if sub_w is not None and sub is not None:
                 sub_w.add(v.video_id, sub)
@@ -143,22 +143,33 @@ def write_tvr_files(corpus: Corpus, folder: Path) -> None:
     write_json(folder / "tvr_video2dur_idx.json", video2dur, indent=None)
     for split in corpus.splits:
         write_jsonl(folder / f"tvr_{split}_release.jsonl", (
-            {"vid_name": m.video_id, "duration": corpus.videos[m.video_id].duration,  # type: ignore[index]
-             "ts": list(m.span), "desc": m.text, "type": m.query_type, "desc_id": int(m.query_id)}
+            tvr_release_record(m, corpus.videos[m.video_id].duration)  # type: ignore[index]
             for m in corpus.moments if m.split == split
         ))
-    write_jsonl(folder / "tvqa_preprocessed_subtitles.jsonl", (
-        {"vid_name": v.video_id, "sub": [{"start": s.start, "end": s.end, "text": s.text} for s in v.subtitles]}
-        for v in corpus.videos.values() if v.subtitles
-    ))
+    write_jsonl(folder / "tvqa_preprocessed_subtitles.jsonl",
+                (tvr_subtitles_record(v) for v in corpus.videos.values() if v.subtitles))
 
 
 def benchmark_stats(root: str | Path) -> dict[str, Any]:
     """The counts generation recorded in ``benchmark.yaml`` (videos, queries, splits, durations)."""
-    info = read_yaml(Path(root) / "benchmark.yaml", DatasetError, "benchmark file")
-    if not isinstance(info, dict) or not isinstance(info.get("stats"), dict):
-        raise DatasetError(f"{root}/benchmark.yaml: no 'stats' mapping; generate the folder again")
+    info = _read_info(Path(root))
+    if not isinstance(info.get("stats"), dict):
+        raise DatasetError(f"{Path(root) / 'benchmark.yaml'}: no 'stats' mapping; generate the folder again")
     return info["stats"]
+
+
+def _read_info(r: Path) -> dict[str, Any]:
+    """``benchmark.yaml``, checked to be this format's version."""
+    meta_path = r / "benchmark.yaml"
+    if not meta_path.is_file():
+        raise DatasetError(f"{r}: not a synthetic benchmark folder (no benchmark.yaml); "
+                           f"make one with `momentsearch generate --preset default --out {r}`")
+    info = read_yaml(meta_path, DatasetError, "benchmark file")
+    if not isinstance(info, dict) or info.get("version") != FORMAT_VERSION:
+        got = info.get("version") if isinstance(info, dict) else None
+        raise DatasetError(f"{meta_path}: benchmark format version {str(got)[:40]}, expected {FORMAT_VERSION}; "
+                           "generate the folder again")
+    return info
 
 
 @dataclass
@@ -177,16 +188,8 @@ class SyntheticBenchmark:
     @staticmethod
     def config_of(root: str | Path) -> SyntheticConfig:
         """The config a benchmark folder was generated with, without reading its corpus."""
-        r = Path(root)
-        meta_path = r / "benchmark.yaml"
-        if not meta_path.is_file():
-            raise DatasetError(f"{r}: not a synthetic benchmark folder (no benchmark.yaml); "
-                               f"make one with `momentsearch generate --preset default --out {r}`")
-        info = read_yaml(meta_path, DatasetError, "benchmark file")
-        if not isinstance(info, dict) or info.get("version") != FORMAT_VERSION:
-            got = info.get("version") if isinstance(info, dict) else None
-            raise DatasetError(f"{meta_path}: benchmark format version {str(got)[:40]}, expected {FORMAT_VERSION}; "
-                               "generate the folder again")
+        meta_path = Path(root) / "benchmark.yaml"
+        info = _read_info(Path(root))
         if not isinstance(info.get("config"), dict):
             raise DatasetError(f"{meta_path}: field 'config' missing or not a mapping")
         return from_dict(SyntheticConfig, info["config"], f"{meta_path}: config")

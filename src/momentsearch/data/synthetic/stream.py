@@ -28,11 +28,12 @@ from momentsearch.fileio import json_line, write_json
 
 CHUNK = 256  # videos a worker makes at a time
 
-Made = tuple[Video, list[Moment], int, np.ndarray, np.ndarray | None]  # moments numbered from 0 in each video
+Made = tuple[Video, list[Moment], np.ndarray, np.ndarray | None]  # moments numbered from 0 in each video
 _world: tuple[SyntheticConfig, World] | None = None  # one per process
 
 
-def to_corpus_parts(cfg: SyntheticConfig, video: SyntheticVideo, split: str, next_qid: int) -> tuple[Video, list[Moment]]:
+def to_corpus_parts(cfg: SyntheticConfig, video: SyntheticVideo, split: str) -> tuple[Video, list[Moment]]:
+    """The video and its captions' moments (numbered from 0: :meth:`CorpusStream.add` numbers them on)."""
     meta = {"scene": video.scene, "subject": video.subject, "events": [e.to_dict() for e in video.events],
             "n_distractors": len(video.distractors)}
     subs = tuple(Subtitle(st, ed, text) for st, ed, text, _, _ in video.subtitles)
@@ -41,7 +42,7 @@ def to_corpus_parts(cfg: SyntheticConfig, video: SyntheticVideo, split: str, nex
     moments = []
     for i, cap in enumerate(video.captions):
         ev = by_id[cap.event_id]
-        moments.append(Moment(str(next_qid + i), cap.text, video.video_id, ((ev.start, ev.end),), split,
+        moments.append(Moment(str(i), cap.text, video.video_id, ((ev.start, ev.end),), split,
                               "vt" if ev.mentioned else "v", {"event": ev.event_id, "concepts": cap.concepts}))
     return v, moments
 
@@ -55,9 +56,9 @@ def _make(job: tuple[SyntheticConfig, list[str], int]) -> list[Made]:
     out = []
     for i, split in enumerate(splits, start=first):
         sv = sample_video(cfg, world, i)
-        v, ms = to_corpus_parts(cfg, sv, split, 0)
+        v, ms = to_corpus_parts(cfg, sv, split)
         vis, sub = video_features(cfg, world, sv)
-        out.append((v, ms, len(sv.events), vis.astype(np.float16), None if sub is None else sub.astype(np.float16)))
+        out.append((v, ms, vis.astype(np.float16), None if sub is None else sub.astype(np.float16)))
     return out
 
 
@@ -76,6 +77,17 @@ def made_videos(cfg: SyntheticConfig, splits: list[str], workers: int = 1) -> It
                 yield from pending.popleft().get()
         while pending:
             yield from pending.popleft().get()
+
+
+def tvr_release_record(m: Moment, duration: float) -> dict[str, Any]:
+    """``m`` as a line of TVR's ``tvr_<split>_release.jsonl``."""
+    return {"vid_name": m.video_id, "duration": duration, "ts": list(m.span), "desc": m.text, "type": m.query_type,
+            "desc_id": int(m.query_id)}
+
+
+def tvr_subtitles_record(v: Video) -> dict[str, Any]:
+    """``v``'s subtitles as a line of TVQA's ``tvqa_preprocessed_subtitles.jsonl``."""
+    return {"vid_name": v.video_id, "sub": [{"start": s.start, "end": s.end, "text": s.text} for s in v.subtitles]}
 
 
 class CorpusStream:
@@ -103,17 +115,14 @@ class CorpusStream:
         self._count(v.split, "n_videos")
         self.corpus.write(json_line(video_record(v)))
         if v.subtitles:
-            self.subs.write(json_line({"vid_name": v.video_id, "sub": [{"start": s.start, "end": s.end,
-                                                                         "text": s.text} for s in v.subtitles]}))
+            self.subs.write(json_line(tvr_subtitles_record(v)))
         for m in ms:
             self.corpus.write(json_line(moment_record(m)))
             self.lengths.extend(ed - st for st, ed in m.spans)
             self._count(m.split, "n_queries")
             if m.split not in self.release:
                 self.release[m.split] = (self.tvr / f"tvr_{m.split}_release.jsonl").open("w", encoding="utf-8")
-            self.release[m.split].write(json_line({"vid_name": m.video_id, "duration": v.duration,
-                                                   "ts": list(m.span), "desc": m.text, "type": m.query_type,
-                                                   "desc_id": int(m.query_id)}))
+            self.release[m.split].write(json_line(tvr_release_record(m, v.duration)))
         self.n_queries += len(ms)
         return ms
 

@@ -50,7 +50,7 @@ from momentsearch.fileio import atomic_dir, write_json
 from momentsearch.readers import check_array, read_json_object, read_npy
 from momentsearch.search import fastscan
 from momentsearch.search.first_stage.pools import pad, score_pools
-from momentsearch.search.first_stage.scan_loops import scan_loops
+from momentsearch.search.first_stage.scan_loops import compiled, scan_loops
 from momentsearch.search.index import VideoIndex
 from momentsearch.search.stages import Queries, VectorSource
 
@@ -336,7 +336,7 @@ class ScanFirstStage:
         books, codes = _read_tier(folder, "", man, man.m)
         coarse = _read_tier(folder, "coarse_", man, man.coarse_m) if man.coarse_m else None
         packed = None
-        if kw.get("loops", "auto") != "numba" and fastscan.available():  # the compiled loops will read them
+        if compiled(kw.get("loops", "auto")):  # the compiled loops will read them
             blocks = [_read_blocks(folder, "", man, man.m)] + ([_read_blocks(folder, "coarse_", man, man.coarse_m)]
                                                                if man.coarse_m else [])
             packed = None if any(b is None for b in blocks) else blocks

@@ -148,13 +148,18 @@ def _quantized(luts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return q8.reshape(luts.shape), scale.reshape(n, s), bias.reshape(n, s)
 
 
+def compiled(loops: str) -> bool:
+    """Whether ``loops`` (``compiled``, ``numba`` or ``auto``) runs the compiled loops."""
+    return loops != "numba" and (loops != "auto" or fastscan.available())
+
+
 def scan_loops(codes: list[np.ndarray], offsets: np.ndarray, ranges: list[tuple[int, int]],
                pool: ThreadPoolExecutor | None, loops: str = "auto", coarse: list[np.ndarray] | None = None,
                blocks: list[list[np.ndarray]] | None = None) -> ScanLoops:
     """``loops``: ``compiled``, ``numba`` or ``auto`` (compiled where the extension was built); ``coarse``: the
     funnel's smaller codes (the compiled loops only: the numba ones scan ``codes``); ``blocks``: each tier's
     codes as the compiled loops read them, when a saved stage has them (not packed again)."""
-    if loops == "numba" or (loops == "auto" and not fastscan.available()):
+    if not compiled(loops):
         return NumbaScan(codes, offsets, ranges, pool)
     fastscan.require()  # loops="compiled" without the extension: the ImportError that says how to build it
     return CompiledScan(codes, offsets, ranges, pool, coarse, blocks)
