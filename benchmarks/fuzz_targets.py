@@ -309,7 +309,7 @@ def _search_body(folder: Path, route: str = "/search", body: str = "search_body.
     if "client" not in _CLIENT:
         from fastapi.testclient import TestClient
 
-        from momentsearch.serving.searcher import load
+        from momentsearch.serving.loader import load
         from momentsearch.service.app import create_app
 
         _CLIENT["client"] = TestClient(create_app(load(folder / "served/index", device="cpu")))

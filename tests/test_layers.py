@@ -25,7 +25,7 @@ RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
 # __version__ from the base (the facade ranks below everything, so even that reads as "up")
 UP_ALLOWED = {("momentsearch", "momentsearch.serving"), ("momentsearch", "momentsearch.api"),
               ("momentsearch", "momentsearch.client"), ("momentsearch", "momentsearch.version"),
-              ("momentsearch", "momentsearch.serving.searcher"), ("momentsearch", "momentsearch.api.split_search")}
+              ("momentsearch", "momentsearch.serving.loader"), ("momentsearch", "momentsearch.api.split_search")}
 # a search needs no trainer, no annotation loader and no evaluation metric (a family's module still brings its
 # loss, and XML's relevance terms: models/* import losses and relevance)
 SERVING_FORBIDDEN = ("momentsearch.training", "momentsearch.data.loaders", "momentsearch.evaluation",

@@ -36,7 +36,7 @@ def load(path: Any, split: str = "test", **options: Any) -> Any:
     from pathlib import Path
 
     if Path(path).is_dir():
-        from momentsearch.serving.searcher import load as load_index
+        from momentsearch.serving.loader import load as load_index
 
         return load_index(path, **options)
     from momentsearch.api.split_search import load_split

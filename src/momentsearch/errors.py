@@ -114,3 +114,13 @@ class SubtitleError(AnnotationError):
 class FirstStageError(MomentSearchError, ValueError):
     """A first-stage backend that is unknown, not installed or unreachable, a spec it cannot build, or a
     model family whose retriever cannot be served by vectors."""
+
+
+class ShardError(SearchIndexError):
+    """A sharded index whose manifest (``shards.json``) or one of whose shard folders is damaged, missing, or
+    built by another model than the others: names the shard."""
+
+
+class ShardUnavailableError(MomentSearchError):
+    """A shard that answered no search (every replica dead or restarting): the service's 503, never a partial
+    answer; names the shards."""

@@ -2,7 +2,7 @@
 
 The split is written once as a corpus folder (:func:`~momentsearch.data.corpus_folder.write_dataset_corpus`: its
 annotations and the feature files it names) and indexed by the checkpoint into a cache beside the run, then opened
-like any index folder (:func:`momentsearch.serving.searcher.load`)::
+like any index folder (:func:`momentsearch.serving.loader.load`)::
 
     RUN/index_<split>_<checkpoint stem>/
       split.json   the split's signature when its corpus was written
@@ -27,8 +27,8 @@ from momentsearch.fileio import write_json
 from momentsearch.readers import read_json_object
 from momentsearch.serving.checkpoint import load_checkpoint
 from momentsearch.serving.indexing import build_index, is_index_folder, read_index_info
+from momentsearch.serving.loader import load as load_index
 from momentsearch.serving.searcher import Searcher
-from momentsearch.serving.searcher import load as load_index
 
 SPLIT_FILE = "split.json"
 
@@ -102,7 +102,7 @@ def load_split(checkpoint: str | Path, split: str = "test", device: str = "auto"
 def load(path: str | Path, split: str = "test", device: str = "auto", progress: bool = False,
          k_videos: int | None = None, cache_size: int = 4096, first_stage: str | None = None,
          first_stage_params: dict[str, str] | None = None) -> Searcher:
-    """``path`` an index folder: :func:`momentsearch.serving.searcher.load` (``split`` unused); a checkpoint:
+    """``path`` an index folder: :func:`momentsearch.serving.loader.load` (``split`` unused); a checkpoint:
     :func:`load_split`."""
     if is_index_folder(path):
         return load_index(path, device, progress, k_videos, cache_size, first_stage, first_stage_params)

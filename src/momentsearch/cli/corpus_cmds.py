@@ -83,6 +83,36 @@ def index_cmd(
     typer.echo(build_index(checkpoint, corpus, out, device).summary())
 
 
+@app.command("shard")
+def shard_cmd(
+    index_dir: Annotated[Path, typer.Argument(help="An index folder (momentsearch index).")],
+    into: Annotated[int, typer.Option("--into", min=1, help="How many shards (about equal clips each).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The sharded index folder to write.")],
+) -> None:
+    """Split an index folder by video into shards, each an index folder, served together (serve OUT, --ray)
+    with the answers of the whole index. Its scan first stages are carried over."""
+    require_models()
+    from momentsearch.serving.shards import split_index
+
+    m = split_index(index_dir, into, out)
+    typer.echo(f"sharded index {out}: {len(m.shards)} shards, {m.n_videos} videos "
+               f"({', '.join(str(s.n_videos) for s in m.shards)})")
+
+
+@app.command("shard-add")
+def shard_add_cmd(
+    sharded: Annotated[Path, typer.Argument(help="A sharded index (momentsearch shard).")],
+    index_dir: Annotated[Path, typer.Argument(help="An index folder of new videos, built with the shards' model.")],
+) -> None:
+    """Add an index folder of new videos as one more shard (the other shards are not touched); a server over the
+    sharded index loads it and swaps between requests."""
+    require_models()
+    from momentsearch.serving.shards import add_shard
+
+    m = add_shard(sharded, index_dir)
+    typer.echo(f"sharded index {sharded}: {len(m.shards)} shards, {m.n_videos} videos")
+
+
 @app.command("corpus-from-dataset")
 def corpus_from_dataset_cmd(
     config: Annotated[Path, typer.Argument(help="A training YAML whose dataset: section names the files.")],

@@ -80,7 +80,7 @@ def run_search(checkpoint: Path, texts: list[str], k: int = 10, split: str = "te
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", StaleIndexWarning)
         if is_index_folder(checkpoint):  # the serving core alone: no trainer, no dataset
-            from momentsearch.serving.searcher import load
+            from momentsearch.serving.loader import load
 
             searcher = load(checkpoint, device=device, progress=progress, first_stage=first_stage,
                             first_stage_params=first_stage_params)

@@ -19,7 +19,8 @@ PARAM_HELP = ("A first-stage parameter KEY=VALUE, repeatable (rescore=2000, npro
 
 @app.command("serve")
 def serve_cmd(
-    index_dir: Annotated[Path, typer.Argument(help="An index folder (momentsearch index ... --out INDEX_DIR).")],
+    index_dir: Annotated[Path, typer.Argument(help="An index folder (momentsearch index ... --out INDEX_DIR), or a "
+                                                   "sharded index (momentsearch shard).")],
     host: Annotated[str, typer.Option(help="Interface to listen on (0.0.0.0: every interface).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port.")] = 8000,
     first_stage: Annotated[str, typer.Option("--first-stage", help=FIRST_STAGE_HELP)] = "auto",
@@ -48,6 +49,11 @@ def serve_cmd(
         "A folder of videos to keep the index current with: new, changed and removed files are ingested into the "
         "index's corpus, indexed and served, with no request failed."))] = None,
     watch_interval: Annotated[float, typer.Option("--watch-interval", min=0.1, help="Seconds between looks at the folders.")] = 2.0,
+    ray: Annotated[Optional[str], typer.Option("--ray", help=(
+        "A sharded index (momentsearch shard): serve its shards as actors on this Ray cluster (local, auto, "
+        "HOST:PORT); without it the shards run in this process."))] = None,
+    replicas: Annotated[int, typer.Option("--replicas", min=1, help="Actors per shard with --ray (a dead one's "
+                                                                    "requests go to another).")] = 1,
 ) -> None:
     """Serve search over HTTP: POST /search, GET /videos/{id} (range requests), /thumbnails, /health, and a
     page at / that plays the moments it finds."""
@@ -60,10 +66,17 @@ def serve_cmd(
     from momentsearch.errors import SearchIndexError
     from momentsearch.search.first_stage import parse_params
     from momentsearch.serving.indexing import is_index_folder
+    from momentsearch.serving.shards import is_sharded
 
-    if not is_index_folder(index_dir):
-        raise SearchIndexError(f"{index_dir}: not an index folder; build one with `momentsearch index CHECKPOINT "
+    if not is_index_folder(index_dir) and not is_sharded(index_dir):
+        raise SearchIndexError(f"{index_dir}: not an index folder or a sharded index; build one with `momentsearch index CHECKPOINT "
                                f"--corpus CORPUS_DIR --out {index_dir}`")
+    if is_sharded(index_dir) and watch is not None:
+        raise MomentSearchError("--watch indexes into one index folder; for a sharded index, index the new videos "
+                                "into a folder of their own and add it with `momentsearch shard-add`")
+    if ray is not None and not is_sharded(index_dir):
+        raise MomentSearchError(f"--ray serves the shards of a sharded index; {index_dir} is one index folder "
+                                f"(split it with `momentsearch shard {index_dir} --into N --out SHARDED`)")
     from momentsearch.service.settings import ServiceSettings
 
     serve(index_dir, ServiceSettings(
@@ -71,4 +84,4 @@ def serve_cmd(
         max_batch=max_batch, max_wait_ms=max_wait_ms, batch_workers=batch_workers, api_key=api_key, allow_unauthenticated=allow_unauthenticated,
         cors_origins=tuple(cors_origin or ()), ssl_keyfile=ssl_keyfile, ssl_certfile=ssl_certfile,
         timeout_ms=timeout_ms, access_log=access_log, reload_index=reload_index, watch=watch,
-        watch_interval=watch_interval))
+        watch_interval=watch_interval, ray=ray, replicas=replicas))

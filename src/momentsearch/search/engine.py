@@ -95,6 +95,15 @@ class SearchEngine:
         q = self.stages.queries(tokens, token_mask)  # the model's query network, once: every stage reads q
         with part(clock, "first_stage"):
             top_vr, videos = self.first_stage.retrieve(q, self.k_videos, pools)  # (B, K) each
+        return self.rank(query_ids, q, top_vr, videos, n, clock, moments_only)
+
+    @torch.no_grad()
+    def rank(self, query_ids: Sequence[str], q: Queries, top_vr: torch.Tensor, videos: np.ndarray, n: int,
+             clock: PartClock | None = None, moments_only: bool = False) -> SearchResult:
+        """The search after its first stage: the candidate ``videos`` (B, K) index rows of each query with their
+        retrieval scores ``top_vr`` (B, K; -inf pads a short row) -> reranked, localized, NMS, ranked. A sharded
+        search (:mod:`~momentsearch.serving.shards`) calls it on each shard with that shard's part of the merged
+        top ``k_videos``: moments and NMS are per video, so the shards' moments merge into the one-process ranking."""
         if self.stages.reranker is not None:
             with part(clock, "rerank"):
                 top_vr = self.stages.reranker.rerank(q, videos, top_vr).cpu()

@@ -29,7 +29,7 @@ def serve(index_dir: str | Path, settings: ServiceSettings | None = None, **chan
 
     from momentsearch.service.app import create_app
     from momentsearch.service.security import api_key_from, check_bind
-    from momentsearch.serving.searcher import load
+    from momentsearch.serving.loader import load
 
     cfg = (settings or ServiceSettings()).with_(**changes)
     cfg = cfg.with_(api_key=api_key_from(cfg.api_key))
@@ -49,7 +49,7 @@ def serve(index_dir: str | Path, settings: ServiceSettings | None = None, **chan
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", StaleIndexWarning)  # said below, once, plainly
             searcher = load(index_dir, device=cfg.device, progress=True, first_stage=cfg.first_stage,
-                            first_stage_params=cfg.first_stage_params)
+                            first_stage_params=cfg.first_stage_params, ray=cfg.ray, replicas=cfg.replicas)
         searcher.search("warm up the text encoder", k=1)  # loads the text encoder before the first request
         app = create_app(searcher, cfg, metrics=metrics)
         say(f"ready: {len(searcher.video_ids)} videos ({searcher.family.name}, first stage "

@@ -5,6 +5,7 @@
 | a request that does not fit its schema (``RequestValidationError``) | 422 |
 | an ``HTTPException`` raised by a route (404 unknown id, 409 changed file, 504 timeout...) | its own |
 | a video that cannot be decoded (``VideoDecodeError``) | 422 |
+| a shard of a sharded index that no replica answered (``ShardUnavailableError``) | 503 |
 | any other error of the project's (``QueryError``, ``SearchIndexError``, ...: ``MomentSearchError``) | 400 |
 """
 
@@ -15,9 +16,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from momentsearch.errors import MomentSearchError, VideoDecodeError
+from momentsearch.errors import MomentSearchError, ShardUnavailableError, VideoDecodeError
 
-STATUS_BY_KIND: tuple[tuple[type[MomentSearchError], int], ...] = ((VideoDecodeError, 422), (MomentSearchError, 400))
+STATUS_BY_KIND: tuple[tuple[type[MomentSearchError], int], ...] = ((VideoDecodeError, 422), (ShardUnavailableError, 503),
+                                                                  (MomentSearchError, 400))
 
 
 def error(status: int, message: str) -> JSONResponse:

@@ -6,7 +6,7 @@ error is what ``serve`` raises.
 **Swapping indexes.** :class:`IndexReloader` watches the index folder; when ``momentsearch index`` (or
 ``watch``) replaces it, a new app is loaded and warmed beside the one serving, then :meth:`LoadingApp.replace`
 puts it in place between two requests: a request is answered whole by the old app or by the new one, none
-fails. The old app's batcher is closed once the requests it took have had their time (``grace``). A reload
+fails. The old app's batcher (and a sharded index's shards) are closed once the requests it took have had their time (``grace``). A reload
 that fails leaves the old index serving and says why."""
 
 from __future__ import annotations
@@ -51,9 +51,11 @@ class LoadingApp:
     def replace(self, app: Any, grace: float = 5.0) -> None:
         """Serve ``app`` from the next request on; the old app's batcher closes ``grace`` seconds later."""
         old, self.app = self.app, app
-        batcher = getattr(getattr(old, "state", None), "batcher", None)
-        if batcher is not None:
-            timer = threading.Timer(grace, batcher.close)
+        state = getattr(old, "state", None)
+        closers = [getattr(getattr(state, name, None), "close", None) for name in ("batcher", "searcher")]
+        closers = [c for c in closers if c is not None]  # a sharded index's searcher stops its shards' actors
+        if closers:
+            timer = threading.Timer(grace, lambda: [c() for c in closers])
             timer.daemon = True
             timer.start()
 
@@ -77,9 +79,11 @@ class LoadingApp:
                 self.start()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
-                batcher = getattr(getattr(self.app, "state", None), "batcher", None)
-                if batcher is not None:
-                    batcher.close()
+                state = getattr(self.app, "state", None)
+                for name in ("batcher", "searcher"):
+                    close = getattr(getattr(state, name, None), "close", None)
+                    if close is not None:
+                        close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 

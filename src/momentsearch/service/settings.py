@@ -35,12 +35,15 @@ class ServiceSettings:
     watch: Path | None = None  # a folder of videos to keep the index current with
     watch_interval: float = 2.0  # seconds between looks at the folders
     max_body_bytes: int = MAX_BODY_BYTES
+    ray: str | None = None  # a sharded index's shards as actors on this Ray cluster (None: in this process)
+    replicas: int = 1  # actors per shard on Ray
 
     def __post_init__(self) -> None:
         checks = [("port", 1 <= self.port <= 65535, "from 1 to 65535"), ("max_batch", self.max_batch >= 1, ">= 1"),
                   ("batch_workers", self.batch_workers >= 1, ">= 1"),
                   ("max_wait_ms", self.max_wait_ms >= 0, ">= 0"), ("timeout_ms", self.timeout_ms > 0, "> 0"),
-                  ("watch_interval", self.watch_interval > 0, "> 0"), ("max_body_bytes", self.max_body_bytes > 0, "> 0")]
+                  ("watch_interval", self.watch_interval > 0, "> 0"), ("max_body_bytes", self.max_body_bytes > 0, "> 0"),
+                  ("replicas", self.replicas >= 1, ">= 1")]
         for name, ok, rule in checks:
             if not ok:
                 raise ConfigError(f"service setting {name} must be {rule}, got {getattr(self, name)!r}")

@@ -13,7 +13,8 @@ checks what ``load(INDEX_DIR)`` and the service import); training and evaluation
 selection is :mod:`momentsearch.device`, beside ``errors`` at the base, for every stage.
 """
 
+from momentsearch.serving.loader import load
 from momentsearch.serving.packing import pack
-from momentsearch.serving.searcher import Hit, Searcher, load
+from momentsearch.serving.searcher import Hit, Searcher
 
 __all__ = ["Hit", "Searcher", "load", "pack"]

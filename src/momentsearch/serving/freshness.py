@@ -61,9 +61,12 @@ def warn_if_stale(stale: Staleness | None) -> None:
 
 
 def index_version(index_root: str | Path) -> tuple[int, int] | None:
-    """(inode, mtime) of the folder's ``index.json``: a rebuilt folder is a new file; None while there is none."""
-    try:
-        st = os.stat(Path(index_root) / "index.json")
-    except OSError:
-        return None
-    return st.st_ino, st.st_mtime_ns
+    """(inode, mtime) of the folder's ``index.json`` (a sharded index's ``shards.json``): a rebuilt folder, or a
+    shard added, is a new file; None while there is none."""
+    for name in ("index.json", "shards.json"):
+        try:
+            st = os.stat(Path(index_root) / name)
+        except OSError:
+            continue
+        return st.st_ino, st.st_mtime_ns
+    return None

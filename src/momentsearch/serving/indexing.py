@@ -217,10 +217,10 @@ class IndexFolder:
         index.check_built_by(ckpt.family.name, ckpt.fingerprint)
         if index.video_ids != list(info.videos):
             raise SearchIndexError(f"{root}: the arrays hold other videos than {INDEX_FILE} lists; build it again")
-        return cls(root, info, ckpt, index, _find_corpus(root, info))
+        return cls(root, info, ckpt, index, find_corpus(root, info))
 
 
-def _find_corpus(root: Path, info: IndexInfo) -> CorpusFolder | None:
+def find_corpus(root: Path, info: IndexInfo) -> CorpusFolder | None:
     """The corpus by its recorded path, else relative to the index (a moved pair of folders); None if gone.
     A corpus that changed since (its fingerprint) is not used for video files: the index says what it holds."""
     for cand in (Path(info.corpus.path), root.parent / info.corpus.relative):
@@ -231,3 +231,12 @@ def _find_corpus(root: Path, info: IndexInfo) -> CorpusFolder | None:
         return c
     return None
 
+
+
+def carry_first_stages(src: IndexFolder, new: VideoIndex, old_rows: np.ndarray, out: Path, progress: bool = False
+                       ) -> int:
+    """``src``'s ``scan`` first stages carried over to ``new``, an index of some of its videos (``old_rows[v]``:
+    new video v's row in ``src``; a shard, :mod:`~momentsearch.serving.shards`), into ``out``."""
+    cpu = torch.device("cpu")
+    return _grow_first_stages(src.checkpoint, src.checkpoint.model.to(cpu).eval(), src.index, new,
+                              np.asarray(old_rows, np.int64), src.root / "first_stage", out, cpu, progress)

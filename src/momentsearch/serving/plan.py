@@ -32,6 +32,8 @@ class SearchPlan:
     per_video: int | None = None  # grouped by video: each video's best per_video moments together
     pool: tuple[int, ...] | None = None  # the index rows it may be answered from (None: every video)
     paged: bool = False  # the answer says whether there is a next page (/v1): one more moment is ranked
+    # a sharded index's pool: per shard, its rows (None: every video of it); None: not sharded or not filtered
+    shard_pools: tuple[tuple[int, ...] | None, ...] | None = None
 
     @classmethod
     def of(cls, k: int, offset: int = 0, min_score: float | None = None, time_from: float | None = None,
@@ -64,6 +66,8 @@ class SearchPlan:
     @property
     def answers_nothing(self) -> bool:
         """A filter that no video passes: no moments (not an error)."""
+        if self.shard_pools is not None:
+            return all(p is not None and not p for p in self.shard_pools)
         return self.pool is not None and not self.pool
 
     def page(self, hits: Sequence[Hit]) -> tuple[list[Hit], int | None]:

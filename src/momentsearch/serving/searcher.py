@@ -35,7 +35,41 @@ from momentsearch.text.queries import TextQueries
 from momentsearch.timing import PartClock, part
 
 
-class Searcher:
+class PlannedSearch:
+    """``search`` and ``search_many`` over a searcher's :meth:`plan` and :meth:`run` (:class:`Searcher`, and a
+    sharded index's :class:`~momentsearch.serving.sharded_search.ShardedSearcher`)."""
+
+    def plan(self, k: int = 10, offset: int = 0, min_score: float | None = None, videos: Sequence[str] | None = None,
+             where: VideoFilter | None = None, time_from: float | None = None, time_to: float | None = None,
+             per_video: int | None = None, paged: bool = False) -> SearchPlan:
+        raise NotImplementedError
+
+    def run(self, texts: Sequence[str], plans: Sequence[SearchPlan], clock: PartClock | None = None,
+            batch_size: int = 64) -> list[tuple[list[Hit], int | None]]:
+        raise NotImplementedError
+
+    def search(self, text: str, k: int = 10, videos: Sequence[str] | None = None, where: VideoFilter | None = None,
+               time_from: float | None = None, time_to: float | None = None, per_video: int | None = None
+               ) -> list[Hit]:
+        return self.search_many([text], k, videos=videos, where=where, time_from=time_from, time_to=time_to,
+                                per_video=per_video)[0]
+
+    def search_many(self, texts: Sequence[str], k: int = 10, batch_size: int = 64,
+                    videos: Sequence[str] | None = None, where: VideoFilter | None = None,
+                    clock: PartClock | None = None, time_from: float | None = None, time_to: float | None = None,
+                    per_video: int | None = None) -> list[list[Hit]]:
+        """Ranked moments for each text, best first (at most ``k`` each, after temporal NMS); ``videos``:
+        search only these video ids; ``where``: only the videos a :class:`VideoFilter` passes (no video passes:
+        no moments); ``clock``: times the parts (encode, first_stage, localize, nms, rank). ``time_from`` /
+        ``time_to``: only moments overlapping that range of seconds of their video; ``per_video``: grouped by
+        video, each video's best ``per_video`` moments together (:func:`~momentsearch.serving.filters.arrange`)."""
+        if isinstance(texts, str):
+            raise QueryError("search_many takes a list of texts; use search() for one")
+        plan = self.plan(k, videos=videos, where=where, time_from=time_from, time_to=time_to, per_video=per_video)
+        return [hits for hits, _ in self.run(list(texts), [plan] * len(texts), clock, batch_size)]
+
+
+class Searcher(PlannedSearch):
     """Text in, ranked moments out, over an index's videos (an index folder's, or a dataset split's)."""
 
     def __init__(self, ckpt: Checkpoint, index: VideoIndex, queries: TextQueries, device: torch.device,
@@ -59,6 +93,11 @@ class Searcher:
     def video_ids(self) -> list[str]:
         return self.index.video_ids
 
+    @property
+    def row_of(self) -> dict[str, int]:
+        """Video id -> its index row."""
+        return self._row
+
     def video_scores(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
         """(len(texts), V) the retriever's score of every video, in :attr:`video_ids` order."""
         out = []
@@ -69,11 +108,6 @@ class Searcher:
                 out.append(self.engine.stages.retriever.score_videos(q).float().cpu().numpy())
         return np.concatenate(out) if out else np.zeros((0, len(self.video_ids)), np.float32)
 
-    def search(self, text: str, k: int = 10, videos: Sequence[str] | None = None, where: VideoFilter | None = None,
-               time_from: float | None = None, time_to: float | None = None, per_video: int | None = None
-               ) -> list[Hit]:
-        return self.search_many([text], k, videos=videos, where=where, time_from=time_from, time_to=time_to,
-                                per_video=per_video)[0]
 
     def pool_of(self, videos: Sequence[str]) -> list[int]:
         """Video ids -> index rows; a :class:`QueryError` naming the ids this index does not hold."""
@@ -114,20 +148,6 @@ class Searcher:
         pool = self.rows_of(videos, where)
         return plan if pool is None else replace(plan, pool=tuple(pool))
 
-    def search_many(self, texts: Sequence[str], k: int = 10, batch_size: int = 64,
-                    videos: Sequence[str] | None = None, where: VideoFilter | None = None,
-                    clock: PartClock | None = None, time_from: float | None = None, time_to: float | None = None,
-                    per_video: int | None = None) -> list[list[Hit]]:
-        """Ranked moments for each text, best first (at most ``k`` each, after temporal NMS); ``videos``:
-        search only these video ids; ``where``: only the videos a :class:`VideoFilter` passes (no video passes:
-        no moments); ``clock``: times the parts (encode, first_stage, localize, nms, rank). ``time_from`` /
-        ``time_to``: only moments overlapping that range of seconds of their video; ``per_video``: grouped by
-        video, each video's best ``per_video`` moments together (:func:`~momentsearch.serving.filters.arrange`)."""
-        if isinstance(texts, str):
-            raise QueryError("search_many takes a list of texts; use search() for one")
-        plan = self.plan(k, videos=videos, where=where, time_from=time_from, time_to=time_to, per_video=per_video)
-        return [hits for hits, _ in self.run(list(texts), [plan] * len(texts), clock, batch_size)]
-
     def run(self, texts: Sequence[str], plans: Sequence[SearchPlan], clock: PartClock | None = None,
             batch_size: int = 64) -> list[tuple[list[Hit], int | None]]:
         """Each text searched under its own plan, as pages (:meth:`SearchPlan.page`): the texts that share a pool
@@ -161,16 +181,15 @@ class Searcher:
             return [res.hits(i) for i in range(len(texts))]
 
 
-def load(path: str | Path, device: str = "auto", progress: bool = False, k_videos: int | None = None,
-         cache_size: int = 4096, first_stage: str | None = None, first_stage_params: dict[str, str] | None = None
-         ) -> Searcher:
+def load_index(path: str | Path, device: str = "auto", progress: bool = False, k_videos: int | None = None,
+               cache_size: int = 4096, first_stage: str | None = None, first_stage_params: dict[str, str] | None = None
+               ) -> Searcher:
     """A :class:`Searcher` over an index folder's corpus (``momentsearch index``), searched as its ``index.json``
     says (``k_videos`` overrides it). ``first_stage``: ``exact``, ``auto`` (the default), ``scan``,
     ``faiss:FACTORY`` or ``milvus[:URI]``; its vector indexes are kept in the folder's ``first_stage/``.
-    (``momentsearch.load(CHECKPOINT, split)`` first writes a dataset split's index folder beside the checkpoint.)"""
+    (:func:`momentsearch.serving.loader.load` opens an index folder or a sharded index.)"""
     from momentsearch.serving.freshness import staleness, warn_if_stale
     from momentsearch.serving.indexing import IndexFolder, is_index_folder
-
     if not is_index_folder(path):
         hint = (" (a checkpoint: momentsearch.load(CHECKPOINT, split) indexes a split of its dataset, or "
                 "`momentsearch index CHECKPOINT --corpus DIR --out INDEX` a corpus)") if Path(path).is_file() else ""

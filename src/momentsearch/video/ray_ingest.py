@@ -52,7 +52,7 @@ class _Actor:
         return video_id, self.worker.run(Path(path), [Path(s) for s in sidecars])
 
 
-def _ray() -> Any:
+def ray_module() -> Any:
     try:
         import ray
     except ImportError:
@@ -60,7 +60,7 @@ def _ray() -> Any:
     return ray
 
 
-def _reachable(address: str, timeout: float = 5.0) -> None:
+def check_reachable(address: str, timeout: float = 5.0) -> None:
     """A ``host:port`` or ``ray://host:port`` address must accept a TCP connection: Ray itself retries an
     unreachable head for minutes before it gives up."""
     hostport = address.removeprefix("ray://")
@@ -141,23 +141,31 @@ def _pooled(ray: Any, new_actor: Callable[[], Any], jobs: Sequence[tuple[str, Pa
             ray.kill(actor)
 
 
+def ray_connect(address: str, workers: int | None = None) -> tuple[Any, bool]:
+    """Ray, connected to ``address`` (``local``: a node started here with ``workers`` CPUs; ``auto``, ``HOST:PORT`` or
+    ``ray://HOST:PORT``: a running cluster), and whether this call connected it (the caller then shuts it down).
+    Already connected: as it is."""
+    ray = ray_module()
+    started = not ray.is_initialized()
+    if started:
+        if address == "local":
+            start_local(ray, workers)
+        else:
+            check_reachable(address)
+            try:
+                ray.init(address=address, log_to_driver=False, configure_logging=False)
+            except ConnectionError as e:
+                raise ConfigError(f"--ray {address}: no Ray cluster answers there ({e})") from None
+    return ray, started
+
+
 def ray_results(jobs: Sequence[tuple[str, Path, Sequence[Path]]], encoder: str | VisualEncoder,
                 options: dict[str, Any] | None, settings: tuple[Any, ...], address: str,
                 workers: int | None = None, threads: int = 1) -> Iterator[tuple[str, Encoded]]:
     """(video id, what its worker gave) for each job ``(id, video file, sidecar files)``, as they finish."""
     if not jobs:
         return
-    ray = _ray()
-    started = not ray.is_initialized()
-    if started:
-        if address == "local":
-            start_local(ray, workers)
-        else:
-            _reachable(address)
-            try:
-                ray.init(address=address, log_to_driver=False, configure_logging=False)
-            except ConnectionError as e:
-                raise ConfigError(f"--ray {address}: no Ray cluster answers there ({e})") from None
+    ray, started = ray_connect(address, workers)
     try:
         n = workers or max(1, int(ray.cluster_resources().get("CPU", 1)) // threads)
         gpu = str((options or {}).get("device", "cpu")).startswith("cuda")
