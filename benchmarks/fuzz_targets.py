@@ -1,7 +1,7 @@
 """The fuzz run's readers beyond the annotation formats: feature stores (HDF5, npy), checkpoints, YAML
 configs, index folders (index.json, arrays and their manifest), relevance tables, MVMR pools, corpus
-folders, subtitle files, query files, synthetic benchmark folders, the ``scan`` first stage's folder and the
-service's ``/search`` body.
+folders, subtitle files, query files, synthetic benchmark folders, the ``scan`` first stage's folder, a sharded
+index's manifest and the service's ``/search`` body.
 
 Each :class:`Target` starts from real files made by momentsearch itself (a served index over three
 ingested videos, a packed checkpoint, the shipped configs...), writes one mutant at a time over its
@@ -102,6 +102,7 @@ def fixtures(root: Path) -> Path:
                                                            [(1, 2.0, 6.0, 0.75)]]).save(root / "relevance.npz")
     generate(load_preset("tiny"), root / "synthetic", progress=False)
     _scan_fixture(root / "scan")
+    _sharded_fixture(root)
     _inputs_fixture(root)
     texts = {"subtitles.srt": SRT, "subtitles.vtt": VTT, "mvmr_annotations.json": MVMR_ANNOTATIONS,
              "mvmr_pools.json": MVMR_POOLS, "queries.txt": "the red door opens\n\n  someone waves  \n",
@@ -128,6 +129,13 @@ def _scan_fixture(root: Path) -> None:
     index, _ = structured(300)
     index.save(root / "arrays")
     build_first_stage(retriever(index), index, "scan", root / "stage").close()
+
+
+def _sharded_fixture(root: Path) -> None:
+    """The served index split into 2 shards (``momentsearch shard``)."""
+    from momentsearch.serving.shards import split_index
+
+    split_index(root / "served/index", 2, root / "sharded")
 
 
 # ---- what a user runs -----------------------------------------------------------------------------
@@ -189,6 +197,14 @@ def _scan_stage(folder: Path) -> None:
         q = torch.ones(1, 2, 32)
         stage.retrieve(Queries(q, torch.ones(1, 2, dtype=torch.bool)), 10)
         stage.close()
+
+
+def _shard_manifest(folder: Path) -> None:
+    """What ``load``/``serve`` read of a sharded index before any shard loads: the manifest and every shard's
+    index.json, checked against it."""
+    from momentsearch.serving.shards import check_sharded
+
+    check_sharded(folder / "sharded")
 
 
 def _relevance(folder: Path) -> None:
@@ -309,8 +325,8 @@ def _search_body(folder: Path, route: str = "/search", body: str = "search_body.
     if "client" not in _CLIENT:
         from fastapi.testclient import TestClient
 
-        from momentsearch.serving.loader import load
         from momentsearch.service.app import create_app
+        from momentsearch.serving.loader import load
 
         _CLIENT["client"] = TestClient(create_app(load(folder / "served/index", device="cpu")))
     r = _CLIENT["client"].post(route, content=(folder / body).read_bytes(),
@@ -332,6 +348,7 @@ TARGETS: dict[str, Target] = {t.name: t for t in [
     Target("index-folder", "served/index", _index_folder, _index_mutant, text=False),
     Target("relevance-npz", "relevance.npz", _relevance, _npz_mutant, text=False),
     Target("scan-stage", "scan/stage", _scan_stage, _scan_mutant, text=False),
+    Target("shard-manifest", "sharded/shards.json", _shard_manifest),
     Target("mvmr-pools", "mvmr_pools.json", _mvmr),
     Target("corpus-json", "served/corpus/corpus.json", _corpus_folder),
     Target("subtitles-srt", "subtitles.srt", _subtitles("subtitles.srt")),

@@ -274,3 +274,28 @@ def test_shards_on_a_three_node_ray_cluster(built: dict, cluster, tmp_path: Path
             same(b, a, rtol=1e-4)
     finally:
         g.close()
+
+
+@pytest.mark.slow
+def test_the_shard_commands(built: dict, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from momentsearch.cli.main import app
+
+    root, runner = built["root"], CliRunner()
+    r = runner.invoke(app, ["shard", str(root / "index_train"), "--into", "2", "--out", str(tmp_path / "s")])
+    assert r.exit_code == 0, r.output
+    assert "2 shards" in r.output and json.loads((tmp_path / "s" / "shards.json").read_text())["format"] == \
+        "momentsearch-shards"
+    r = runner.invoke(app, ["shard-add", str(tmp_path / "s"), str(root / "index_test")])
+    assert r.exit_code == 0 and "3 shards" in r.output, r.output
+    r = runner.invoke(app, ["search", str(tmp_path / "s"), built["texts"][0], "-k", "3"])
+    assert r.exit_code == 0, r.output
+    want = momentsearch.load(tmp_path / "s", device="cpu").search(built["texts"][0], k=3)
+    assert want and all(h.video_id in r.output for h in want)
+    r = runner.invoke(app, ["serve", str(root / "index_all"), "--ray", "local"])
+    assert r.exit_code != 0 and "--ray serves the shards of a sharded index" in str(r.exception or r.output)
+    r = runner.invoke(app, ["serve", str(tmp_path / "s"), "--watch", str(tmp_path)])
+    assert r.exit_code != 0 and "shard-add" in str(r.exception or r.output)
+    r = runner.invoke(app, ["shard", str(root / "index_test"), "--into", "99", "--out", str(tmp_path / "t")])
+    assert r.exit_code != 0 and "cannot split" in str(r.exception or r.output)

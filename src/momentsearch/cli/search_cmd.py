@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 @app.command("search")
 def search_cmd(
-    checkpoint: Annotated[Path, typer.Argument(help="An index folder (momentsearch index), or a checkpoint (.pt): "
+    checkpoint: Annotated[Path, typer.Argument(help="An index folder (momentsearch index), a sharded index (momentsearch shard), "
+                                                    "or a checkpoint (.pt): "
                                                     "then a split of the dataset it was trained on.")],
     query: Annotated[Optional[str], typer.Argument(help="What to look for, e.g. \"a person opens the fridge\".")] = None,
     queries_file: Annotated[Optional[Path], typer.Option(
@@ -76,10 +77,11 @@ def run_search(checkpoint: Path, texts: list[str], k: int = 10, split: str = "te
 
     from momentsearch.serving.freshness import StaleIndexWarning
     from momentsearch.serving.indexing import is_index_folder
+    from momentsearch.serving.shards import is_sharded
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", StaleIndexWarning)
-        if is_index_folder(checkpoint):  # the serving core alone: no trainer, no dataset
+        if is_index_folder(checkpoint) or is_sharded(checkpoint):  # the serving core alone: no trainer, no dataset
             from momentsearch.serving.loader import load
 
             searcher = load(checkpoint, device=device, progress=progress, first_stage=first_stage,

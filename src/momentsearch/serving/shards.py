@@ -26,7 +26,7 @@ import numpy as np
 
 from momentsearch.errors import SearchIndexError, ShardError
 from momentsearch.fileio import atomic_dir, write_json
-from momentsearch.readers import exists, read_json_object
+from momentsearch.readers import exists, is_file, read_json_object
 from momentsearch.search.index import VideoIndex
 from momentsearch.serving.index_info import INDEX_FILE, CorpusRef, IndexInfo
 
@@ -104,7 +104,7 @@ def check_shard(root: Path, manifest: ShardManifest, entry: ShardEntry) -> Index
     holds other counts than the manifest says."""
     folder = manifest.folder_of(root, entry)
     name = f"shard {entry.path!r} of {root}"
-    if not (folder / INDEX_FILE).is_file() or not (folder / "model.pt").is_file():
+    if not is_file(folder / INDEX_FILE) or not is_file(folder / "model.pt"):
         raise ShardError(f"{name}: not an index folder (index.json or model.pt missing at {folder})")
     try:
         info = IndexInfo.read(folder)
