@@ -251,6 +251,8 @@ def test_shards_on_a_three_node_ray_cluster(built: dict, cluster, tmp_path: Path
 
         # over HTTP: the same moments; a shard with no replica left is a 503 naming it, never a partial answer
         with TestClient(create_app(sh)) as http:
+            health = http.get("/health").json()
+            assert (health["videos"], health["clips"], health["first_stage"]) == (60, one.n_clips, "3 shards x exact")
             body = http.post("/v1/search", json={"query": texts[3], "k": 10}).json()
             assert [(m["video_id"], m["start"], m["end"]) for m in body["moments"]] == [
                 (h.video_id, pytest.approx(h.start, abs=1e-3), pytest.approx(h.end, abs=1e-3)) for h in want[3]]

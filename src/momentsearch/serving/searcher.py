@@ -94,6 +94,10 @@ class Searcher(PlannedSearch):
         return self.index.video_ids
 
     @property
+    def n_clips(self) -> int:
+        return int(self.index.offsets[-1])
+
+    @property
     def row_of(self) -> dict[str, int]:
         """Video id -> its index row."""
         return self._row

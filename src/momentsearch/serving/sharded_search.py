@@ -60,6 +60,7 @@ class ShardedSearcher(PlannedSearch):
         self.queries = ckpt.family.query_features(ckpt.model, cache_size)
         self.descriptions = descriptions
         self.n_videos = sum(d.n_videos for d in descriptions)
+        self.n_clips = sum(d.n_clips for d in descriptions)
         self.k_videos = min(k_videos, self.n_videos)
         specs = sorted({d.first_stage for d in descriptions})
         self.first_stage = ShardedStage(f"{len(shards)} shards x {'/'.join(specs)}")

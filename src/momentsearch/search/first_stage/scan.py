@@ -361,15 +361,16 @@ def _read_tier(folder: Path, prefix: str, man: ScanManifest, m: int) -> Tier:
 
 
 def _read_blocks(folder: Path, prefix: str, man: ScanManifest, m: int) -> list[np.ndarray] | None:
-    """The tier's codes packed as the compiled loops read them (``{prefix}blocks_s*.npy``, read into memory: a
-    serving process starts without packing them again), or None for a folder saved before they were stored."""
+    """The tier's codes packed as the compiled loops read them (``{prefix}blocks_s*.npy``, memory-mapped: a serving
+    process starts without packing or reading them, and processes serving the same files, such as the shards of a
+    sharded index, share one copy in the page cache), or None for a folder saved before they were stored."""
     paths = [folder / f"{prefix}blocks_s{s}.npy" for s in range(man.n_streams)]
     if not all(p.is_file() for p in paths):
         return None
     shape = (-(-man.n_clips // fastscan.BLOCK), m, fastscan.BLOCK)
     out = []
     for path in paths:
-        b = read_npy(path, _error)
+        b = read_npy(path, _error, mmap=True)
         if b.dtype != np.uint8 or b.shape != shape:
             raise _error(f"{path}: {b.dtype} blocks of shape {b.shape}, expected uint8 of shape {shape}")
         out.append(b)

@@ -17,7 +17,7 @@ router = APIRouter()
 def health(services: ServicesDep) -> dict[str, Any]:
     searcher, batcher = services.searcher, services.batcher
     return {"status": "ok", "family": searcher.family.name, "videos": len(searcher.video_ids),
-            "clips": int(searcher.index.offsets[-1]), "first_stage": searcher.first_stage.spec,
+            "clips": searcher.n_clips, "first_stage": searcher.first_stage.spec,
             "video_files": services.media.n_files,
             "corpus": None if searcher.corpus is None else searcher.corpus.root.name,  # its name, not its path
             "batching": dict(batcher.stats, max_batch=batcher.max_batch),
@@ -28,7 +28,7 @@ def health(services: ServicesDep) -> dict[str, Any]:
 def metrics_text(services: ServicesDep) -> Response:
     """Prometheus text format: requests by route and status, latency, batch sizes, search time."""
     searcher = services.searcher
-    return Response(services.metrics.text(len(searcher.video_ids), int(searcher.index.offsets[-1])),
+    return Response(services.metrics.text(len(searcher.video_ids), searcher.n_clips),
                     media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
