@@ -67,8 +67,9 @@ def server_memory(pid: int) -> dict[str, float]:
             "file_rss_MiB": fields["RssFile"] / 1024}
 
 
-async def client(base: str, n: int, stop_at: float, latencies: list[float], errors: list[str]) -> None:
-    async with httpx.AsyncClient(base_url=base, timeout=60) as c:
+async def client(base: str, n: int, stop_at: float, latencies: list[float], errors: list[str],
+                 timeout: float = 60) -> None:
+    async with httpx.AsyncClient(base_url=base, timeout=timeout) as c:
         for i in itertools.count(n * 15):
             if time.perf_counter() >= stop_at:
                 return
@@ -82,11 +83,11 @@ async def client(base: str, n: int, stop_at: float, latencies: list[float], erro
             latencies.append(1000 * (time.perf_counter() - t))
 
 
-async def load(base: str, clients: int, seconds: float) -> tuple[list[float], list[str], float]:
+async def load(base: str, clients: int, seconds: float, timeout: float = 60) -> tuple[list[float], list[str], float]:
     latencies: list[float] = []
     errors: list[str] = []
     t0 = time.perf_counter()
-    await asyncio.gather(*(client(base, n, t0 + seconds, latencies, errors) for n in range(clients)))
+    await asyncio.gather(*(client(base, n, t0 + seconds, latencies, errors, timeout) for n in range(clients)))
     return latencies, errors, time.perf_counter() - t0
 
 

@@ -53,8 +53,11 @@ def build_shards(work: Path, out: Path, n: int) -> None:
     ckpt_path = work / "xml" / "checkpoints" / "best.pt"
     ckpt = load_checkpoint(ckpt_path)
     man = json.loads((src / "manifest.json").read_text())
+    from momentsearch.search.first_stage.scan import default_coarse
+
+    coarse = default_coarse(32, man["n_clips"])  # the stage `serve` builds by default at this size: link that one
     (stage_src,) = [d for d in (work / "first_stage_1000000").glob("scan_*")
-                    if json.loads((d / "manifest.json").read_text())["coarse_m"] == 0]
+                    if json.loads((d / "manifest.json").read_text())["coarse_m"] == coarse]
     stage_man = json.loads((stage_src / "manifest.json").read_text())
     entries = []
     for s in range(n):
@@ -74,7 +77,7 @@ def build_shards(work: Path, out: Path, n: int) -> None:
         os.symlink(ckpt_path, d / "model.pt")
         index = VideoIndex.load(d / "arrays")
         source = ckpt.family.stages(ckpt.model.eval(), index, torch.device("cpu")).retriever
-        stage = d / "first_stage" / stage_key(source, stage_man["m"])
+        stage = d / "first_stage" / stage_key(source, stage_man["m"], stage_man["coarse_m"])
         stage.mkdir(parents=True)
         for f in stage_src.iterdir():
             if f.name != "manifest.json":
@@ -87,22 +90,45 @@ def build_shards(work: Path, out: Path, n: int) -> None:
 
 
 def memory_by_node() -> dict[str, dict[str, float]]:
-    """Per Ray node: its shard actors' resident memory now and at peak, their own (anonymous) memory apart from
-    mapped files' pages (shared between the shards: the same files), MiB."""
-    from ray.util.state import list_actors
-
+    """Per Ray node (its raylet's pid): its shard actors' resident memory now and at peak, and their own
+    (anonymous) memory apart from mapped files' pages (shared between the shards: the same files), MiB. An actor
+    is a child process of its node's raylet."""
     out: dict[str, dict[str, float]] = {}
-    for a in list_actors(filters=[("state", "=", "ALIVE")], detail=True):
-        if "ShardActor" not in a.class_name:
+    for proc in Path("/proc").iterdir():
+        try:
+            if not proc.name.isdigit() or not (proc / "cmdline").read_bytes().startswith(b"ray::_ShardActor"):
+                continue
+            st = {x.split(":")[0]: x.split(":")[1].strip() for x in (proc / "status").read_text().splitlines()}
+        except OSError:
             continue
-        st = {x.split(":")[0]: int(x.split()[1]) for x in Path(f"/proc/{a.pid}/status").read_text().splitlines()
-              if x.startswith(("VmHWM", "VmRSS", "RssAnon", "RssFile"))}
-        n = out.setdefault(a.node_id[:8], {"actors": 0, "rss_MiB": 0.0, "peak_rss_MiB": 0.0, "anon_MiB": 0.0})
+        n = out.setdefault(f"raylet {st['PPid']}", {"actors": 0, "rss_MiB": 0.0, "peak_rss_MiB": 0.0, "anon_MiB": 0.0})
         n["actors"] += 1
-        n["rss_MiB"] += st["VmRSS"] / 1024
-        n["peak_rss_MiB"] += st["VmHWM"] / 1024
-        n["anon_MiB"] += st["RssAnon"] / 1024
+        for key, field in (("rss_MiB", "VmRSS"), ("peak_rss_MiB", "VmHWM"), ("anon_MiB", "RssAnon")):
+            n[key] += int(st[field].split()[0]) / 1024
     return out
+
+
+def per_core(out: Path, threads: int = 1) -> dict:
+    """One shard (a million videos) searched in this process with ``threads`` torch threads, its files warm:
+    ms a query at batch 1 and at batch 16 (the whole search: encode, first stage, localizer): the per-core rate
+    the paper figure of docs/sharding.md starts from."""
+    import torch
+
+    from momentsearch.serving.searcher import load_index
+
+    torch.set_num_threads(threads)
+    s = load_index(out / "shard_000", "cpu")
+    for q in QUERIES[:12]:  # warm: the codes and the rows the first queries touch
+        s.search(q, k=10)
+    t = time.perf_counter()
+    for q in QUERIES[12:42]:
+        s.search(q, k=10)
+    one = 1000 * (time.perf_counter() - t) / 30
+    t = time.perf_counter()
+    for b in range(3):
+        s.search_many(QUERIES[42 + 16 * b: 58 + 16 * b], k=10)
+    batched = 1000 * (time.perf_counter() - t) / 48
+    return {"threads": threads, "ms_per_query_batch_1": round(one, 1), "ms_per_query_batch_16": round(batched, 1)}
 
 
 def main() -> int:
@@ -112,8 +138,14 @@ def main() -> int:
     ap.add_argument("--nodes", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--clients", type=int, default=16)
-    ap.add_argument("--param", action="append", default=["rescore=2000"])
+    ap.add_argument("--param", action="append", default=[], help="a first-stage parameter (default: as serve)")
+    ap.add_argument("--per-core", action="store_true", help="only: one shard in this process, 1 thread, warm")
     args = ap.parse_args()
+    if args.per_core:
+        build_shards(args.work, args.work / f"shards_{args.shards}", args.shards)
+        row = per_core(args.work / f"shards_{args.shards}")
+        report("sharded_scale_per_core", [row], "python benchmarks/sharded_scale.py --per-core")
+        return 0
     import ray
     from ray.cluster_utils import Cluster
 
@@ -130,7 +162,7 @@ def main() -> int:
     port = free_port()
     log = args.work / "sharded_serve.log"
     cmd = [sys.executable, "-c", "from momentsearch.cli.main import main; main()", "serve", str(out), "--port",
-           str(port), "--device", "cpu", "--first-stage", "scan", "--ray", cluster.address, "--max-batch", "32",
+           str(port), "--device", "cpu", "--first-stage", "auto", "--ray", cluster.address, "--max-batch", "32", "--timeout-ms", "600000",
            *[x for p in args.param for x in ("--param", p)]]
     t0 = time.time()
     proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
@@ -148,8 +180,15 @@ def main() -> int:
         startup = time.time() - t0
         health = httpx.get(base + "/health").json()
         print(f"ready in {startup:.0f} s: {health.get('videos')} videos, {health.get('first_stage')}", flush=True)
-        lat1, err1, _ = asyncio.run(load(base, 1, args.seconds / 2))
-        lat, err, wall = asyncio.run(load(base, args.clients, args.seconds))
+        t1 = time.time()
+        for q in QUERIES[:12]:  # the first queries fault the codes and rows into the page cache: not timed
+            httpx.post(base + "/v1/search", json={"query": q, "k": 10}, timeout=600).raise_for_status()
+        print(f"warm-up: 12 queries in {time.time() - t1:.0f} s", flush=True)
+        lat1, err1, _ = asyncio.run(load(base, 1, args.seconds / 2, timeout=600))
+        print(f"1 client: {len(lat1)} queries, p50 {np.percentile(lat1, 50):.0f} ms", flush=True)
+        lat, err, wall = asyncio.run(load(base, args.clients, args.seconds, timeout=600))
+        print(f"{args.clients} clients: {len(lat) / wall:.2f} requests/s, p50 {np.percentile(lat, 50):.0f} ms, "
+              f"p99 {np.percentile(lat, 99):.0f} ms, {len(err1) + len(err)} errors", flush=True)
         mem = memory_by_node()
     finally:
         proc.terminate()

@@ -246,5 +246,7 @@ def build_first_stage(retriever: Retriever, index: VideoIndex, spec: str = "exac
             except OSError as e:  # a read-only index folder, a full disk
                 return _unwritable(asked, f"{spec} index", root, e, retriever)
         backends.append(backend)
-    rounds = rounds or (4 if all(b.exhaustive for b in backends) else 1)
+    # growing rounds until each query's top k is certified by its streams' lists (for an approximate index the
+    # certificate holds as far as its lists are the true top clips: it takes the index's word for them)
+    rounds = rounds or 4
     return VectorFirstStage(retriever, backends, spec, clips_per_video, rounds)
