@@ -65,6 +65,31 @@ def test_split_ranges_hold_about_equal_clips_and_every_video() -> None:
         clip_balanced_ranges(offsets, 11)
 
 
+def test_the_merges_by_hand() -> None:
+    from momentsearch.serving.sharded import ShardCandidates, ShardMoments, merge_candidates, merge_moments, requests_of
+
+    inf = -np.inf
+    a = ShardCandidates(np.array([[0.9, 0.5, inf]], np.float32), np.array([[4, 0, 0]], np.int64))
+    b = ShardCandidates(np.array([[0.7, 0.5]], np.float32), np.array([[2, 1]], np.int64))
+    top = merge_candidates([a, None, b], 3)  # shard 1 asked nothing (an empty pool)
+    assert top == [[(0, 4, pytest.approx(0.9)), (2, 2, pytest.approx(0.7)), (0, 0, pytest.approx(0.5))]]  # tie: shard order
+    reqs = requests_of(top, 3)
+    assert reqs[1] is None
+    assert reqs[0][0].tolist() == [[4, 0]] and reqs[0][2] == [[0, 2]] and reqs[2][0].tolist() == [[2]]
+    assert reqs[2][2] == [[1]]
+    m0 = ShardMoments(np.array([[0, 1, -1]]), np.array([[1.0, 2.0, 0]]), np.array([[3.0, 4.0, 0]]),
+                      np.array([[0.8, 0.6, -inf]]), (("v4", "v0"),))
+    m2 = ShardMoments(np.array([[0, 0]]), np.array([[5.0, 7.0]]), np.array([[6.0, 9.0]]), np.array([[0.6, 0.1]]),
+                      (("v2",),))
+    hits = merge_moments([(m0, reqs[0][2]), None, (m2, reqs[2][2])], 3)
+    # 0.8 first; the two at 0.6 in their videos' global order: v2 (place 1) before v0 (place 2)
+    assert [(h.video_id, h.start, h.score) for h in hits[0]] == [("v4", 1.0, 0.8), ("v2", 5.0, 0.6), ("v0", 2.0, 0.6)]
+    with pytest.raises(ShardError, match="malformed"):
+        ShardCandidates(np.zeros((1, 2), np.float64), np.zeros((1, 2), np.int64))
+    with pytest.raises(ShardError, match="not one of the rows asked for"):
+        ShardMoments(np.array([[3]]), np.zeros((1, 1)), np.zeros((1, 1)), np.zeros((1, 1)), (("v",),))
+
+
 @pytest.mark.slow
 def test_a_sharded_index_answers_as_one_process(built: dict) -> None:
     root, texts = built["root"], built["texts"]
