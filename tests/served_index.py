@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 from video_files import write_video
 
@@ -26,3 +30,20 @@ def build_served_index(root: Path) -> Path:
     ckpt = packed_xml(root / "xml.pt", create_encoder("builtin").identity())
     build_index(ckpt, root / "corpus", root / "index", device="cpu", progress=False)
     return root / "index"
+
+
+def run_live(app: Any) -> tuple[str, Any, threading.Thread]:
+    """``app`` served by uvicorn on a free loopback port, in a thread: (its URL, the server, the thread); stop it
+    with ``server.should_exit = True`` and ``thread.join()``."""
+    import uvicorn
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 30
+    while not srv.started and time.time() < deadline:
+        time.sleep(0.05)
+    return f"http://127.0.0.1:{port}", srv, thread

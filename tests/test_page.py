@@ -5,11 +5,9 @@ stops at its end."""
 from __future__ import annotations
 
 import shutil
-import socket
-import threading
-import time
 
 import pytest
+from served_index import run_live
 
 pytest.importorskip("fastapi")
 playwright = pytest.importorskip("playwright.sync_api")
@@ -32,27 +30,12 @@ def searcher(tmp_path_factory):
     return momentsearch.load(build_served_index(tmp_path_factory.mktemp("page")), device="cpu")
 
 
-def _run(app):
-    import uvicorn
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not srv.started and time.time() < deadline:
-        time.sleep(0.05)
-    return f"http://127.0.0.1:{port}", srv, thread
-
-
 @pytest.fixture(scope="module")
 def server(searcher):
     from momentsearch.service.app import create_app
 
     app = create_app(searcher)
-    url, srv, thread = _run(app)
+    url, srv, thread = run_live(app)
     yield url, app
     srv.should_exit = True
     thread.join(10)
@@ -63,7 +46,7 @@ def guarded(searcher):
     from momentsearch.service.app import create_app
 
     app = create_app(searcher, api_key=KEY)
-    url, srv, thread = _run(app)
+    url, srv, thread = run_live(app)
     yield url, app
     srv.should_exit = True
     thread.join(10)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import socket
 import threading
 import time
 from pathlib import Path
@@ -183,19 +182,11 @@ def test_damaged_missing_and_foreign_shards_are_refused_by_name(built: dict, tmp
 @contextlib.contextmanager
 def live_server(app):
     """``app`` served by uvicorn on a free loopback port; its URL."""
-    import uvicorn
+    from served_index import run_live
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not srv.started and time.time() < deadline:
-        time.sleep(0.05)
+    url, srv, thread = run_live(app)
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield url
     finally:
         srv.should_exit = True
         thread.join(10)
