@@ -317,3 +317,31 @@ def test_the_shard_commands(built: dict, tmp_path: Path) -> None:
     assert r.exit_code != 0 and "shard-add" in str(r.exception or r.output)
     r = runner.invoke(app, ["shard", str(root / "index_test"), "--into", "99", "--out", str(tmp_path / "t")])
     assert r.exit_code != 0 and "cannot split" in str(r.exception or r.output)
+
+
+def test_a_grown_sharded_folder_is_swapped_in_and_the_old_shards_stopped(tmp_path: Path) -> None:
+    """``shard-add`` replaces ``shards.json``: a server's reloader loads the grown index and stops the old
+    searcher's shards (its Ray actors) after the grace period, with the old batcher."""
+    import os
+
+    from momentsearch.service.loading import IndexReloader, LoadingApp
+
+    (tmp_path / "shards.json").write_text("{}")
+    stopped = {"batcher": threading.Event(), "searcher": threading.Event()}
+
+    class Old:
+        class state:  # noqa: N801 - what a FastAPI app's state looks like to replace()
+            class batcher:  # noqa: N801
+                close = staticmethod(stopped["batcher"].set)
+
+            class searcher:  # noqa: N801
+                close = staticmethod(stopped["searcher"].set)
+
+    loading = LoadingApp(lambda: None)
+    loading.app = Old
+    r = IndexReloader(loading, tmp_path, lambda: "grown", grace=0.05, log=lambda _: None)
+    assert r.check() is False
+    (tmp_path / "new.json").write_text("{}")
+    os.replace(tmp_path / "new.json", tmp_path / "shards.json")  # as add_shard writes it: a new file
+    assert r.check() is True and loading.app == "grown"
+    assert stopped["batcher"].wait(2.0) and stopped["searcher"].wait(2.0)
