@@ -80,9 +80,10 @@ def test_the_merges_by_hand() -> None:
                       np.array([[0.8, 0.6, -inf]]), (("v4", "v0"),))
     m2 = ShardMoments(np.array([[0, 0]]), np.array([[5.0, 7.0]]), np.array([[6.0, 9.0]]), np.array([[0.6, 0.1]]),
                       (("v2",),))
-    hits = merge_moments([(m0, reqs[0][2]), None, (m2, reqs[2][2])], 3)
+    hits = merge_moments([(m0, reqs[0][2]), None, (m2, reqs[2][2])], 3, 1)
     # 0.8 first; the two at 0.6 in their videos' global order: v2 (place 1) before v0 (place 2)
     assert [(h.video_id, h.start, h.score) for h in hits[0]] == [("v4", 1.0, 0.8), ("v2", 5.0, 0.6), ("v0", 2.0, 0.6)]
+    assert merge_moments([None, None], 3, 2) == [[], []]  # no shard had a candidate: no moments, not an error
     with pytest.raises(ShardError, match="malformed"):
         ShardCandidates(np.zeros((1, 2), np.float64), np.zeros((1, 2), np.int64))
     with pytest.raises(ShardError, match="not one of the rows asked for"):

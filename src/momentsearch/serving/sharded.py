@@ -184,7 +184,7 @@ class LocalShard:
 
 def merge_candidates(parts: Sequence[ShardCandidates | None], k: int) -> list[list[tuple[int, int, float]]]:
     """Each query's best ``k`` (shard, row, score) over the shards' candidates, best first (ties: shard order)."""
-    b = next(len(p.scores) for p in parts if p is not None)
+    b = next((len(p.scores) for p in parts if p is not None), 0)
     out = []
     for i in range(b):
         scores = np.concatenate([p.scores[i] for p in parts if p is not None])
@@ -214,10 +214,9 @@ def requests_of(top: list[list[tuple[int, int, float]]], n_shards: int
     return out
 
 
-def merge_moments(answers: Sequence[tuple[ShardMoments, list[list[int]]] | None], n: int) -> list[list[Hit]]:
-    """Each query's best ``n`` moments over the shards: by score, ties by their video's global position, then by
-    their order on the shard (as one process's NMS ranks them)."""
-    b = next(len(a[0].pos) for a in answers if a is not None)
+def merge_moments(answers: Sequence[tuple[ShardMoments, list[list[int]]] | None], n: int, b: int) -> list[list[Hit]]:
+    """Each of ``b`` queries' best ``n`` moments over the shards: by score, ties by their video's global position,
+    then by their order on the shard (as one process's NMS ranks them)."""
     out = []
     for i in range(b):
         cand = []

@@ -128,7 +128,8 @@ class ShardedSearcher(PlannedSearch):
             answers = _gathered([None if r is None else s.ask("moments", tokens, mask, r[0], r[1], n)
                                  for s, r in zip(self.shards, reqs, strict=True)], ShardMoments)
         with part(clock, "rank"):
-            return merge_moments([None if a is None else (a, r[2]) for a, r in zip(answers, reqs, strict=True)], n)
+            return merge_moments([None if a is None else (a, r[2]) for a, r in zip(answers, reqs, strict=True)], n,
+                                 len(texts))
 
 
 def load_sharded(path: str | Path, device: str = "auto", ray: str | None = None, replicas: int = 1,
