@@ -29,6 +29,7 @@ import argparse
 import gc
 import itertools
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -228,11 +229,15 @@ def main() -> None:
                         fp16_bytes))
     bw = bandwidth_gib_s()
     log(f"memory bandwidth {bw:.1f} GiB/s")
-    only = {x for x in args.only.split(",") if x}  # "serving": the serving probe alone
-    def wanted(sp: str, pa: dict[str, str]) -> bool:  # "--only scan" or "--only scan:coarse=16:m=32": those rows
+    # "serving": the serving probe alone; a comma starts a new spec only before a spec's name (faiss:IVF4096,Flat)
+    only = {x for x in re.split(r",(?=scan|faiss|milvus|serving)", args.only) if x}
+
+    def wanted(sp: str, pa: dict[str, str]) -> bool:  # "--only scan", "--only scan:coarse=16:m=32", "faiss:Flat"
         for item in only:
-            name, *keys = item.split(":")
-            if name == sp and all(pa.get(k.partition("=")[0], "") == k.partition("=")[2] for k in keys):
+            if item != sp and not item.startswith(sp + ":"):
+                continue
+            keys = [k for k in item[len(sp):].split(":") if k]
+            if all(pa.get(k.partition("=")[0], "") == k.partition("=")[2] for k in keys):
                 return True
         return False
 
