@@ -346,3 +346,31 @@ def test_a_grown_sharded_folder_is_swapped_in_and_the_old_shards_stopped(tmp_pat
     os.replace(tmp_path / "new.json", tmp_path / "shards.json")  # as add_shard writes it: a new file
     assert r.check() is True and loading.app == "grown"
     assert stopped["batcher"].wait(2.0) and stopped["searcher"].wait(2.0)
+
+
+@pytest.mark.slow
+def test_index_shards_then_a_grown_corpus_adds_a_shard(built: dict, tmp_path: Path) -> None:
+    """``index --shards 2`` over the train videos, then ``index`` again over every video: the train shards are
+    built again over their own videos and the other videos become one new shard; it answers as the whole index."""
+    from typer.testing import CliRunner
+
+    from momentsearch.cli.main import app
+    from momentsearch.serving.shards import index_sharded
+
+    root, texts, ckpt = built["root"], built["texts"], built["ckpt"]
+    s = tmp_path / "s"
+    r = CliRunner().invoke(app, ["index", str(ckpt), "--corpus", str(root / "corpus_train"), "--out", str(s),
+                                 "--shards", "2", "--device", "cpu"])
+    assert r.exit_code == 0 and "2 shards" in r.output, r.output
+    first, _ = check_sharded(s)
+    stamps = {p: p.stat().st_mtime_ns for p in s.glob("shard_00[01]/arrays/clip.h1.npy")}
+    m = index_sharded(ckpt, root / "corpus_all", s, 2, "cpu", progress=False)
+    assert [e.path for e in m.shards] == ["shard_000", "shard_001", "shard_002"]
+    assert m.shards[:2] == first.shards and m.n_videos == 60
+    assert all(p.stat().st_mtime_ns != t for p, t in stamps.items())  # each train shard written again as a set
+    one = momentsearch.load(root / "index_all", device="cpu", first_stage="exact")
+    sh = momentsearch.load(s, device="cpu", first_stage="exact")
+    for a, b in zip(one.search_many(texts[:30], k=10), sh.search_many(texts[:30], k=10), strict=True):
+        same(b, a, rtol=1e-4)
+    with pytest.raises(ShardError, match="not a sharded index; name a new folder"):
+        index_sharded(ckpt, root / "corpus_test", root / "index_test", 2, "cpu", progress=False)

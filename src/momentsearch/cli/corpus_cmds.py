@@ -75,9 +75,18 @@ def index_cmd(
     corpus: Annotated[Path, typer.Option(help="A corpus folder (momentsearch ingest).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="The index folder to write or update.")],
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    shards: Annotated[Optional[int], typer.Option("--shards", min=1, help=(
+        "Write a sharded index of N shards (a new --out); over a sharded --out, new videos become one more shard."))] = None,
 ) -> None:
     """Index a corpus with a model: one model over one corpus. Again over a grown corpus: only new videos are encoded."""
     require_models()
+    from momentsearch.serving.shards import index_sharded, is_sharded
+
+    if shards is not None or is_sharded(out):
+        m = index_sharded(checkpoint, corpus, out, shards or 1, device)
+        typer.echo(f"sharded index {out}: {len(m.shards)} shards, {m.n_videos} videos "
+                   f"({', '.join(str(s.n_videos) for s in m.shards)})")
+        return
     from momentsearch.serving.indexing import build_index
 
     typer.echo(build_index(checkpoint, corpus, out, device).summary())

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,8 +114,9 @@ def _old_index(out: Path, ckpt: Checkpoint) -> tuple[VideoIndex | None, dict[str
 
 
 def build_index(checkpoint: str | Path, corpus: str | Path, out: str | Path, device: str = "auto",
-                progress: bool = True) -> IndexReport:
-    """Encode the corpus's videos with the checkpoint's model into ``out`` (only what is new or changed)."""
+                progress: bool = True, videos: Sequence[str] | None = None) -> IndexReport:
+    """Encode the corpus's videos with the checkpoint's model into ``out`` (only what is new or changed);
+    ``videos``: only these of the corpus's videos (a shard's, :mod:`~momentsearch.serving.shards`)."""
     dev = resolve_device(device)
     ckpt = load_checkpoint(checkpoint)
     folder = CorpusFolder.open(corpus)
@@ -122,15 +124,17 @@ def build_index(checkpoint: str | Path, corpus: str | Path, out: str | Path, dev
     check_compatible(ckpt, folder, str(out))
     old, old_sigs = _old_index(out, ckpt)
     report = IndexReport(out)
-    sigs = {v: folder.video_signature(v) for v in folder.video_ids}
+    chosen = None if videos is None else set(videos)
+    corpus_ids = [v for v in folder.video_ids if chosen is None or v in chosen]
+    sigs = {v: folder.video_signature(v) for v in corpus_ids}
     old_rows = {v: i for i, v in enumerate(old.video_ids)} if old is not None else {}
-    reuse = [v for v in folder.video_ids if v in old_rows and old_sigs.get(v) == sigs[v]]
+    reuse = [v for v in corpus_ids if v in old_rows and old_sigs.get(v) == sigs[v]]
     kept = set(reuse)
-    todo = [v for v in folder.video_ids if v not in kept]
+    todo = [v for v in corpus_ids if v not in kept]
     report.kept, report.encoded = reuse, todo
     report.removed = sorted(set(old_sigs) - set(sigs))
     videos = {v.video_id: v for v in folder.videos()}
-    ids = folder.video_ids
+    ids = corpus_ids
     lengths = folder.clip_lengths()
     model = ckpt.model.to(dev).eval()
     if not ids:

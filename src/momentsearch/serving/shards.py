@@ -218,3 +218,53 @@ def add_shard(sharded: str | Path, index_dir: str | Path) -> ShardManifest:
                           (*manifest.shards, ShardEntry(name, info.n_videos, info.n_clips)))
     grown.write(root)
     return grown
+
+
+def index_sharded(checkpoint: str | Path, corpus: str | Path, out: str | Path, shards: int, device: str = "auto",
+                  progress: bool = True) -> ShardManifest:
+    """``momentsearch index CHECKPOINT --corpus C --out OUT --shards N``. A new ``out``: the corpus indexed, then
+    split into ``shards``. A sharded ``out`` over a grown or changed corpus: each shard built again over its own
+    videos still in the corpus (only what changed is encoded; a shard left with none is dropped), and the videos
+    no shard holds indexed as one new shard; ``shards`` applies to a new ``out`` only. The manifest is replaced
+    last."""
+    from momentsearch.data.corpus_folder import CorpusFolder
+    from momentsearch.serving.checkpoint import load_checkpoint
+    from momentsearch.serving.indexing import build_index
+
+    out = Path(out)
+    if not is_sharded(out):
+        if exists(out) and any(out.iterdir()):
+            raise ShardError(f"{out}: a folder that is not a sharded index; name a new folder for --shards")
+        tmp = out.parent / f".{out.name}.whole"
+        try:
+            build_index(checkpoint, corpus, tmp, device, progress)
+            return split_index(tmp, shards, out, progress)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    manifest, infos = check_sharded(out)
+    fingerprint = load_checkpoint(checkpoint).fingerprint
+    if fingerprint != manifest.model_fingerprint:
+        raise ShardError(f"{out}: its shards were built by model {manifest.model_fingerprint[:12]}, not by {checkpoint} "
+                         f"({fingerprint[:12]}); index into a new folder")
+    ids = CorpusFolder.open(corpus).video_ids
+    entries, held = [], set()
+    for e, info in zip(manifest.shards, infos, strict=True):
+        mine = [v for v in ids if v in info.videos]
+        held.update(info.videos)
+        if mine:
+            build_index(checkpoint, corpus, manifest.folder_of(out, e), device, progress, videos=mine)
+            now = IndexInfo.read(manifest.folder_of(out, e))
+            entries.append(ShardEntry(e.path, now.n_videos, now.n_clips))
+    new = [v for v in ids if v not in held]
+    if new:
+        name = f"shard_{len(manifest.shards):03d}"
+        while exists(out / name):
+            name += "_"
+        build_index(checkpoint, corpus, out / name, device, progress, videos=new)
+        now = IndexInfo.read(out / name)
+        entries.append(ShardEntry(name, now.n_videos, now.n_clips))
+    if not entries:
+        raise ShardError(f"{corpus}: the corpus holds none of the videos; nothing to index")
+    grown = ShardManifest(manifest.family, manifest.model_fingerprint, tuple(entries))
+    grown.write(out)
+    return grown
