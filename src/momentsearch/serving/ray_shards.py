@@ -127,8 +127,3 @@ class _ShardActor(ShardWorker):
         import ray
 
         return str(ray.get_runtime_context().get_node_id())
-
-    def pid(self) -> int:
-        import os
-
-        return os.getpid()

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -46,6 +47,31 @@ class PlannedSearch:
 
     def run(self, texts: Sequence[str], plans: Sequence[SearchPlan], clock: PartClock | None = None,
             batch_size: int = 64) -> list[tuple[list[Hit], int | None]]:
+        """Each text searched under its own plan, as pages (:meth:`SearchPlan.page`): the texts that share a pool
+        (:meth:`_scope`) are searched together, ``batch_size`` at a time, each batch ranking its plans' largest
+        ``fetch`` (:meth:`_ranked`)."""
+        if len(texts) != len(plans):
+            raise QueryError(f"{len(texts)} texts but {len(plans)} plans: one plan per text")
+        groups: dict[Any, list[int]] = {}
+        for i, p in enumerate(plans):
+            groups.setdefault(self._scope(p), []).append(i)
+        out: list[tuple[list[Hit], int | None]] = [([], None)] * len(texts)
+        for scope, members in groups.items():
+            if plans[members[0]].answers_nothing:
+                continue  # no video passes the filter: no moments
+            for s in range(0, len(members), batch_size):
+                chunk = members[s: s + batch_size]
+                hits = self._ranked([texts[i] for i in chunk], max(plans[i].fetch for i in chunk), scope, clock)
+                for i, h in zip(chunk, hits, strict=True):
+                    out[i] = plans[i].page(h)
+        return out
+
+    def _scope(self, plan: SearchPlan) -> Any:
+        """What a plan's queries must share to be searched in one call: its pool of index rows."""
+        return plan.pool
+
+    def _ranked(self, texts: list[str], n: int, scope: Any, clock: PartClock | None) -> list[list[Hit]]:
+        """The ``n`` best moments of each text, all under one :meth:`_scope`."""
         raise NotImplementedError
 
     def search(self, text: str, k: int = 10, videos: Sequence[str] | None = None, where: VideoFilter | None = None,
@@ -112,7 +138,6 @@ class Searcher(PlannedSearch):
                 out.append(self.engine.stages.retriever.score_videos(q).float().cpu().numpy())
         return np.concatenate(out) if out else np.zeros((0, len(self.video_ids)), np.float32)
 
-
     def pool_of(self, videos: Sequence[str]) -> list[int]:
         """Video ids -> index rows; a :class:`QueryError` naming the ids this index does not hold."""
         if isinstance(videos, str) or not videos:
@@ -152,34 +177,15 @@ class Searcher(PlannedSearch):
         pool = self.rows_of(videos, where)
         return plan if pool is None else replace(plan, pool=tuple(pool))
 
-    def run(self, texts: Sequence[str], plans: Sequence[SearchPlan], clock: PartClock | None = None,
-            batch_size: int = 64) -> list[tuple[list[Hit], int | None]]:
-        """Each text searched under its own plan, as pages (:meth:`SearchPlan.page`): the texts that share a pool
-        are searched together, ``batch_size`` at a time, each batch ranking its plans' largest ``fetch``."""
-        if len(texts) != len(plans):
-            raise QueryError(f"{len(texts)} texts but {len(plans)} plans: one plan per text")
-        groups: dict[tuple[int, ...] | None, list[int]] = {}
-        for i, p in enumerate(plans):
-            groups.setdefault(p.pool, []).append(i)
-        out: list[tuple[list[Hit], int | None]] = [([], None)] * len(texts)
-        for pool, members in groups.items():
-            if plans[members[0]].answers_nothing:
-                continue  # no video passes the filter: no moments
-            for s in range(0, len(members), batch_size):
-                chunk = members[s: s + batch_size]
-                hits = self._ranked([texts[i] for i in chunk], max(plans[i].fetch for i in chunk),
-                                    None if pool is None else list(pool), clock)
-                for i, h in zip(chunk, hits, strict=True):
-                    out[i] = plans[i].page(h)
-        return out
-
-    def _ranked(self, texts: list[str], n: int, pool: list[int] | None, clock: PartClock | None) -> list[list[Hit]]:
-        """The engine's ``n`` best moments of each text (one encoder batch, one engine call)."""
+    def _ranked(self, texts: list[str], n: int, scope: tuple[int, ...] | None, clock: PartClock | None
+                ) -> list[list[Hit]]:
+        """The engine's ``n`` best moments of each text (one encoder batch, one engine call), from the rows
+        ``scope`` (None: every video)."""
         with part(clock, "encode"):
             tokens, mask = pad_tokens(self.queries.encode_many(texts), self.family.max_tokens)
         with self._lock:  # the stages' lazily built caches are filled once
             res = self.engine.search([f"q{i}" for i in range(len(texts))], tokens, mask,
-                                     None if pool is None else [pool] * len(texts), n_moments=n, clock=clock,
+                                     None if scope is None else [list(scope)] * len(texts), n_moments=n, clock=clock,
                                      moments_only=True).vcmr
         with part(clock, "rank"):
             return [res.hits(i) for i in range(len(texts))]
@@ -194,6 +200,7 @@ def load_index(path: str | Path, device: str = "auto", progress: bool = False, k
     (:func:`momentsearch.serving.loader.load` opens an index folder or a sharded index.)"""
     from momentsearch.serving.freshness import staleness, warn_if_stale
     from momentsearch.serving.indexing import IndexFolder, is_index_folder
+
     if not is_index_folder(path):
         hint = (" (a checkpoint: momentsearch.load(CHECKPOINT, split) indexes a split of its dataset, or "
                 "`momentsearch index CHECKPOINT --corpus DIR --out INDEX` a corpus)") if Path(path).is_file() else ""

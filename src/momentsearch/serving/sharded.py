@@ -110,7 +110,7 @@ class ShardWorker:
 
     def describe(self) -> ShardDescription:
         s, info = self.searcher, self.searcher.checkpoint
-        return ShardDescription(s.family.name, info.fingerprint, len(s.index), int(s.index.offsets[-1]),
+        return ShardDescription(s.family.name, info.fingerprint, len(s.index), s.n_clips,
                                 s.first_stage.spec, s.engine.k_videos, float(s.engine.nms_threshold))
 
     def video_ids(self) -> list[str]:

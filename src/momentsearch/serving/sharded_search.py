@@ -96,23 +96,8 @@ class ShardedSearcher(PlannedSearch):
             raise QueryError(f"{len(missing)} video id(s) not in this index: {', '.join(map(repr, named[:5]))}")
         return replace(plan, shard_pools=tuple(s.rows for s in scopes))
 
-    def run(self, texts: Sequence[str], plans: Sequence[SearchPlan], clock: PartClock | None = None,
-            batch_size: int = 64) -> list[tuple[list[Hit], int | None]]:
-        if len(texts) != len(plans):
-            raise QueryError(f"{len(texts)} texts but {len(plans)} plans: one plan per text")
-        groups: dict[Any, list[int]] = {}
-        for i, p in enumerate(plans):
-            groups.setdefault(p.shard_pools, []).append(i)
-        out: list[tuple[list[Hit], int | None]] = [([], None)] * len(texts)
-        for pools, members in groups.items():
-            if plans[members[0]].answers_nothing:
-                continue
-            for s in range(0, len(members), batch_size):
-                chunk = members[s: s + batch_size]
-                hits = self._ranked([texts[i] for i in chunk], max(plans[i].fetch for i in chunk), pools, clock)
-                for i, h in zip(chunk, hits, strict=True):
-                    out[i] = plans[i].page(h)
-        return out
+    def _scope(self, plan: SearchPlan) -> tuple[tuple[int, ...] | None, ...] | None:
+        return plan.shard_pools  # (a sharded plan has no pool of rows of its own)
 
     def _ranked(self, texts: list[str], n: int, pools: tuple[tuple[int, ...] | None, ...] | None,
                 clock: PartClock | None) -> list[list[Hit]]:

@@ -72,10 +72,6 @@ class VectorBackend(ABC):
     def max_k(self) -> int:
         return 1 << 30
 
-    @property
-    def exhaustive(self) -> bool:
-        """True when :meth:`search` returns the exact top k (a flat index)."""
-        return False
 
     @property
     def nbytes(self) -> int:

@@ -110,9 +110,6 @@ class FaissBackend(VectorBackend):
         self._configure()
         return True
 
-    @property
-    def exhaustive(self) -> bool:
-        return self.arg.replace(" ", "") in ("Flat", "IDMap,Flat")
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         if isinstance(self.index, self._faiss().IndexHNSW) and "efSearch" not in self.params \

@@ -135,9 +135,6 @@ class MilvusBackend(VectorBackend):
             self.client.load_collection(self.collection)
         return True
 
-    @property
-    def exhaustive(self) -> bool:
-        return self.index_type == "FLAT"
 
     @property
     def max_k(self) -> int:

@@ -15,8 +15,9 @@ through a vector backend.
   none of whose clips was fetched scores at most ``mean_s tau_s`` (tau_s: the M-th fetched score of
   stream s), so when the k-th candidate scores at least that bound the top ``k`` is the exact one
   (Fagin's threshold algorithm); otherwise M grows 4x, up to ``rounds`` rounds (4), and the top
-  ``k`` equals exhaustive search. An approximate backend fetches once (``rounds`` 1: its bound is
-  approximate anyway); ``benchmarks/first_stage_scale.py`` measures its recall@100 against exact.
+  ``k`` equals exhaustive search. An approximate backend (HNSW, IVF) grows its rounds the same way, the
+  certificate then taking its lists as the true top clips (HNSW gains from it, IVF's unprobed lists stay missed);
+  ``benchmarks/first_stage_scale.py`` measures its recall@100 against exact.
   Parameters of the stage itself: ``clips_per_video``, ``rounds``.
 """
 
