@@ -22,7 +22,6 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import report  # noqa: E402
 from service_load import QUERIES, free_port, load  # noqa: E402
+from service_soak import start  # noqa: E402
 
 from momentsearch.fileio import write_json  # noqa: E402
 
@@ -161,11 +161,10 @@ def main() -> int:
     ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
     port = free_port()
     log = args.work / "sharded_serve.log"
-    cmd = [sys.executable, "-c", "from momentsearch.cli.main import main; main()", "serve", str(out), "--port",
-           str(port), "--device", "cpu", "--first-stage", "auto", "--ray", cluster.address, "--max-batch", "32", "--timeout-ms", "600000",
-           *[x for p in args.param for x in ("--param", p)]]
+    log.write_text("")
     t0 = time.time()
-    proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    proc = start(out, port, log, "auto", ("--ray", cluster.address, "--max-batch", "32", "--timeout-ms", "600000",
+                                          *[x for p in args.param for x in ("--param", p)]))
     base = f"http://127.0.0.1:{port}"
     try:
         while True:
