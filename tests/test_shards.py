@@ -228,27 +228,31 @@ def test_shards_on_a_three_node_ray_cluster(built: dict, cluster, tmp_path: Path
         for a, b in zip(want, sh.search_many(texts, k=10), strict=True):
             same(b, a)
 
-        # a replica killed while 3 threads search: every answer whole and right, none failed
-        got: list[tuple[int, list]] = []
-        errors: list[BaseException] = []
+        def under_load(fault) -> None:
+            """3 threads search the 100 queries while ``fault()`` strikes: every answer whole and right, none failed."""
+            got: list[tuple[int, list]] = []
+            errors: list[BaseException] = []
 
-        def client(first: int) -> None:
-            for i in range(first, N_QUERIES, 3):
-                try:
-                    got.append((i, sh.search(texts[i], k=10)))
-                except BaseException as e:  # noqa: BLE001 - counted below
-                    errors.append(e)
+            def client(first: int) -> None:
+                for i in range(first, N_QUERIES, 3):
+                    try:
+                        got.append((i, sh.search(texts[i], k=10)))
+                    except BaseException as e:  # noqa: BLE001 - counted below
+                        errors.append(e)
 
-        threads = [threading.Thread(target=client, args=(j,)) for j in range(3)]
-        for t in threads:
-            t.start()
-        time.sleep(0.3)
-        ray.kill(sh.shards[1].actors[0], no_restart=False)  # Ray restarts it
-        for t in threads:
-            t.join(120)
-        assert errors == [] and len(got) == N_QUERIES
-        for i, hits in got:
-            assert [(h.video_id, h.start, h.end) for h in hits] == [(h.video_id, h.start, h.end) for h in one.search(texts[i], k=10)]
+            threads = [threading.Thread(target=client, args=(j,)) for j in range(3)]
+            for t in threads:
+                t.start()
+            time.sleep(0.3)
+            fault()
+            for t in threads:
+                t.join(120)
+            assert errors == [] and len(got) == N_QUERIES
+            for i, hits in got:
+                assert [(h.video_id, h.start, h.end) for h in hits] == [
+                    (h.video_id, h.start, h.end) for h in one.search(texts[i], k=10)]
+
+        under_load(lambda: ray.kill(sh.shards[1].actors[0], no_restart=False))  # a replica killed: Ray restarts it
         assert sh.shards[1].failovers >= 1
         deadline = time.time() + 60  # restarted by Ray: it answers again
         while time.time() < deadline:
@@ -259,6 +263,13 @@ def test_shards_on_a_three_node_ray_cluster(built: dict, cluster, tmp_path: Path
                 time.sleep(0.5)
         else:
             pytest.fail("the killed replica was not restarted within 60 s")
+
+        # a whole worker node lost (its raylet and its actors) while 3 threads search: each shard has a replica on
+        # another node, which answers
+        lost = next(iter(cluster.worker_nodes))
+        before = sum(s.failovers for s in sh.shards)
+        under_load(lambda: cluster.remove_node(lost))
+        assert len([n for n in ray.nodes() if n["Alive"]]) == 2 and sum(s.failovers for s in sh.shards) > before
 
         # momentsearch.Client against `serve` over the shards (uvicorn on loopback): the same moments
         with live_server(create_app(sh)) as url:

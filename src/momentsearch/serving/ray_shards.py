@@ -33,7 +33,14 @@ class Pending:
         self.ref = shard.submit(first, method, args)
 
     def result(self, timeout: float | None = None) -> Any:
-        from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError, RayActorError, RayTaskError
+        from ray.exceptions import (
+            ActorDiedError,
+            ActorUnavailableError,
+            ActorUnschedulableError,
+            GetTimeoutError,
+            RayActorError,
+            RayTaskError,
+        )
 
         ray = self.shard.ray
         n = len(self.shard.actors)
@@ -47,7 +54,8 @@ class Pending:
                     raise cause from None
                 raise ShardError(f"shard {self.shard.name}: {type(cause).__name__ if cause else 'error'}: "
                                  f"{str(cause or e)[:500]}") from None
-            except (ActorDiedError, ActorUnavailableError, RayActorError) as e:
+            except (ActorDiedError, ActorUnavailableError, ActorUnschedulableError, RayActorError) as e:
+                # (unschedulable: an actor pinned to a node that is gone)
                 if getattr(e, "actor_init_failed", False):  # the shard's folder did not load: every replica's fails
                     raise ShardError(f"shard {self.shard.name} ({self.shard.folder}) did not load: "
                                      f"{_last_error_line(str(e))}") from None
