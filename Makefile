@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml setup.py $(wildcard src/momentsearch/search/_fastscan*)
 	  || echo "warning: could not install chromium; the page's browser test will be skipped"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0
-	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[models,text,test,video,service,ray]"
+	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[models,text,test,video,service,ray,speech]"
 	@# tests only: PyPI's torchvision and open_clip beside the venv (not in it: that torchvision is a CUDA build and
 	@# breaks imports next to the CPU torch); tests/test_vision_backends.py runs them through tests/vision_shim
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps --target $(VENV)/vision-extra \

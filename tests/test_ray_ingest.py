@@ -131,3 +131,24 @@ def test_a_ray_actor_that_dies_on_a_file_costs_that_file_alone(tmp_path) -> None
         assert np.isfinite(store["good_avi"]).all()
     assert json.loads((tmp_path / "c" / "corpus.json").read_text())["failures"][0]["path"] == "black.mp4"
     assert not os.path.exists(tmp_path / "c" / "ingest.journal.jsonl")
+
+
+@pytest.mark.slow
+def test_ray_ingest_recognises_speech_and_reads_text_as_the_serial_ingest(tmp_path):
+    """--speech and --read-text on Ray actors: the same transcripts, text on screen and features as in this
+    process (each video's recogniser starts afresh, so the order the actors take the videos in does not matter)."""
+    from voices import write_talking_video
+
+    d = tmp_path / "v"
+    d.mkdir()
+    write_talking_video(d / "talk.mp4", 4, said=[(0.5, "the red door opens")], shown=[(0.0, 4.0, "Fire drill")])
+    write_talking_video(d / "walk.mp4", 4, said=[(0.5, "a dog runs in the garden")], colour=(20, 90, 40))
+    write_talking_video(d / "slide.mp4", 4, shown=[(2.0, 4.0, "Exit")], with_audio=False)
+    heard = {"speech": "pocketsphinx", "read_text": True, "threads": 1, "progress": False}
+    ingest(d, tmp_path / "serial", **heard)
+    ingest(d, tmp_path / "ray", ray_address="local", ray_workers=2, **heard)
+    a, b = CorpusFolder.open(tmp_path / "serial"), CorpusFolder.open(tmp_path / "ray")
+    assert a.fingerprint == b.fingerprint
+    assert [(a.transcript(v), a.written(v)) for v in a.video_ids] == [(b.transcript(v), b.written(v)) for v in b.video_ids]
+    assert a.entry("talk")["transcript"]["kind"] == "asr:pocketsphinx" and a.written("talk")[0].text == "Fire drill"
+    assert [(c.start, c.end, c.text) for c in b.written("slide")] == [(2.0, 4.0, "Exit")]

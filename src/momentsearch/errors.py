@@ -99,6 +99,14 @@ class VideoDecodeError(MomentSearchError, ValueError):
     """A file that cannot be decoded as a video: not media, no video stream, empty, corrupt or truncated."""
 
 
+class AudioDecodeError(VideoDecodeError):
+    """An audio stream that cannot be decoded, or runs past the decoding budget (the video is kept without it)."""
+
+
+class SpeechError(MomentSearchError, ValueError):
+    """A speech recogniser that is unknown, cannot be loaded, or returned something that is not timed words."""
+
+
 class EncoderError(MomentSearchError, ValueError):
     """A visual encoder that is unknown, cannot be loaded (weights, package), or does not fit a corpus."""
 
@@ -124,3 +132,12 @@ class ShardError(SearchIndexError):
 class ShardUnavailableError(MomentSearchError):
     """A shard that answered no search (every replica dead or restarting): the service's 503, never a partial
     answer; names the shards."""
+
+
+class VideoFileError(MomentSearchError, ValueError):
+    """An indexed video whose file cannot be served: there is none (a corpus of features, or the file moved since
+    ingest; the service's 404)."""
+
+
+class VideoChangedError(VideoFileError):
+    """An indexed video whose file changed on disk since ingest: its times no longer match the index (a 409)."""

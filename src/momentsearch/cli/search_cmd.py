@@ -45,6 +45,11 @@ def search_cmd(
     time_to: Annotated[Optional[float], typer.Option("--to", min=0.0, help="Only moments starting before this second of their video.")] = None,
     group_by_video: Annotated[bool, typer.Option("--group-by-video", help="Each video's best moments together (videos by their best).")] = False,
     per_video: Annotated[int, typer.Option("--per-video", min=1, max=100, help="With --group-by-video: moments per video.")] = 3,
+    image: Annotated[Optional[Path], typer.Option("--image", help="Ask with a picture (JPEG, PNG...): moments that look "
+                                                                  "like it. With a query too, both weigh alike.")] = None,
+    like: Annotated[Optional[str], typer.Option("--like", help="More like this moment: VIDEO_ID:START-END (seconds).")] = None,
+    export: Annotated[Optional[Path], typer.Option("--export", help="Write each moment found as an MP4 (and SRT) into "
+                                                                    "this folder (momentsearch export).")] = None,
 ) -> None:
     """Search the corpus for moments matching text queries (the index is built once and cached). The filters
     combine with AND; one that no video passes prints no moments."""
@@ -55,24 +60,31 @@ def search_cmd(
     where = VideoFilter.of(video, path_prefix, min_duration, max_duration, ingested_after, ingested_before,
                            modified_after, modified_before)
 
-    texts = [query] if query is not None else []
+    texts: list[Any] = [query] if query is not None else []
     if queries_file is not None:
         from momentsearch.text.query_file import read_query_file
 
         texts += read_query_file(queries_file)
+    if image is not None or like is not None:
+        from momentsearch.serving.query import Query
+
+        if len(texts) > 1:
+            raise QueryError("--image and --like ask one query: give at most one text with them, not --queries-file")
+        texts = [Query(texts[0] if texts else None, image=image, like=like)]
     if not texts:
-        raise QueryError("give a query, or --queries-file with one query per line")
+        raise QueryError("give a query, --image, --like, or --queries-file with one query per line")
     from momentsearch.search.first_stage import parse_params
 
     run_search(checkpoint, texts, k, split, as_json, device, progress=not as_json, first_stage=first_stage,
                first_stage_params=parse_params(param), where=where,
-               arrange={"time_from": time_from, "time_to": time_to, "per_video": per_video if group_by_video else None})
+               arrange={"time_from": time_from, "time_to": time_to, "per_video": per_video if group_by_video else None},
+               export=export)
 
 
-def run_search(checkpoint: Path, texts: list[str], k: int = 10, split: str = "test", as_json: bool = False,
+def run_search(checkpoint: Path, texts: list[Any], k: int = 10, split: str = "test", as_json: bool = False,
                device: str = "auto", progress: bool = True, first_stage: str | None = None,
                first_stage_params: dict[str, str] | None = None, where: VideoFilter | None = None,
-               arrange: dict[str, Any] | None = None) -> list[list[Hit]]:
+               arrange: dict[str, Any] | None = None, export: Path | None = None) -> list[list[Hit]]:
     import warnings
 
     from momentsearch.serving.freshness import StaleIndexWarning
@@ -97,12 +109,22 @@ def run_search(checkpoint: Path, texts: list[str], k: int = 10, split: str = "te
         else:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     results = searcher.search_many(texts, k, where=where, **(arrange or {}))
+    labels = [t if isinstance(t, str) else t.label for t in texts]
     if as_json:
         typer.echo(json.dumps([{"query": t, "moments": [vars(h) for h in hits]}
-                               for t, hits in zip(texts, results, strict=True)], indent=1))
+                               for t, hits in zip(labels, results, strict=True)], indent=1))
     else:
-        for t, hits in zip(texts, results, strict=True):
+        for t, hits in zip(labels, results, strict=True):
             print_results(t, hits)
+    if export is not None:
+        from momentsearch.cli.export_cmd import report
+        from momentsearch.serving.clips import export_clip
+
+        for hits in results:
+            for h in hits:
+                done = export_clip(searcher.corpus, h.video_id, h.start, h.end, export, overwrite=True)
+                if not as_json:
+                    report(done)
     return results
 
 

@@ -8,13 +8,16 @@ split's feature files, so researchers and practitioners index and search through
       features/visual/     <video id>.npy per video, (clips, dim) float16 (ids escape '/' as %2F)
       features/subtitle/   the same for the subtitle stream, when anything said in any video was read
       transcripts/         <video id>.json per video with speech: its cues (momentsearch.data.transcripts)
+      features/written/    MiniLM of the text read on screen per clip (ingest --read-text), when any was read
+      written/             <video id>.json per video with text on screen: its cues, stored as transcripts are
       ingest.journal.jsonl what a running ingest has finished (removed when it completes)
 
 The manifest holds ``format``, ``version``, the visual ``encoder``'s identity (name, version, config,
 dim), ``clip_seconds`` and ``fps``, the named feature ``streams`` (each a path — relative to the
 folder or absolute —, a kind ``npy`` or ``hdf5``, a dim and the encoder that made it), and per
 video: id, source path, size and modification time, when it was ingested (UTC), duration, its time grid (clip length, clip
-count), rotation, codec, its subtitle file, and a CRC-32 per stream of the stored features.
+count), rotation, codec, its subtitle file, what is said and written in it (source, kind, cue count) and
+the settings it was heard and read with (``listen``), and a CRC-32 per stream of the stored features.
 ``failures`` lists the files that could not be ingested and why. The corpus's fingerprint is a
 hash of what search depends on (ids, time grids, feature checksums, encoder), so an index knows
 the corpus it was built from by content.
@@ -30,6 +33,7 @@ from typing import Any, NotRequired, TypedDict
 
 from momentsearch.data.corpus import Subtitle, Video
 from momentsearch.data.features import FeatureSource, FeatureStore, HDF5Features, NpyDirFeatures
+from momentsearch.data.transcripts import WRITTEN
 from momentsearch.errors import CorpusFolderError
 from momentsearch.readers import exists, is_file, read_json
 
@@ -90,6 +94,7 @@ class CorpusManifest:
     fps: float | None = None
     failures: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[dict[str, Any]] = field(default_factory=list)
+    encoder_weights: str | None = None  # where the encoder's weights were at ingest (a picture query encodes with them)
 
     @property
     def fingerprint(self) -> str:
@@ -127,10 +132,10 @@ class CorpusManifest:
         for key, kind in (("encoder", dict), ("streams", dict), ("videos", list)):
             _check(isinstance(man.get(key), kind), f, f"field {key!r} must be a {kind.__name__}")
         _check("visual" in man["streams"], f, "streams: no 'visual' stream")
-        _check(isinstance(man.get("source"), (str, type(None))) and isinstance(man.get("name"), (str, type(None)))
+        _check(all(isinstance(man.get(k), (str, type(None))) for k in ("source", "name", "encoder_weights"))
                and all(isinstance(man.get(k, []), list) and all(isinstance(x, dict) for x in man.get(k, []))
                        for k in ("failures", "warnings")), f,
-               "name and source must be strings or null, failures and warnings lists of objects")
+               "name, source and encoder_weights must be strings or null, failures and warnings lists of objects")
         _check(all(isinstance(man.get(k), (int, float, type(None))) and not isinstance(man.get(k), bool)
                    for k in ("clip_seconds", "fps")), f, "clip_seconds and fps must be numbers or null")
         for name, s in man["streams"].items():
@@ -155,7 +160,8 @@ class CorpusManifest:
             _check(isinstance(sums, dict) and all(type(c) is int and 0 <= c < 2**32 for c in sums.values()), f,
                    f"videos[{i}].crc32 must map stream names to CRC-32 values (integers)")
         return cls(man["encoder"], man["streams"], man["videos"], man.get("name"), man.get("source"),
-                   man.get("clip_seconds"), man.get("fps"), man.get("failures", []), man.get("warnings", []))
+                   man.get("clip_seconds"), man.get("fps"), man.get("failures", []), man.get("warnings", []),
+                   man.get("encoder_weights"))
 
 
 @dataclass
@@ -220,18 +226,27 @@ class CorpusFolder:
 
     def transcript(self, video_id: str) -> list[Subtitle]:
         """What is said in the video (its stored cues, CRC-checked), [] where nothing was read."""
+        from momentsearch.data.transcripts import TRANSCRIPTS
+
+        return self._cues(video_id, "transcript", TRANSCRIPTS, "transcript")
+
+    def written(self, video_id: str) -> list[Subtitle]:
+        """The text read on screen in the video (``ingest --read-text``; CRC-checked), [] where none was."""
+        return self._cues(video_id, "written", WRITTEN, "written_text")
+
+    def _cues(self, video_id: str, key: str, folder: str, crc: str) -> list[Subtitle]:
         import zlib
 
         from momentsearch.data.features import h5_key
-        from momentsearch.data.transcripts import TRANSCRIPTS, read_stored_transcript
+        from momentsearch.data.transcripts import read_stored_transcript
         from momentsearch.readers import read_bytes
 
         v = self.entry(video_id)
-        if not v.get("transcript"):
+        if not v.get(key):
             return []
-        path = self.root / TRANSCRIPTS / f"{h5_key(video_id)}.json"
-        raw = read_bytes(path, CorpusFolderError, "transcript")
-        if "transcript" in v["crc32"] and zlib.crc32(raw) != v["crc32"]["transcript"]:
+        path = self.root / folder / f"{h5_key(video_id)}.json"
+        raw = read_bytes(path, CorpusFolderError, key)
+        if crc in v["crc32"] and zlib.crc32(raw) != v["crc32"][crc]:
             raise CorpusFolderError(f"{path}: its CRC-32 does not match {MANIFEST}; ingest the folder again")
         return read_stored_transcript(path).cues
 
@@ -240,10 +255,13 @@ class CorpusFolder:
         return p if p.is_absolute() else self.root / p
 
     def features(self, verify: bool = True) -> FeatureStore:
-        """The visual stream and, where the corpus has one, the subtitle stream (checksums from the manifest)."""
+        """The visual stream and, where the corpus has them, the subtitle and written streams (checksums from the
+        manifest)."""
         return FeatureStore(self._source("visual", verify),
                             self._source("subtitle", verify) if "subtitle" in self.streams else None,
-                            transcripts=self.transcript)
+                            transcripts=self.transcript,
+                            written=self._source(WRITTEN, verify) if WRITTEN in self.streams else None,
+                            written_cues=self.written)
 
     def _source(self, name: str, verify: bool) -> FeatureSource:
         s = self.streams[name]

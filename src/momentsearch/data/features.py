@@ -287,15 +287,18 @@ def open_features(path: str | Path, dim: int | None = None) -> HDF5Features | Np
 
 
 class FeatureStore:
-    """A visual stream and an optional subtitle stream, both keyed by video id."""
+    """A visual stream and an optional subtitle stream, both keyed by video id; an ingested corpus may also
+    have a ``written`` stream (MiniLM of the text read on screen) and its cues."""
 
     def __init__(self, visual: str | Path | FeatureSource, subtitle: str | Path | FeatureSource | None = None,
-                 transcripts: Callable[[str], list[Subtitle]] | None = None):
+                 transcripts: Callable[[str], list[Subtitle]] | None = None, written: FeatureSource | None = None,
+                 written_cues: Callable[[str], list[Subtitle]] | None = None):
         self.visual: FeatureSource = open_features(visual) if isinstance(visual, (str, Path)) else visual
         self.subtitle: FeatureSource | None = (
             open_features(subtitle) if isinstance(subtitle, (str, Path)) else subtitle
         )
         self.transcripts = transcripts  # video id -> its cues (a corpus folder's stored transcripts), if known
+        self.written, self.written_cues = written, written_cues
 
     @property
     def has_subtitle(self) -> bool:
@@ -324,12 +327,13 @@ class FeatureStore:
 
     def close(self) -> None:
         self.visual.close()
-        if self.subtitle is not None:
-            self.subtitle.close()
+        for s in (self.subtitle, self.written):
+            if s is not None:
+                s.close()
 
     def reopen(self) -> None:
         """In a DataLoader worker: open the files anew rather than share the parent's handles."""
-        for s in (self.visual, self.subtitle):
+        for s in (self.visual, self.subtitle, self.written):
             if s is not None and hasattr(s, "reopen"):
                 s.reopen()
 

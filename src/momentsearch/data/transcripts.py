@@ -30,6 +30,7 @@ TRANSCRIPT_SUFFIXES = (".json",)
 SIDECAR_SUFFIXES = (*SUBTITLE_SUFFIXES, *TRANSCRIPT_SUFFIXES)  # files ingest never takes for videos
 MAX_CUES = 1_000_000
 TRANSCRIPTS = "transcripts"  # a corpus folder's sub-folder of stored transcripts
+WRITTEN = "written"  # its sub-folder of the text read on screen (stored as transcripts are) and that stream's name
 
 
 @dataclass(frozen=True)

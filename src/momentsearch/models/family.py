@@ -191,3 +191,22 @@ class ModelFamily(ABC):
     @abstractmethod
     def stages(self, model: nn.Module, index: VideoIndex, device: torch.device) -> SearchStages:
         """The search stages over ``index``."""
+
+    takes_examples: ClassVar[bool] = False  # asked with a picture or a found moment (example_query)
+
+    def moment_vectors(self, index: VideoIndex, row: int, start: float, end: float) -> Any:
+        """What a found moment (index ``row``, ``[start, end)`` s) contributes to a query by example."""
+        raise self._words_only()
+
+    def example_query(self, text: Any | None, images: Any | None, moment: Any | None) -> Any:
+        """The token features (L, D_q) of a query given by example: ``text`` the query encoder's features of its
+        words (or None), ``images`` (n, d) unit image embeddings from the corpus's own visual encoder (or None),
+        ``moment`` a found moment's :meth:`moment_vectors` (or None). A family whose query side reads words only
+        refuses (:class:`~momentsearch.errors.QueryError`, the service's 4xx)."""
+        raise self._words_only()
+
+    def _words_only(self) -> Exception:
+        from momentsearch.errors import QueryError
+
+        return QueryError(f"model family {self.name!r} is asked in words only: its query encoder reads text, so a "
+                          "picture or a moment cannot be a query (the clip family takes both)")

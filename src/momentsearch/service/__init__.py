@@ -102,8 +102,14 @@ def _watcher(videos: Path, index_dir: Path, interval: float) -> Any:
     watcher = Watcher(videos, corpus, index_dir, interval=interval)
     stop = threading.Event()
 
+    from momentsearch.serving.alerts import AlertBook, WebhookSender
+
+    sender = WebhookSender(AlertBook(index_dir))  # posts saved searches' alerts that have a webhook, in its thread
+
     def said(update: Any) -> None:
         say(update.summary())
+        if update.alerts:
+            sender.wake()
 
     def failed(e: BaseException) -> None:
         say(f"watch {videos}: this round failed ({type(e).__name__}: {e}); the index is unchanged, trying again "
@@ -111,6 +117,7 @@ def _watcher(videos: Path, index_dir: Path, interval: float) -> Any:
 
     t = threading.Thread(target=watcher.run, args=(stop, said, failed), name="momentsearch-watch", daemon=True)
     t.stop = stop  # type: ignore[attr-defined]
+    t.sender = sender  # type: ignore[attr-defined]
     return t
 
 

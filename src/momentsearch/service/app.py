@@ -7,7 +7,9 @@ the routers of :mod:`momentsearch.service.routes` in it and the error handlers o
   and video URLs (null where the video has no file) and the annotation text where the corpus has one;
 * ``POST /v1/search`` adds paging, a score threshold, group-by-video, filters (path prefix, duration, ingest
   date) and a per-request timeout, ``POST /v1/search/batch`` many queries at once;
-* ``GET /videos/{id}`` (range requests), ``GET /thumbnails/{id}?t=SECONDS`` (a JPEG);
+* ``GET /videos/{id}`` (range requests), ``GET /thumbnails/{id}?t=SECONDS`` (a JPEG), ``GET /v1/clips/{id}?start=&end=``
+  (the moment as an MP4), ``GET /v1/cues/{id}`` (what is said in it);
+* ``GET/POST /v1/alerts``, ``DELETE /v1/alerts/{id}``: saved searches and the alerts new videos raised;
 * ``GET /health``, ``/metrics`` (Prometheus text), ``/livez`` (open without the API key), ``/readyz``;
 * ``GET /`` the page; ``/docs`` Swagger UI from local files; ``/openapi.json``.
 
@@ -33,6 +35,7 @@ from momentsearch.service.routes import ROUTERS
 from momentsearch.service.schemas import MAX_K
 from momentsearch.service.security import Guard
 from momentsearch.service.settings import ServiceSettings
+from momentsearch.serving.alerts import AlertBook
 from momentsearch.serving.searcher import Searcher
 
 
@@ -46,7 +49,8 @@ def create_app(searcher: Searcher, settings: ServiceSettings | None = None, metr
     metrics = metrics or Metrics()
     services = Services(searcher, QueryBatcher(searcher, settings.max_batch, settings.max_wait_ms,
                                                on_batch=metrics.batch, workers=settings.batch_workers),
-                        Media(searcher.corpus, searcher.video_ids), metrics, settings)
+                        Media(searcher.corpus, searcher.video_ids), metrics, settings,
+                        None if getattr(searcher, "folder", None) is None else AlertBook(searcher.folder))
     app = FastAPI(title="momentsearch", version="1", summary="Video corpus moment retrieval: text in, moments out.",
                   docs_url=None, redoc_url=None)  # /docs: from local files (routes.page), not a CDN
     if settings.cors_origins:

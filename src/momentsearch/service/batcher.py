@@ -22,13 +22,14 @@ from typing import Any
 
 from momentsearch.search.ranked import Hit
 from momentsearch.serving.plan import SearchPlan
+from momentsearch.serving.query import Query
 from momentsearch.serving.searcher import Searcher
 from momentsearch.timing import PartClock
 
 
 @dataclass
 class _Request:
-    text: str
+    text: str | Query
     plan: SearchPlan
     future: asyncio.Future
     loop: asyncio.AbstractEventLoop
@@ -52,7 +53,7 @@ class QueryBatcher:
         for t in self._threads:
             t.start()
 
-    async def search(self, text: str, plan: SearchPlan, timing: dict[str, float] | None = None
+    async def search(self, text: str | Query, plan: SearchPlan, timing: dict[str, float] | None = None
                      ) -> tuple[list[Hit], int | None]:
         """``text``'s page under ``plan`` (its moments and the next page's offset). ``timing``: filled with seconds spent waiting for the batch (``batch_wait``), the batch's parts
         (:mod:`momentsearch.timing`, shared by the queries searched together) and ``batch`` (its size)."""

@@ -17,7 +17,9 @@ from momentsearch.service.batcher import QueryBatcher
 from momentsearch.service.media import Media
 from momentsearch.service.metrics import Metrics
 from momentsearch.service.settings import ServiceSettings
+from momentsearch.serving.alerts import AlertBook
 from momentsearch.serving.plan import SearchPlan
+from momentsearch.serving.query import Query
 from momentsearch.serving.searcher import Searcher
 from momentsearch.timing import PARTS
 
@@ -29,8 +31,9 @@ class Services:
     media: Media
     metrics: Metrics
     settings: ServiceSettings
+    alerts: AlertBook | None = None  # the index's saved searches (None: an index with no folder)
 
-    async def search(self, text: str, plan: SearchPlan, timeout_ms: float | None = None,
+    async def search(self, text: str | Query, plan: SearchPlan, timeout_ms: float | None = None,
                      timing: dict[str, float] | None = None) -> tuple[list[Hit], int | None]:
         """One query's page under its plan, searched in the batcher's next batch; a 504 past ``timeout_ms`` (the
         server's by default), after which the batcher skips the query."""
@@ -53,7 +56,9 @@ class Services:
                 video = f"/videos/{vid}"
             out.append({"rank": r, "video_id": h.video_id, "start": round(h.start, 3), "end": round(h.end, 3),
                         "score": h.score, "thumbnail_url": thumb, "video_url": video,
-                        "annotation": media.annotation(h.video_id, h.start, h.end)})
+                        "annotation": media.annotation(h.video_id, h.start, h.end),
+                        "said": media.said(h.video_id, h.start, h.end),
+                        "written": media.written(h.video_id, h.start, h.end)})
         return out
 
 

@@ -6,6 +6,8 @@
 | an ``HTTPException`` raised by a route (404 unknown id, 409 changed file, 504 timeout...) | its own |
 | a video that cannot be decoded (``VideoDecodeError``) | 422 |
 | a shard of a sharded index that no replica answered (``ShardUnavailableError``) | 503 |
+| a video file changed on disk since ingest (``VideoChangedError``) | 409 |
+| a video with no file to serve (``VideoFileError``) | 404 |
 | any other error of the project's (``QueryError``, ``SearchIndexError``, ...: ``MomentSearchError``) | 400 |
 """
 
@@ -16,10 +18,17 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from momentsearch.errors import MomentSearchError, ShardUnavailableError, VideoDecodeError
+from momentsearch.errors import (
+    MomentSearchError,
+    ShardUnavailableError,
+    VideoChangedError,
+    VideoDecodeError,
+    VideoFileError,
+)
 
-STATUS_BY_KIND: tuple[tuple[type[MomentSearchError], int], ...] = ((VideoDecodeError, 422), (ShardUnavailableError, 503),
-                                                                  (MomentSearchError, 400))
+STATUS_BY_KIND: tuple[tuple[type[MomentSearchError], int], ...] = (
+    (VideoDecodeError, 422), (ShardUnavailableError, 503), (VideoChangedError, 409), (VideoFileError, 404),
+    (MomentSearchError, 400))
 
 
 def error(status: int, message: str) -> JSONResponse:

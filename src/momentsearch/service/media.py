@@ -3,7 +3,8 @@
 Files are found by video id through the corpus manifest, never from a path a client sends, so the
 service opens only the index's and corpus's files and the video files the corpus recorded.
 Annotation text: the corpus's annotated captions (a dataset corpus) that best overlap the moment,
-else the subtitle lines said during it.
+else the subtitle lines said during it. Beside it, what was said and what was written on screen during the
+moment, each from its own stream, so that a reader sees which of them the words were found in.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from momentsearch.data.corpus_folder import CorpusFolder
 from momentsearch.errors import CorpusFolderError
+from momentsearch.serving.clips import file_changed
 
 MEDIA_TYPES = {".mp4": "video/mp4", ".m4v": "video/mp4", ".mov": "video/quicktime", ".webm": "video/webm",
                ".mkv": "video/x-matroska", ".avi": "video/x-msvideo", ".ogv": "video/ogg"}
@@ -80,15 +82,7 @@ class Media:
 
     def changed(self, video_id: str, path: Path) -> str | None:
         """Why ``path`` is no longer the file ``video_id`` was ingested from (size or time differ), else None."""
-        e = self.entry(video_id) or {}
-        try:
-            st = path.stat()
-        except OSError as err:
-            return f"video {video_id!r}: its file cannot be read ({err.strerror or err})"
-        if "size" in e and (st.st_size, st.st_mtime_ns) != (e.get("size"), e.get("mtime_ns", st.st_mtime_ns)):
-            return (f"video {video_id!r} changed on disk since it was ingested ({e['size']} -> {st.st_size} bytes); "
-                    "run momentsearch ingest and index again")
-        return None
+        return file_changed(video_id, self.entry(video_id) or {}, path)
 
     def annotation(self, video_id: str, start: float, end: float) -> str | None:
         entry = self.entry(video_id)
@@ -104,16 +98,28 @@ class Media:
                     best, best_iou = text, iou
         if best is not None:
             return best[:MAX_TEXT]
-        lines = [x.text for x in self._subtitles(video_id) if min(end, x.end) > max(start, x.start)]
-        return " / ".join(lines)[:MAX_TEXT] or None
+        return self.said(video_id, start, end)
 
-    def _subtitles(self, video_id: str) -> list[Any]:
-        if video_id not in self._subs:
+    def said(self, video_id: str, start: float, end: float) -> str | None:
+        """The lines said during the moment (subtitles, a transcript or recognised speech), joined."""
+        return self._during("transcript", video_id, start, end)
+
+    def written(self, video_id: str, start: float, end: float) -> str | None:
+        """The text read on screen during the moment (``ingest --read-text``), joined."""
+        return self._during("written", video_id, start, end)
+
+    def _during(self, kind: str, video_id: str, start: float, end: float) -> str | None:
+        lines = [x.text for x in self._cues(kind, video_id) if min(end, x.end) > max(start, x.start)]
+        return " / ".join(dict.fromkeys(lines))[:MAX_TEXT] or None
+
+    def _cues(self, kind: str, video_id: str) -> list[Any]:
+        key = f"{kind}:{video_id}"
+        if key not in self._subs:
             from momentsearch.errors import MomentSearchError
 
             try:
-                subs = self.corpus.transcript(video_id) if self.entry(video_id) else []  # type: ignore[union-attr]
+                subs = getattr(self.corpus, kind)(video_id) if self.entry(video_id) else []
             except (MomentSearchError, OSError):
                 subs = []  # changed or gone since ingest: no text, the moment still shows
-            self._subs[video_id] = subs
-        return self._subs[video_id]
+            self._subs[key] = subs
+        return self._subs[key]

@@ -3,14 +3,19 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Annotated
 
 import orjson
 from fastapi import Response
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
+from momentsearch.errors import QueryError
+from momentsearch.service.settings import MAX_BODY_BYTES
 from momentsearch.serving.filters import VideoFilter
 from momentsearch.serving.plan import MAX_RANKED, SearchPlan
+from momentsearch.serving.query import Query
 from momentsearch.serving.searcher import Searcher
 from momentsearch.text.query_file import MAX_QUERY_CHARS  # one limit for query files and the service
 
@@ -82,10 +87,38 @@ class Options(Request):
                              paged=True)
 
 
-class SearchV1(Options):
-    """``POST /v1/search``."""
+class MomentRefV1(BaseModel):
+    """A found moment to search like (``like``)."""
 
-    query: QueryText
+    model_config = ConfigDict(extra="forbid")
+    video_id: StrictStr = Field(min_length=1, max_length=1000)
+    start: Number = Field(ge=0, le=1e9)
+    end: Number = Field(ge=0, le=1e9)
+
+
+class SearchV1(Options):
+    """``POST /v1/search``: words (``query``), a picture (``image``, base64) or a found moment (``like``), or words
+    with either (each weighs alike: docs/service.md)."""
+
+    query: QueryText | None = None
+    image: StrictStr | None = Field(None, max_length=MAX_BODY_BYTES, description="A picture to search with: its "
+                                    "file (JPEG, PNG, WebP...) in base64, within the body limit")
+    like: MomentRefV1 | None = Field(None, description="More like this moment: {video_id, start, end}")
+
+    def asked(self) -> str | Query:
+        """What to search for: the words, or a :class:`~momentsearch.serving.query.Query` (a bad picture: a 400)."""
+        if self.image is None and self.like is None:
+            if self.query is None:
+                raise QueryError("give query (words), image (a picture in base64) or like (a moment)")
+            return self.query
+        image = None
+        if self.image is not None:
+            try:
+                image = base64.b64decode(self.image, validate=True)
+            except (binascii.Error, ValueError):
+                raise QueryError("image: not base64 (send the picture file's bytes in base64)") from None
+        like = None if self.like is None else (self.like.video_id, self.like.start, self.like.end)
+        return Query(self.query, image=image, like=like)
 
 
 class BatchV1(Options):
@@ -103,6 +136,9 @@ class Moment(BaseModel):
     thumbnail_url: str | None
     video_url: str | None
     annotation: str | None
+    said: str | None = Field(None, description="What is said during the moment (subtitles, transcript or "
+                                                "recognised speech)")
+    written: str | None = Field(None, description="The text read on screen during the moment (ingest --read-text)")
 
 
 class SearchResponse(BaseModel):
@@ -131,6 +167,6 @@ class BatchPageV1(BaseModel):
     results: list[ResultV1]
 
 
-def json_response(body: dict, headers: dict[str, str] | None = None) -> Response:
+def json_response(body: dict, headers: dict[str, str] | None = None, status_code: int = 200) -> Response:
     """JSON written by orjson straight to bytes (FastAPI's own encoder walks the objects in Python first)."""
-    return Response(orjson.dumps(body), media_type="application/json", headers=headers)
+    return Response(orjson.dumps(body), media_type="application/json", headers=headers, status_code=status_code)

@@ -37,13 +37,14 @@ class ServiceSettings:
     max_body_bytes: int = MAX_BODY_BYTES
     ray: str | None = None  # a sharded index's shards as actors on this Ray cluster (None: in this process)
     replicas: int = 1  # actors per shard on Ray
+    max_clip_seconds: float = 600.0  # the longest moment GET /v1/clips cuts in one request
 
     def __post_init__(self) -> None:
         checks = [("port", 1 <= self.port <= 65535, "from 1 to 65535"), ("max_batch", self.max_batch >= 1, ">= 1"),
                   ("batch_workers", self.batch_workers >= 1, ">= 1"),
                   ("max_wait_ms", self.max_wait_ms >= 0, ">= 0"), ("timeout_ms", self.timeout_ms > 0, "> 0"),
                   ("watch_interval", self.watch_interval > 0, "> 0"), ("max_body_bytes", self.max_body_bytes > 0, "> 0"),
-                  ("replicas", self.replicas >= 1, ">= 1")]
+                  ("replicas", self.replicas >= 1, ">= 1"), ("max_clip_seconds", self.max_clip_seconds > 0, "> 0")]
         for name, ok, rule in checks:
             if not ok:
                 raise ConfigError(f"service setting {name} must be {rule}, got {getattr(self, name)!r}")

@@ -12,7 +12,7 @@ from momentsearch.models.registry import get_family
 from momentsearch.serving.checkpoint import pack_checkpoint
 
 
-def pack(family: str, out: str | Path, encoder: str = "", encoder_weights: str | Path = "", speech: bool = False,
+def pack(family: str, out: str | Path, encoder: str = "", encoder_weights: str | Path = "", speech: bool = False, written: bool = False,
          **options: Any) -> Path:
     """Write ``out``: family ``family`` over the encoder ``encoder`` (``hf_clip`` with ``encoder_weights`` =
     a model folder, or ``open_clip:ARCH[@TAG]``); ``speech``: search what is said too (clip; alone, with no
@@ -21,5 +21,5 @@ def pack(family: str, out: str | Path, encoder: str = "", encoder_weights: str |
     if not cls.packable:
         raise ConfigError(f"model family {family!r} is trained, not packed: `momentsearch train CONFIG` writes its "
                           "checkpoint (families packed without training: clip)")
-    fam, model, features = cls.pack(encoder, str(encoder_weights) if encoder_weights else "", speech=speech, **options)
+    fam, model, features = cls.pack(encoder, str(encoder_weights) if encoder_weights else "", speech=speech, written=written, **options)
     return pack_checkpoint(out, fam, model, features)

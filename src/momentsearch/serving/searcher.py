@@ -32,20 +32,48 @@ from momentsearch.serving.checkpoint import Checkpoint
 from momentsearch.serving.filters import VideoFilter, VideoTable
 from momentsearch.serving.freshness import Staleness
 from momentsearch.serving.plan import SearchPlan
+from momentsearch.serving.query import MomentRef, PictureEncoder, Query, as_query
 from momentsearch.text.queries import TextQueries
 from momentsearch.timing import PartClock, part
 
 
 class PlannedSearch:
     """``search`` and ``search_many`` over a searcher's :meth:`plan` and :meth:`run` (:class:`Searcher`, and a
-    sharded index's :class:`~momentsearch.serving.sharded_search.ShardedSearcher`)."""
+    sharded index's :class:`~momentsearch.serving.sharded_search.ShardedSearcher`). A query is a string or a
+    :class:`~momentsearch.serving.query.Query` (words, a picture, a found moment)."""
+
+    family: Any
+    queries: TextQueries
+    pictures: PictureEncoder
+
+    def moment_vectors_of(self, ref: MomentRef) -> Any:
+        """The family's :meth:`moment_vectors` of a found moment (a :class:`QueryError` for an unknown id)."""
+        raise NotImplementedError
+
+    def token_features(self, items: Sequence[str | Query]) -> list[np.ndarray]:
+        """Each query's token features: the query encoder's for words, the family's
+        :meth:`~momentsearch.models.family.ModelFamily.example_query` for a picture or a moment."""
+        qs = [as_query(x) for x in items]
+        if all(q.words_only for q in qs):
+            return self.queries.encode_many([q.text for q in qs])  # type: ignore[misc]
+        texts = list(dict.fromkeys(q.text for q in qs if q.text))
+        said = dict(zip(texts, self.queries.encode_many(texts) if texts else [], strict=True))
+        out = []
+        for q in qs:
+            if q.words_only:
+                out.append(said[q.text])
+                continue
+            images = None if q.image is None else self.pictures.encode([q.image])
+            moment = None if q.like is None else self.moment_vectors_of(q.like)
+            out.append(np.asarray(self.family.example_query(said.get(q.text), images, moment), np.float32))
+        return out
 
     def plan(self, k: int = 10, offset: int = 0, min_score: float | None = None, videos: Sequence[str] | None = None,
              where: VideoFilter | None = None, time_from: float | None = None, time_to: float | None = None,
              per_video: int | None = None, paged: bool = False) -> SearchPlan:
         raise NotImplementedError
 
-    def run(self, texts: Sequence[str], plans: Sequence[SearchPlan], clock: PartClock | None = None,
+    def run(self, texts: Sequence[str | Query], plans: Sequence[SearchPlan], clock: PartClock | None = None,
             batch_size: int = 64) -> list[tuple[list[Hit], int | None]]:
         """Each text searched under its own plan, as pages (:meth:`SearchPlan.page`): the texts that share a pool
         (:meth:`_scope`) are searched together, ``batch_size`` at a time, each batch ranking its plans' largest
@@ -70,17 +98,25 @@ class PlannedSearch:
         """What a plan's queries must share to be searched in one call: its pool of index rows."""
         return plan.pool
 
-    def _ranked(self, texts: list[str], n: int, scope: Any, clock: PartClock | None) -> list[list[Hit]]:
-        """The ``n`` best moments of each text, all under one :meth:`_scope`."""
+    def _ranked(self, texts: list[str | Query], n: int, scope: Any, clock: PartClock | None) -> list[list[Hit]]:
+        """The ``n`` best moments of each query, all under one :meth:`_scope`."""
         raise NotImplementedError
 
-    def search(self, text: str, k: int = 10, videos: Sequence[str] | None = None, where: VideoFilter | None = None,
-               time_from: float | None = None, time_to: float | None = None, per_video: int | None = None
-               ) -> list[Hit]:
+    def search(self, text: str | Query | None = None, k: int = 10, videos: Sequence[str] | None = None,
+               where: VideoFilter | None = None, time_from: float | None = None, time_to: float | None = None,
+               per_video: int | None = None, image: Any = None, like: Any = None) -> list[Hit]:
+        """Ranked moments for words (``text``), a picture (``image``: a path, bytes or an RGB array), a found
+        moment (``like``: (video_id, start, end)), or words with either (:class:`~momentsearch.serving.query.Query`)."""
+        if image is not None or like is not None:
+            if isinstance(text, Query):
+                raise QueryError("give a Query, or text with image= / like=, not both")
+            text = Query(text, image=image, like=like)
+        if text is None:
+            raise QueryError("search needs words, image= or like=")
         return self.search_many([text], k, videos=videos, where=where, time_from=time_from, time_to=time_to,
                                 per_video=per_video)[0]
 
-    def search_many(self, texts: Sequence[str], k: int = 10, batch_size: int = 64,
+    def search_many(self, texts: Sequence[str | Query], k: int = 10, batch_size: int = 64,
                     videos: Sequence[str] | None = None, where: VideoFilter | None = None,
                     clock: PartClock | None = None, time_from: float | None = None, time_to: float | None = None,
                     per_video: int | None = None) -> list[list[Hit]]:
@@ -114,6 +150,9 @@ class Searcher(PlannedSearch):
         self._lock = threading.Lock()  # the stages' lazily built caches are filled once
         self._table: VideoTable | None = None
         self.stale: Staleness | None = None  # an index folder's Staleness (serving.freshness) when its corpus changed since
+        self.folder: Path | None = None  # the index folder it was loaded from (saved searches live beside it)
+        self.pictures = PictureEncoder(None if corpus is None else corpus.encoder,
+                                       None if corpus is None else corpus.manifest.encoder_weights, "this index")
 
     @property
     def video_ids(self) -> list[str]:
@@ -177,12 +216,21 @@ class Searcher(PlannedSearch):
         pool = self.rows_of(videos, where)
         return plan if pool is None else replace(plan, pool=tuple(pool))
 
-    def _ranked(self, texts: list[str], n: int, scope: tuple[int, ...] | None, clock: PartClock | None
+    def moment_vectors_of(self, ref: MomentRef) -> Any:
+        if ref.video_id not in self._row:
+            raise QueryError(f"like=: no video {ref.video_id[:200]!r} in this index")
+        row = self._row[ref.video_id]
+        if ref.start >= float(self.index.durations[row]):
+            raise QueryError(f"like=: the moment starts at {ref.start:g} s, past the end of {ref.video_id!r} "
+                             f"({float(self.index.durations[row]):.2f} s)")
+        return self.family.moment_vectors(self.index, row, ref.start, ref.end)
+
+    def _ranked(self, texts: list[str | Query], n: int, scope: tuple[int, ...] | None, clock: PartClock | None
                 ) -> list[list[Hit]]:
-        """The engine's ``n`` best moments of each text (one encoder batch, one engine call), from the rows
+        """The engine's ``n`` best moments of each query (one encoder batch, one engine call), from the rows
         ``scope`` (None: every video)."""
         with part(clock, "encode"):
-            tokens, mask = pad_tokens(self.queries.encode_many(texts), self.family.max_tokens)
+            tokens, mask = pad_tokens(self.token_features(texts), self.family.max_tokens)
         with self._lock:  # the stages' lazily built caches are filled once
             res = self.engine.search([f"q{i}" for i in range(len(texts))], tokens, mask,
                                      None if scope is None else [list(scope)] * len(texts), n_moments=n, clock=clock,
@@ -213,6 +261,7 @@ def load_index(path: str | Path, device: str = "auto", progress: bool = False, k
                         k_videos or settings.k_videos, settings.nms_threshold, corpus=folder.corpus,
                         first_stage=first_stage or "auto", first_stage_params=first_stage_params,
                         first_stage_dir=folder.root / "first_stage", progress=progress)
+    searcher.folder = folder.root
     searcher.stale = staleness(folder.root, folder.info, folder.corpus)
     warn_if_stale(searcher.stale)  # a StaleIndexWarning: the corpus changed since the index was built
     return searcher

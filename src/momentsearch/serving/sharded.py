@@ -127,6 +127,12 @@ class ShardWorker:
         rows = self.searcher.rows_of(held, where)
         return ShardScope(None if rows is None else tuple(int(r) for r in rows), missing)
 
+    def moment_vectors(self, ref: Any) -> Any:
+        """A found moment's part of a query (None: not this shard's video)."""
+        if ref.video_id not in self.searcher.row_of:
+            return None
+        return self.searcher.moment_vectors_of(ref)
+
     def _queries(self, tokens: torch.Tensor, mask: torch.Tensor) -> Any:
         return self.searcher.engine.stages.queries(tokens.to(self.searcher.device), mask.to(self.searcher.device))
 

@@ -20,6 +20,7 @@ from momentsearch.search.ranked import Hit
 from momentsearch.serving.checkpoint import Checkpoint, load_checkpoint
 from momentsearch.serving.filters import VideoFilter
 from momentsearch.serving.plan import SearchPlan
+from momentsearch.serving.query import MomentRef, PictureEncoder
 from momentsearch.serving.searcher import PlannedSearch
 from momentsearch.serving.sharded import (
     LocalShard,
@@ -56,6 +57,7 @@ class ShardedSearcher(PlannedSearch):
     def __init__(self, root: Path, manifest: ShardManifest, shards: list[Any], ckpt: Checkpoint,
                  descriptions: list[ShardDescription], corpus: CorpusFolder | None, k_videos: int, cache_size: int = 4096):
         self.root, self.manifest, self.shards = root, manifest, shards
+        self.folder = root
         self.checkpoint, self.family, self.corpus = ckpt, ckpt.family, corpus
         self.queries = ckpt.family.query_features(ckpt.model, cache_size)
         self.descriptions = descriptions
@@ -65,6 +67,8 @@ class ShardedSearcher(PlannedSearch):
         specs = sorted({d.first_stage for d in descriptions})
         self.first_stage = ShardedStage(f"{len(shards)} shards x {'/'.join(specs)}")
         self.stale = None  # each shard says its own staleness when it loads
+        self.pictures = PictureEncoder(None if corpus is None else corpus.encoder,
+                                       None if corpus is None else corpus.manifest.encoder_weights, str(root))
         self._ids: list[str] | None = None
 
     @property
@@ -96,13 +100,20 @@ class ShardedSearcher(PlannedSearch):
             raise QueryError(f"{len(missing)} video id(s) not in this index: {', '.join(map(repr, named[:5]))}")
         return replace(plan, shard_pools=tuple(s.rows for s in scopes))
 
+    def moment_vectors_of(self, ref: MomentRef) -> Any:
+        """Asked of the shard that holds the moment's video."""
+        got = [x for x in _gathered([s.ask("moment_vectors", ref) for s in self.shards], object) if x is not None]
+        if not got:
+            raise QueryError(f"like=: no video {ref.video_id[:200]!r} in this index")
+        return got[0]
+
     def _scope(self, plan: SearchPlan) -> tuple[tuple[int, ...] | None, ...] | None:
         return plan.shard_pools  # (a sharded plan has no pool of rows of its own)
 
     def _ranked(self, texts: list[str], n: int, pools: tuple[tuple[int, ...] | None, ...] | None,
                 clock: PartClock | None) -> list[list[Hit]]:
         with part(clock, "encode"):
-            tokens, mask = pad_tokens(self.queries.encode_many(texts), self.family.max_tokens)
+            tokens, mask = pad_tokens(self.token_features(texts), self.family.max_tokens)
         pools = pools or (None,) * len(self.shards)
         with part(clock, "first_stage"):
             got = _gathered([None if pool == () else s.ask("candidates", tokens, mask, pool, self.k_videos)

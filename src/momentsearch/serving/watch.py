@@ -52,12 +52,18 @@ class Update:
     index: IndexReport | None
     seen_at: float  # time.time() when the change was first listed
     done_at: float
+    alerts: list[Any] = field(default_factory=list)  # new moments of saved searches (serving.alerts)
+    alert_error: str | None = None  # the saved searches could not be run (the index is updated all the same)
 
     def summary(self) -> str:
         lines = [self.ingest.summary()]
         if self.index is not None:
             lines.append(self.index.summary())
         lines.append(f"updated {self.done_at - self.seen_at:.1f} s after the change was seen")
+        lines += [f"alert: {a.query!r} matched {a.video_id} {a.start:.1f}-{a.end:.1f} s (score {a.score:.3f})"
+                  for a in self.alerts]
+        if self.alert_error:
+            lines.append(f"saved searches not run: {self.alert_error}")
         return "\n".join(lines)
 
 
@@ -73,6 +79,10 @@ class Watcher:
     encoder_options: dict[str, Any] = field(default_factory=dict)
     clip_seconds: float = 2.0  # for a new corpus
     fps: float = 2.0
+    speech: str | None = None  # default: as the corpus's videos were ingested (none for a new one)
+    read_text: bool | None = None
+    ocr_weights: str | None = None
+    alerts: bool = True  # run the saved searches (INDEX.alerts/) over each round's new and changed videos
     _done: Listing | None = None
     _last: Listing | None = None
     _since: float = 0.0
@@ -88,12 +98,19 @@ class Watcher:
     def _settings(self) -> dict[str, Any]:
         if not is_corpus_folder(self.corpus):
             return {"encoder": self.encoder or "builtin", "encoder_options": self.encoder_options,
-                    "clip_seconds": self.clip_seconds, "fps": self.fps}
+                    "clip_seconds": self.clip_seconds, "fps": self.fps, "speech": self.speech or "none",
+                    "read_text": bool(self.read_text)}
         man = CorpusFolder.open(self.corpus).manifest
         ident = man.encoder
-        options = self.encoder_options or {k: v for k, v in (ident.get("config") or {}).items() if k == "weights"}
+        options = self.encoder_options or ({"weights": man.encoder_weights} if man.encoder_weights else {})
+        # what the last ingested video was heard and read with (so that a new file is treated alike, and the
+        # old ones are not done again without their speech and text)
+        latest = max(man.videos, key=lambda v: str(v.get("ingested_at", "")), default={})
+        listen = latest.get("listen") or {}
         return {"encoder": self.encoder or ident["name"], "encoder_options": options,
-                "clip_seconds": man.clip_seconds, "fps": man.fps}
+                "clip_seconds": man.clip_seconds, "fps": man.fps,
+                "speech": self.speech or listen.get("speech", "none"),
+                "read_text": bool(listen.get("read_text", False)) if self.read_text is None else self.read_text}
 
     def step(self, now: float | None = None) -> Update | None:
         """List the folder; ingest and index once a change has settled (the first call's listing counts as a
@@ -111,14 +128,31 @@ class Watcher:
         s = self._settings()
         model = self.index / "model.pt" if is_index_folder(self.index) else self.model
         report = ingest(self.videos, self.corpus, s["encoder"], s["clip_seconds"], s["fps"],
-                        encoder_options=s["encoder_options"] or None, progress=False)
+                        encoder_options=s["encoder_options"] or None, progress=False, speech=s["speech"],
+                        read_text=s["read_text"], ocr_weights=self.ocr_weights if s["read_text"] else None)
         fingerprint = CorpusFolder.open(self.corpus).fingerprint
         idx = None
         if not is_index_folder(self.index) or read_index_info(self.index).corpus.fingerprint != fingerprint:
             idx = build_index(model, self.corpus, self.index, progress=False)  # type: ignore[arg-type]
         done = Update(report, idx, self._first_seen, time.time())
+        if self.alerts and report.encoded:
+            self._alert(done, report.encoded)
         self._done, self._first_seen = current, 0.0
         return done
+
+    def _alert(self, done: Update, videos: list[str]) -> None:
+        """The saved searches over the videos this round encoded (none saved: nothing loaded)."""
+        from momentsearch.errors import MomentSearchError
+        from momentsearch.serving.alerts import AlertBook
+        from momentsearch.serving.searcher import load_index
+
+        book = AlertBook(self.index)
+        try:
+            if book.searches():
+                done.alerts = book.check(load_index(self.index, device="cpu"), videos)
+        except (MomentSearchError, OSError) as e:
+            done.alert_error = f"{type(e).__name__}: {e}"
+        done.done_at = time.time()
 
     def run(self, stop: threading.Event | None = None, on_update: Callable[[Update], None] | None = None,
             on_error: Callable[[BaseException], None] | None = None) -> None:

@@ -27,6 +27,7 @@ decoding stops with an error past ``max_frames`` decoded frames or ``max_seconds
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import reprlib
@@ -43,7 +44,7 @@ from momentsearch.errors import VideoDecodeError
 from momentsearch.readers import is_finite_number
 
 
-def _av() -> Any:
+def import_av() -> Any:
     try:
         import av
     except ImportError:
@@ -119,7 +120,7 @@ class DecodeStats:
 
 
 def _open(path: Path) -> Any:
-    av = _av()
+    av = import_av()
     if not path.is_file():
         raise VideoDecodeError(f"{path}: not a file")
     if path.stat().st_size == 0:
@@ -130,13 +131,23 @@ def _open(path: Path) -> Any:
         raise VideoDecodeError(f"{path}: not a video ffmpeg can open ({_why(e)})") from None
 
 
+@contextlib.contextmanager
+def open_media(path: Path) -> Iterator[Any]:
+    """The opened container (closed after), or a :class:`VideoDecodeError` naming the file."""
+    container = _open(path)
+    try:
+        yield container
+    finally:
+        container.close()
+
+
 def _why(e: BaseException) -> str:
     text = str(e).strip() or type(e).__name__
     text = re.sub(r"^\[Errno -?\d+\] ", "", text.splitlines()[0])
     return re.sub(r": '[^']*'", "", text, count=1)[:200]  # the path, which the message names already
 
 
-def _video_stream(path: Path, container: Any) -> Any:
+def video_stream(path: Path, container: Any) -> Any:
     if not container.streams.video:
         kinds = sorted({s.type for s in container.streams}) or ["none"]
         container.close()
@@ -161,7 +172,7 @@ def probe(path: str | Path) -> VideoInfo:
     p = Path(path)
     c = _open(p)
     try:
-        s = _video_stream(p, c)
+        s = video_stream(p, c)
         dur = None
         if s.duration is not None and s.time_base is not None:
             dur = float(s.duration * s.time_base)
@@ -171,8 +182,8 @@ def probe(path: str | Path) -> VideoInfo:
         rotation = 0
         try:
             first = next(c.decode(s), None)
-            rotation = _rotation(first) if first is not None else 0
-        except _av().FFmpegError:
+            rotation = rotation_of(first) if first is not None else 0
+        except import_av().FFmpegError:
             pass
         return VideoInfo(dur, rate, int(s.codec_context.width or 0), int(s.codec_context.height or 0), rotation,
                          s.codec_context.name, c.format.name)
@@ -180,7 +191,7 @@ def probe(path: str | Path) -> VideoInfo:
         c.close()
 
 
-def _rotation(frame: Any) -> int:
+def rotation_of(frame: Any) -> int:
     """Degrees to turn counter-clockwise for display (0, 90, 180, 270)."""
     r = int(round(getattr(frame, "rotation", 0) or 0)) % 360
     return (r + 45) // 90 * 90 % 360
@@ -206,14 +217,14 @@ def clip_frames(path: str | Path, clip_seconds: float, fps: float, size: tuple[i
     or with ``stills`` is one clip of ``clip_seconds`` holding its one frame."""
     if clip_seconds <= 0 or fps <= 0:
         raise ValueError(f"clip_seconds and fps must be > 0, got {clip_seconds} and {fps}")
-    av = _av()
+    av = import_av()
     p = Path(path)
     lim = limits or DecodeLimits()
     st = stats if stats is not None else DecodeStats()
     started = time.monotonic()
     c = _open(p)
     try:
-        s = _video_stream(p, c)
+        s = video_stream(p, c)
         image = _is_image_format(c.format.name)
         if image and not stills:
             raise _still(p, f"{s.codec_context.name}, read by ffmpeg's {c.format.name} demuxer")
@@ -240,7 +251,7 @@ def clip_frames(path: str | Path, clip_seconds: float, fps: float, size: tuple[i
                     t = last_t
                 _check_size(p, frame.width, frame.height, lim, f"frame {st.n_frames + 1}")
                 if st.n_frames == 0:
-                    st.rotation = _rotation(frame)
+                    st.rotation = rotation_of(frame)
                     st.width, st.height = ((frame.height, frame.width) if st.rotation in (90, 270)
                                            else (frame.width, frame.height))
                 st.n_frames += 1
@@ -315,10 +326,10 @@ def frame_at(path: str | Path, seconds: float, width: int = 320) -> np.ndarray:
 
 
 def _frame_at(p: Path, seconds: float, width: int) -> np.ndarray:
-    av = _av()
+    av = import_av()
     c = _open(p)
     try:
-        s = _video_stream(p, c)
+        s = video_stream(p, c)
         tb = float(s.time_base) if s.time_base else None
         start = s.start_time or 0
         if tb and seconds > 0:
@@ -336,7 +347,7 @@ def _frame_at(p: Path, seconds: float, width: int) -> np.ndarray:
         if chosen is None:
             raise VideoDecodeError(f"{p}: no frame at or before {seconds:.1f} s")
         _check_size(p, chosen.width, chosen.height, DecodeLimits(), "a frame")
-        rot = _rotation(chosen)
+        rot = rotation_of(chosen)
         w, h = (chosen.height, chosen.width) if rot in (90, 270) else (chosen.width, chosen.height)
         size = (width, max(2, int(round(width * h / max(w, 1))) // 2 * 2))
         return _to_rgb(chosen, size, rot)

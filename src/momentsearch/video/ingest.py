@@ -9,6 +9,13 @@ stream. Files that cannot be decoded are reported and skipped; still images too,
 takes each as a one-clip item. A speech source that cannot be read is a warning (file and line) and the
 video is ingested without it.
 
+**Heard and read** (issue 72): with ``speech`` (``auto``/``pocketsphinx``/``whisper:PATH``), a video with
+none of those sources has its audio track recognised (:mod:`momentsearch.video.speech`), and the cues are
+stored as its transcript with their source (``kind`` ``asr:pocketsphinx``); with ``read_text`` the text on
+screen is read (:mod:`momentsearch.video.written`) into ``written/<id>.json`` and the ``written`` stream. A
+damaged audio track, or a recogniser failing on one file, is a warning: the video is kept. Each entry records
+the settings it was heard and read with (``listen``); a later ingest with other settings does it again.
+
 **Ids.** A video's id is its path relative to the folder, without its extension (``cats/a.mp4`` ->
 ``cats/a``). Where two files would share an id (``a.mp4`` and ``a.mkv``), each takes its full
 relative name instead (``a.mp4``, ``a.mkv``), so no file hides another.
@@ -29,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import time
 import zlib
 from collections.abc import Iterator
@@ -42,7 +50,7 @@ from tqdm import tqdm
 
 from momentsearch.data.corpus_folder import MANIFEST, CorpusFolder, CorpusManifest
 from momentsearch.data.features import check_clip_array, checksum, h5_key
-from momentsearch.data.transcripts import SIDECAR_SUFFIXES, TRANSCRIPTS, Transcript, sidecars
+from momentsearch.data.transcripts import SIDECAR_SUFFIXES, TRANSCRIPTS, WRITTEN, Transcript, sidecars
 from momentsearch.errors import ConfigError, CorpusFolderError, MomentSearchError
 from momentsearch.fileio import atomic_path, make_folder
 from momentsearch.video.decode import DecodeLimits
@@ -50,6 +58,7 @@ from momentsearch.video.encoders import VisualEncoder, create_encoder, describe,
 from momentsearch.video.worker import SUBTITLE_ENCODER, Encoded, VideoWorker
 
 JOURNAL = "ingest.journal.jsonl"
+LISTEN_OFF = {"speech": "none", "read_text": False}  # what an entry made without --speech / --read-text records
 
 
 @dataclass
@@ -103,8 +112,10 @@ def _signature(path: Path, videos_dir: Path) -> dict[str, Any]:
     return sig
 
 
-def _same_source(entry: dict[str, Any], sig: dict[str, Any]) -> bool:
+def _same_source(entry: dict[str, Any], sig: dict[str, Any], listen: dict[str, Any]) -> bool:
     if "transcript" not in entry:  # ingested before transcripts were stored: read what is said again
+        return False
+    if entry.get("listen", LISTEN_OFF) != listen:  # asked to recognise speech or read text differently now
         return False
     return entry.get("sidecars") == sig["sidecars"] and all(entry.get(k) == sig[k] for k in ("path", "size", "mtime_ns"))
 
@@ -183,7 +194,8 @@ def ingest(videos_dir: str | Path, out: str | Path, encoder: str | VisualEncoder
            clip_seconds: float = 2.0, fps: float = 2.0, encoder_options: dict[str, Any] | None = None,
            batch_clips: int = 16, progress: bool = True, ray_address: str | None = None,
            ray_workers: int | None = None, threads: int = 0, limits: DecodeLimits | None = None,
-           stills: bool = False) -> IngestReport:
+           stills: bool = False, speech: str = "none", read_text: bool = False,
+           ocr_weights: str | None = None) -> IngestReport:
     """Ingest (or update) ``out`` from ``videos_dir``; returns what was done, failures included.
     ``ray_address``: spread decoding and encoding over Ray (``"local"``: a Ray started here with
     ``ray_workers`` workers, default one per core; else a cluster's address, e.g. ``ray://head:10001``
@@ -204,6 +216,8 @@ def ingest(videos_dir: str | Path, out: str | Path, encoder: str | VisualEncoder
         raise CorpusFolderError(f"threads must be >= 0, got {threads}")
     if ray_workers is not None and ray_workers < 1:
         raise ConfigError(f"--ray-workers must be >= 1, got {ray_workers}")
+    listen = {"speech": speech, "read_text": bool(read_text)}
+    hearing = _check_listening(speech, read_text, ocr_weights)
     enc = encoder if isinstance(encoder, VisualEncoder) else create_encoder(encoder, **(encoder_options or {}))
     identity = enc.identity()
     make_folder(dst, dst)
@@ -211,6 +225,7 @@ def ingest(videos_dir: str | Path, out: str | Path, encoder: str | VisualEncoder
     files = scan(src, exclude=dst.resolve())
     report = IngestReport(dst)
     vis_dir, sub_dir, said_dir = dst / "features" / "visual", dst / "features" / "subtitle", dst / TRANSCRIPTS
+    wr_dir, read_dir = dst / "features" / WRITTEN, dst / WRITTEN
     make_folder(vis_dir, vis_dir)
     todo, videos = [], {}
     for vid, path in files.items():
@@ -221,7 +236,7 @@ def ingest(videos_dir: str | Path, out: str | Path, encoder: str | VisualEncoder
                                     "error": f"{path}: cannot be read ({e.strerror or e})"})
             continue
         e = entries.get(vid)
-        if e is not None and _same_source(e, sig) and (vis_dir / f"{h5_key(vid)}.npy").is_file():
+        if e is not None and _same_source(e, sig, listen) and (vis_dir / f"{h5_key(vid)}.npy").is_file():
             videos[vid] = e
             report.kept.append(vid)
         else:
@@ -231,13 +246,14 @@ def ingest(videos_dir: str | Path, out: str | Path, encoder: str | VisualEncoder
     jobs = [(vid, path, [src / f["path"] for f in sig["sidecars"]]) for vid, path, sig in todo]
     sigs = {vid: sig for vid, _, sig in todo}
     if ray_address is None:
-        worker = VideoWorker(enc, clip_seconds, fps, batch_clips, limits, stills)
+        worker = VideoWorker(enc, clip_seconds, fps, batch_clips, limits, stills, speech, read_text, ocr_weights)
+        worker.recogniser, worker.reader = hearing
         results: Iterator[tuple[str, Encoded]] = ((vid, worker.run(path, sub)) for vid, path, sub in jobs)
     else:
         from momentsearch.video.ray_ingest import ray_results
 
         results = ray_results(jobs, encoder if isinstance(encoder, str) else enc, encoder_options,
-                              (clip_seconds, fps, batch_clips, limits, stills), ray_address, ray_workers, threads or 1)
+                              (clip_seconds, fps, batch_clips, limits, stills, speech, read_text, ocr_weights), ray_address, ray_workers, threads or 1)
     with _torch_threads(threads if ray_address is None else 0), open(dst / JOURNAL, "a", encoding="utf-8") as journal, tqdm(
             total=len(todo), desc="ingesting", unit="video", disable=not progress or not todo) as bar:
         for vid, done in results:  # in order here, as finished on Ray
@@ -262,8 +278,17 @@ def ingest(videos_dir: str | Path, out: str | Path, encoder: str | VisualEncoder
                         "cues": len(done.transcript.cues)}
             else:
                 (said_dir / f"{h5_key(vid)}.json").unlink(missing_ok=True)  # from an earlier ingest of the file
+            read = None
+            if done.written is not None and done.written_feats is not None:
+                make_folder(read_dir, read_dir)
+                make_folder(wr_dir, wr_dir)
+                crc[WRITTEN] = _write_array(wr_dir, vid, done.written_feats)
+                crc["written_text"] = _write_transcript(read_dir, vid, done.written)
+                read = {"source": done.written.source, "kind": done.written.kind, "cues": len(done.written.cues)}
+            else:
+                (read_dir / f"{h5_key(vid)}.json").unlink(missing_ok=True)
             report.warnings += [{"path": sig["path"], "warning": w} for w in done.warnings or []]
-            entry = {"id": vid, **sig, "transcript": said, **({"warnings": done.warnings} if done.warnings else {}),
+            entry = {"id": vid, **sig, "transcript": said, "written": read, "listen": listen, **({"warnings": done.warnings} if done.warnings else {}),
                      "ingested_at": _utc_now(), "duration": round(st.duration, 6),
                      "clip_length": clip_seconds,
                      "n_clips": len(feats), "fps": st.fps, "width": st.width, "height": st.height,
@@ -280,31 +305,53 @@ def ingest(videos_dir: str | Path, out: str | Path, encoder: str | VisualEncoder
     report.failures.sort(key=lambda f: f["path"])
     report.warnings.sort(key=lambda w: w["path"])
     report.encoded.sort()
-    _finish(dst, src, identity, clip_seconds, fps, videos, report, sub_dir)
+    weights = (encoder_options or {}).get("weights") or getattr(enc, "weights", None)
+    _finish(dst, src, identity, clip_seconds, fps, videos, report, sub_dir, wr_dir,
+            str(Path(weights).resolve()) if weights and Path(str(weights)).exists() else None)
     report.wall_seconds = time.perf_counter() - t0
     return report
 
 
 def _finish(dst: Path, src: Path, identity: dict[str, Any], clip_seconds: float, fps: float,
-            videos: dict[str, dict[str, Any]], report: IngestReport, sub_dir: Path) -> None:
-    """Zero subtitle rows for videos without subtitles (when any has them), the manifest, then clean-up."""
-    has_sub = any("subtitle" in v["crc32"] for v in videos.values())
-    if has_sub:
-        make_folder(sub_dir, sub_dir)
-        for v in videos.values():
-            if "subtitle" not in v["crc32"]:
-                v["crc32"]["subtitle"] = _write_array(sub_dir, v["id"], np.zeros((v["n_clips"], SUBTITLE_ENCODER["dim"])))
+            videos: dict[str, dict[str, Any]], report: IngestReport, sub_dir: Path, wr_dir: Path,
+            weights: str | None = None) -> None:
+    """Zero rows of the subtitle and written streams for videos without them (when any video has them), the
+    manifest, then clean-up."""
     streams: dict[str, Any] = {"visual": {"path": "features/visual", "kind": "npy", "dim": identity["dim"],
                                           "encoder": identity, "crc_of": "stored"}}
-    if has_sub:
-        streams["subtitle"] = {"path": "features/subtitle", "kind": "npy", "dim": SUBTITLE_ENCODER["dim"],
-                               "encoder": SUBTITLE_ENCODER, "crc_of": "stored"}
+    for name, folder in (("subtitle", sub_dir), (WRITTEN, wr_dir)):
+        if not any(name in v["crc32"] for v in videos.values()):
+            continue
+        make_folder(folder, folder)
+        for v in videos.values():
+            if name not in v["crc32"]:
+                v["crc32"][name] = _write_array(folder, v["id"], np.zeros((v["n_clips"], SUBTITLE_ENCODER["dim"])))
+        streams[name] = {"path": f"features/{name}", "kind": "npy", "dim": SUBTITLE_ENCODER["dim"],
+                         "encoder": SUBTITLE_ENCODER, "crc_of": "stored"}
     warnings = [{"path": v["path"], "warning": w} for k in sorted(videos) for v in [videos[k]]
                 for w in v.get("warnings", [])]
     CorpusManifest(identity, streams, [videos[k] for k in sorted(videos)], src.resolve().name, str(src.resolve()),
-                   clip_seconds, fps, report.failures, warnings).write(dst)
+                   clip_seconds, fps, report.failures, warnings, weights).write(dst)
     (dst / JOURNAL).unlink(missing_ok=True)
     for vid in report.removed:  # after the manifest stopped naming them
-        for d in (dst / "features" / "visual", sub_dir):
+        for d in (dst / "features" / "visual", sub_dir, wr_dir):
             (d / f"{h5_key(vid)}.npy").unlink(missing_ok=True)
-        (dst / TRANSCRIPTS / f"{h5_key(vid)}.json").unlink(missing_ok=True)
+        for d in (dst / TRANSCRIPTS, dst / WRITTEN):
+            (d / f"{h5_key(vid)}.json").unlink(missing_ok=True)
+    if WRITTEN not in streams:  # read before, not now: the manifest no longer names the stream's files
+        shutil.rmtree(wr_dir, ignore_errors=True)
+
+
+def _check_listening(speech: str, read_text: bool, ocr_weights: str | None) -> tuple[Any, Any]:
+    """The recogniser and the text reader, made once before any video is decoded, so that a missing package or
+    weights file is one clear error and not a warning per video (None where not asked for)."""
+    from momentsearch.video.speech import create_recogniser
+
+    recogniser = create_recogniser(speech)
+    if ocr_weights is not None and not read_text:
+        raise ConfigError("--ocr-weights is the text reader's weights: give --read-text too")
+    if not read_text:
+        return recogniser, None
+    from momentsearch.video.ocr.reader import TextReader
+
+    return recogniser, TextReader(ocr_weights)

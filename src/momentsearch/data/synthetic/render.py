@@ -161,6 +161,11 @@ def painter_adj_index(inv: Inventory, adjective: str) -> int:
     return next(i for i, a in enumerate(inv.adjectives) if a.id == adjective)
 
 
+def srt_text(subtitles: list) -> str:  # noqa: ANN001
+    """A video's subtitles ``(start, end, text, ...)`` as the text of an SRT file."""
+    return "".join(f"{k + 1}\n{_srt_time(s[0])} --> {_srt_time(s[1])}\n{s[2]}\n\n" for k, s in enumerate(subtitles))
+
+
 def _srt_time(s: float) -> str:
     ms = int(round(s * 1000))
     return f"{ms // 3_600_000:02d}:{ms // 60_000 % 60:02d}:{ms // 1000 % 60:02d},{ms % 1000:03d}"
@@ -204,8 +209,7 @@ def render_benchmark(root: str | Path, fps: float = 4.0, size: int = 64, progres
         target = out / f"{video.video_id}.mp4"
         if video.subtitles:
             with atomic_path(out / f"{video.video_id}.srt") as tmp:
-                tmp.write_text("".join(f"{k + 1}\n{_srt_time(s[0])} --> {_srt_time(s[1])}\n{s[2]}\n\n"
-                                       for k, s in enumerate(video.subtitles)), encoding="utf-8")
+                tmp.write_text(srt_text(video.subtitles), encoding="utf-8")
         if not target.is_file():
             write_video(target, render_frames(cfg, painter, video, fps), fps, size)
     return out

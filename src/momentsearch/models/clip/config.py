@@ -1,5 +1,6 @@
 """The ``clip`` family's config: which streams it searches (what is seen: a CLIP text tower and the image
-embeddings it pairs with; what is said: MiniLM over the corpus's transcripts), and the moment rule's three
+embeddings it pairs with; what is said: MiniLM over the corpus's transcripts; what is written: MiniLM over the
+text read on screen), and the moment rule's three
 numbers (see :mod:`momentsearch.models.clip.moments` and :mod:`momentsearch.models.clip.spans`)."""
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class CLIPSearchConfig:
     max_clips: int = 16  # the longest moment, in clips
     smooth: int = 1  # clips in the moving average before thresholding (1: none)
     speech: bool = False  # also search what is said (the corpus's subtitle stream, MiniLM)
+    written: bool = False  # also search the text read on screen (the corpus's written stream, MiniLM)
 
     def __post_init__(self) -> None:
         if self.name != "clip":
@@ -34,8 +36,9 @@ class CLIPSearchConfig:
             raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
         if self.max_clips < 1 or self.smooth < 1 or self.context_length < 2:
             raise ValueError("max_clips and smooth must be >= 1 and context_length >= 2")
-        if self.backend == "none" and not self.speech:
-            raise ValueError("backend 'none' (no CLIP) searches what is said only: it needs speech=True")
+        if self.backend == "none" and not (self.speech or self.written):
+            raise ValueError("backend 'none' (no CLIP) searches what is said or written: it needs speech=True or "
+                             "written=True")
 
     @property
     def vision(self) -> bool:
@@ -47,10 +50,11 @@ class CLIPSearchConfig:
 
     @property
     def streams(self) -> tuple[str, ...]:
-        """The streams searched, in the order of the index's rows: seen, then said."""
-        return (("seen",) if self.vision else ()) + (("said",) if self.speech else ())
+        """The streams searched, in the order of the index's rows: seen, said, then written."""
+        return (("seen",) if self.vision else ()) + (("said",) if self.speech else ()) + (
+            ("written",) if self.written else ())
 
     @property
     def width(self) -> int:
         """Each stream's row in the index (and each query vector), zero-padded to the widest of them."""
-        return max(self.dim if self.vision else 0, SPEECH_DIM if self.speech else 0)
+        return max(self.dim if self.vision else 0, SPEECH_DIM if self.speech or self.written else 0)

@@ -8,7 +8,7 @@ embedding with the clip's speech embedding (MiniLM of the cue texts overlapping 
 **Candidates.**
 * seen: the similarity runs of :func:`momentsearch.models.clip.moments.similarity_moments` over ``c``
   (mean + kappa * std threshold, runs cut at ``max_clips``), on the clip grid;
-* said: over the clips where something is said, threshold ``mean(s) + kappa * std(s)`` over those clips;
+* said (and written, the same way, over its own cues): over the clips where something is said, threshold ``mean(s) + kappa * std(s)`` over those clips;
   a moment is a run of consecutive such clips at or above it (cut at ``max_clips``; the best clip alone when
   none is), and spans its cues: from the first cue start to the last cue end of its clips. Cues that run on
   (one sentence over several cues, or several clips) are so merged into one moment. Each spoken clip's own
@@ -16,10 +16,13 @@ embedding with the clip's speech embedding (MiniLM of the cue texts overlapping 
 
 **Score** of a span [a, b), over the clips it overlaps:
   seen  V = (1 + mean of c) / 2;   said  S = (1 + max of s) / 2   (0.5 where nothing is said: cosine 0);
-  a family that searches one stream scores V (or S) alone, one that searches both scores (V + S) / 2. Both are
-  cosines of one text tower against one embedding space, comparable across videos, so the scores rank
+  written W = (1 + max of w) / 2, as said, over the MiniLM vectors of the text read on screen (``w_t``, with
+  its own cue spans: a line's time on screen);
+  a family scores the mean of the streams it searches: V alone, (V + S) / 2, (V + S + W) / 3, ... Each is a
+  cosine of one text tower against one embedding space, comparable across videos, so the scores rank
   moments across the corpus. Every span, whichever stream proposed it, is scored by the same rule, and
-  identical spans are kept once; equal scores rank the longer span first.
+  identical spans are kept once; equal scores rank the longer span first. A stream the query does not speak to
+  (a picture's said stream: its query vector is zero, so every cosine is 0) proposes no span and adds 0.5.
 
 A video's retrieval score is the mean over the searched streams of the best clip's cosine (``ClipMaxRetriever``),
 so no moment of a video scores above (1 + its retrieval score) / 2 (the engine's score bound).
@@ -50,19 +53,24 @@ def said_runs(s: np.ndarray, spoken: np.ndarray, kappa: float, max_clips: int) -
 
 
 def video_spans(c: np.ndarray | None, s: np.ndarray | None, cues: np.ndarray, dt: float, duration: float,
-                kappa: float, max_clips: int, smooth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                kappa: float, max_clips: int, smooth: int,
+                more: tuple[tuple[np.ndarray, np.ndarray], ...] = ()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(start s, end s, score) of one video's moments, best first. ``c``: (T,) seen cosines or None (not
-    searched); ``s``: (T,) said cosines or None; ``cues``: (T, 2) cue spans, start < 0 where none."""
-    t = len(c) if c is not None else len(s)  # type: ignore[arg-type]
+    searched); ``s``: (T,) said cosines or None; ``cues``: (T, 2) cue spans, start < 0 where none; ``more``:
+    further text streams searched the way said is, each (cosines, cue spans): the text written on screen."""
+    texts = ([(s, cues)] if s is not None else []) + list(more)
+    t = len(c) if c is not None else len(texts[0][0])
     cand: list[tuple[float, float]] = []
-    if c is not None:
+    if c is not None and np.any(c):  # (a query with no seen part, a picture's said stream: cosine 0, proposes nothing)
         st, ed, _ = similarity_moments(c, kappa, max_clips, smooth)
         cand += [(float(a) * dt, min(float(b + 1) * dt, duration)) for a, b in zip(st, ed, strict=True)]
-    if s is not None:
-        spoken = cues[:, 0] >= 0
-        for a, b in said_runs(s, spoken, kappa, max_clips):
-            cand.append((float(cues[a:b + 1, 0][spoken[a:b + 1]].min()), float(cues[a:b + 1, 1][spoken[a:b + 1]].max())))
-        cand += [(float(cues[i, 0]), float(cues[i, 1])) for i in np.flatnonzero(spoken)]
+    for x, cue in texts:
+        spoken = cue[:, 0] >= 0
+        if not np.any(x[spoken]):
+            continue
+        for a, b in said_runs(x, spoken, kappa, max_clips):
+            cand.append((float(cue[a:b + 1, 0][spoken[a:b + 1]].min()), float(cue[a:b + 1, 1][spoken[a:b + 1]].max())))
+        cand += [(float(cue[i, 0]), float(cue[i, 1])) for i in np.flatnonzero(spoken)]
     if not cand:
         return np.zeros(0), np.zeros(0), np.zeros(0, np.float32)
     span = np.unique(np.asarray(cand, np.float64), axis=0)
@@ -72,8 +80,8 @@ def video_spans(c: np.ndarray | None, s: np.ndarray | None, cues: np.ndarray, dt
     if c is not None:
         cs = np.concatenate([[0.0], np.cumsum(np.asarray(c, np.float64))])
         parts.append((1.0 + (cs[last + 1] - cs[first]) / (last - first + 1)) / 2.0)
-    if s is not None:
-        best = np.array([np.max(s[a:b + 1]) for a, b in zip(first, last, strict=True)], np.float64)
+    for x, _ in texts:
+        best = np.array([np.max(x[a:b + 1]) for a, b in zip(first, last, strict=True)], np.float64)
         parts.append((1.0 + best) / 2.0)
     score = np.mean(parts, axis=0)
     order = np.lexsort((span[:, 0], span[:, 0] - span[:, 1], -score))

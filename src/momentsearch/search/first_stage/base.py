@@ -72,7 +72,6 @@ class VectorBackend(ABC):
     def max_k(self) -> int:
         return 1 << 30
 
-
     @property
     def nbytes(self) -> int:
         """Bytes the built index occupies (memory or files)."""

@@ -110,7 +110,6 @@ class FaissBackend(VectorBackend):
         self._configure()
         return True
 
-
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         if isinstance(self.index, self._faiss().IndexHNSW) and "efSearch" not in self.params \
                 and self.index.hnsw.efSearch < k:

@@ -135,7 +135,6 @@ class MilvusBackend(VectorBackend):
             self.client.load_collection(self.collection)
         return True
 
-
     @property
     def max_k(self) -> int:
         return 16_384  # Milvus's topk limit

@@ -1,4 +1,5 @@
-// momentsearch page: search, show moments as cards, play a moment from its start to its end.
+// momentsearch page: search (words, a picture, or more like a found moment), show moments as cards, play a moment
+// from its start to its end, download it, save a search and see the alerts new videos raise.
 "use strict";
 (function () {
   const form = document.getElementById("search");
@@ -55,11 +56,28 @@
     text.appendChild(el("div", "name", m.video_id));
     text.appendChild(el("div", "span", span));
     text.appendChild(el("div", "score", `score ${m.score.toFixed(3)}`));
-    if (m.annotation) text.appendChild(el("div", "annotation", m.annotation));
+    if (m.annotation && m.annotation !== m.said) text.appendChild(el("div", "annotation", m.annotation));
+    if (m.said) text.appendChild(el("div", "said", `said: ${m.said}`));
+    if (m.written) text.appendChild(el("div", "written", `on screen: ${m.written}`));
     b.appendChild(text);
     if (!m.video_url) b.disabled = true;
     b.addEventListener("click", () => play(m, b));
     li.appendChild(b);
+    const actions = el("div", "actions");
+    if (m.video_url) {
+      const a = el("a", "download", "Download this moment");
+      a.href = `/v1/clips/${encodeURIComponent(m.video_id)}?start=${m.start}&end=${m.end}`;
+      a.download = "";
+      actions.appendChild(a);
+    }
+    const like = el("button", "like", "More like this");
+    like.type = "button";
+    like.addEventListener("click", () => {
+      run({ like: { video_id: m.video_id, start: m.start, end: m.end } },
+        Math.min(100, Math.max(1, parseInt(kInput.value, 10) || 10)), every.checked);
+    });
+    actions.appendChild(like);
+    li.appendChild(actions);
     return li;
   }
 
@@ -121,6 +139,34 @@
     return answer;
   }
 
+  // the picture to search with (base64 of its file), from the file box or dropped on the form
+  const pic = document.getElementById("pic");
+  const preview = document.getElementById("pic-preview");
+  const clearPic = document.getElementById("pic-clear");
+  const picRow = document.getElementById("picture-row");
+  let picture = null;
+  function usePicture(file) {
+    if (!file) return;
+    const reader = new FileReader();
+    reader.onload = () => {
+      picture = String(reader.result).split(",")[1];
+      preview.src = String(reader.result);
+      preview.hidden = clearPic.hidden = false;
+    };
+    reader.readAsDataURL(file);
+  }
+  pic.addEventListener("change", () => usePicture(pic.files[0]));
+  clearPic.addEventListener("click", () => {
+    picture = null; pic.value = ""; preview.hidden = clearPic.hidden = true; preview.removeAttribute("src");
+  });
+  form.addEventListener("dragover", (ev) => { ev.preventDefault(); picRow.classList.add("over"); });
+  form.addEventListener("dragleave", () => picRow.classList.remove("over"));
+  form.addEventListener("drop", (ev) => {
+    ev.preventDefault();
+    picRow.classList.remove("over");
+    if (ev.dataTransfer.files.length) usePicture(ev.dataTransfer.files[0]);
+  });
+
   function shown(all, query, ms) {
     const n = results.children.length;
     status.textContent = n
@@ -129,26 +175,33 @@
       : `No moments for “${query}”.`;
   }
 
-  // one search: each video's best moment by default (every moment with the box ticked); the query, k, the
-  // box and the filters go in the address, so a link reproduces the search
-  async function run(query, k, all) {
+  // one search: each video's best moment by default (every moment with the box ticked). ``ask``: {query}, with
+  // {image} (a picture, base64) or {like} (a moment); a text search's query, k, box and filters go in the
+  // address, so a link reproduces it
+  async function run(ask, k, all) {
     status.textContent = "Searching…";
     results.replaceChildren();
     more.hidden = true;
-    const params = new URLSearchParams({ q: query, k: String(k) });
-    if (all) params.set("all", "1");
+    saving.hidden = true;
+    const params = new URLSearchParams(ask.query ? { q: ask.query, k: String(k) } : {});
+    if (ask.query && all) params.set("all", "1");
     for (const id of Object.keys(fields)) {
       const v = document.getElementById(id).value.trim();
-      if (v) params.set(id, v);
+      if (v && ask.query) params.set(id, v);
     }
-    history.replaceState(null, "", `?${params}`);
-    const body = { query, k, group_by_video: !all, ...filters() };
+    history.replaceState(null, "", params.toString() ? `?${params}` : location.pathname);
+    const body = { ...ask, k, group_by_video: !all, ...filters() };
     try {
       const answer = await page(body);
       last = { body, next: answer.next_offset, all };
       answer.moments.forEach(m => results.appendChild(card(m)));
       more.hidden = answer.next_offset === null;
       shown(all, answer.query, answer.took_ms);
+      if (ask.query && !ask.image && !ask.like && answer.moments.length && alertsOn) {
+        saving.hidden = false;  // words can be saved: alert at about the top moment's score
+        saveScore.value = (Math.floor(answer.moments[0].score * 100) / 100 - 0.05).toFixed(2);
+        saving.dataset.query = ask.query;
+      }
     } catch (e) {
       last = null;
       status.textContent = e instanceof TypeError ? `The server could not be reached (${e}).` : `Error: ${e.message}`;
@@ -185,10 +238,62 @@
   form.addEventListener("submit", (ev) => {
     ev.preventDefault();
     const query = q.value.trim();
-    if (!query) { status.textContent = "Type a query first."; return; }
+    if (!query && !picture) { status.textContent = "Type a query or choose a picture first."; return; }
     const k = Math.min(100, Math.max(1, parseInt(kInput.value, 10) || 10));
-    run(query, k, every.checked);
+    const ask = query ? { query } : {};
+    if (picture) ask.image = picture;
+    run(ask, k, every.checked);
   });
+
+  // saved searches and their alerts: saved from a text search, listed and polled every 3 s
+  const saving = document.getElementById("saving");
+  const saveScore = document.getElementById("alert-score");
+  const alertsBox = document.getElementById("alerts");
+  const savedList = document.getElementById("saved");
+  const alertList = document.getElementById("alert-list");
+  let alertsOn = true, seenAlerts = 0;
+  async function refreshAlerts() {
+    if (!alertsOn) return;
+    try {
+      const r = await fetch(`/v1/alerts?since=${seenAlerts}`);
+      if (r.status === 404) { alertsOn = false; return; }  // an index with no folder keeps no saved searches
+      const got = await r.json();
+      if (!r.ok) return;
+      savedList.replaceChildren(...got.searches.map(s => {
+        const li = el("li", "", `“${s.query}” at score ≥ ${s.min_score} `);
+        const rm = el("button", "", "remove");
+        rm.type = "button";
+        rm.addEventListener("click", async () => {
+          await fetch(`/v1/alerts/${encodeURIComponent(s.id)}`, { method: "DELETE" });
+          refreshAlerts();
+        });
+        li.appendChild(rm);
+        return li;
+      }));
+      got.alerts.forEach(a => {
+        const li = el("li");
+        const b = el("button", "card alert", `“${a.query}”: ${a.video_id} ${mmss(a.start)}-${mmss(a.end)} ` +
+          `(score ${a.score.toFixed(3)}, ${a.at})`);
+        b.type = "button";
+        const m = { ...a, video_url: `/videos/${encodeURIComponent(a.video_id)}` };
+        b.addEventListener("click", () => play(m, b));
+        li.appendChild(b);
+        alertList.appendChild(li);
+      });
+      seenAlerts = got.total;
+      alertsBox.hidden = !(got.searches.length || seenAlerts);
+    } catch (e) { /* the server is away: try again at the next poll */ }
+  }
+  document.getElementById("save").addEventListener("click", async () => {
+    const r = await fetch("/v1/alerts", { method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ query: saving.dataset.query, min_score: Number(saveScore.value), k: 10 }) });
+    const got = await r.json();
+    status.textContent = r.ok ? `Saved: new videos matching “${got.query}” will show up under Alerts.`
+                              : `Error: ${got.error}`;
+    if (r.ok) { saving.hidden = true; refreshAlerts(); }
+  });
+  refreshAlerts();
+  setInterval(refreshAlerts, 3000);
 
   const asked = new URLSearchParams(location.search);  // a link to a search: run it
   if (asked.get("q")) {
@@ -199,7 +304,7 @@
       if (asked.get(id)) document.getElementById(id).value = asked.get(id);
     }
     if (Object.keys(fields).some(id => asked.get(id))) document.getElementById("filters").open = true;
-    run(q.value.trim(), parseInt(kInput.value, 10), every.checked);
+    run({ query: q.value.trim() }, parseInt(kInput.value, 10), every.checked);
   }
 
   document.addEventListener("keydown", (ev) => {

@@ -1,0 +1,1 @@
+"""Text on screen read offline: CRAFT detection and the english_g2 recogniser over EasyOCR's weights."""
