@@ -1,8 +1,9 @@
 """The fuzz run's readers beyond the annotation formats: feature stores (HDF5, npy), checkpoints, YAML
 configs, index folders (index.json, arrays and their manifest), relevance tables, MVMR pools, corpus
 folders, subtitle files, query files, synthetic benchmark folders, the ``scan`` first stage's folder, a sharded
-index's manifest, the service's ``/search`` body, and the audio track, recognised words and text-reader lines of
-``ingest --speech --read-text`` (:mod:`fuzz_heard_read`).
+index's manifest, the service's ``/search`` body, the audio track, recognised words and text-reader lines of
+``ingest --speech --read-text`` (:mod:`fuzz_heard_read`), and an uploaded picture, a moment reference, the saved
+searches and the alerts log (:mod:`fuzz_keep_ask`).
 
 Each :class:`Target` starts from real files made by momentsearch itself (a served index over three
 ingested videos, a packed checkpoint, the shipped configs...), writes one mutant at a time over its
@@ -29,6 +30,7 @@ from benchmarks.fuzz_file_mutants import (  # noqa: E402
     GOOD, _h5_mutant, _npy_mutant, _yaml_mutant, _index_mutant, _scan_mutant, _npz_mutant, _checkpoint_mutant,
 )
 from benchmarks.fuzz_heard_read import heard_fixture, heard_targets  # noqa: E402
+from benchmarks.fuzz_keep_ask import keep_fixture, keep_targets  # noqa: E402
 from benchmarks.fuzz_mutations import mutate  # noqa: E402
 
 SRT = "1\n00:00:01,000 --> 00:00:03,000\nthe red door opens\n\n2\n00:00:04,000 --> 00:00:05,500\nsomeone <i>waves</i>\n"
@@ -107,6 +109,7 @@ def fixtures(root: Path) -> Path:
     _sharded_fixture(root)
     _inputs_fixture(root)
     heard_fixture(root / "heard")
+    keep_fixture(root / "keep")
     texts = {"subtitles.srt": SRT, "subtitles.vtt": VTT, "mvmr_annotations.json": MVMR_ANNOTATIONS,
              "mvmr_pools.json": MVMR_POOLS, "queries.txt": "the red door opens\n\n  someone waves  \n",
              "search_body.json": json.dumps(BODIES[1]), "v1_body.json": json.dumps(V1_BODY),
@@ -366,4 +369,5 @@ TARGETS: dict[str, Target] = {t.name: t for t in [
     Target("v1-search-body", "v1_body.json", lambda d: _search_body(d, "/v1/search", "v1_body.json")),
     Target("charades-actions", "Charades_v1_test.csv", _charades_actions),
     *heard_targets(Target),
+    *keep_targets(Target),
 ]}

@@ -34,7 +34,10 @@ def test_the_store_and_the_log_by_hand(tmp_path: Path) -> None:
     for bad, why in [({"query": "", "min_score": 1}, "query"), ({"query": "x", "min_score": "1"}, "min_score"),
                      ({"query": "x", "min_score": 1, "k": 0}, "k must"), ({"query": "x", "min_score": 1, "webhook":
                                                                             "file:///etc/passwd"}, "http"),
-                     ({"query": "x", "min_score": 1, "colour": 1}, "unknown"), ([], "object")]:
+                     ({"query": "x", "min_score": 1, "colour": 1}, "unknown"), ([], "object"),
+                     # the fuzz run's finds: a lone surrogate, a bracketed host that is no address
+                     ({"query": "a \ud800 b", "min_score": 1}, "UTF-8"), ({"query": "x", "min_score": 1, "webhook":
+                                                                          "http://[x]/"}, "http")]:
         with pytest.raises(AlertError, match=why):
             SavedSearch.of(bad)
     book.searches_file.write_text('{"format": "momentsearch-alerts", "version": 1, "searches": [{"query": 3}]}')
@@ -45,9 +48,11 @@ def test_the_store_and_the_log_by_hand(tmp_path: Path) -> None:
         book.add("x", 1.0)  # a damaged store is never overwritten
     assert book.searches_file.read_bytes() == before
     book.log_file.write_text('{"id": "a", "search_id": "s", "query": "q", "video_id": "v", "start": 1, "end": 2, '
-                             '"score": 0.9, "at": "t"}\nnot json\n{"id": 5}\n')
-    with pytest.warns(UserWarning, match="damaged line"):
-        assert [a.id for a in book.alerts()] == ["a"]
+                             '"score": 0.9, "at": "t"}\nnot json\n{"id": 5}\n{"id": "\\ud800"}\n'
+                             '{"id": "b", "search_id": "s", "query": "q", "video_id": "v", "start": 1' + "0" * 400 +
+                             ', "end": 2, "score": 0.9, "at": "t"}\n')
+    with pytest.warns(UserWarning, match="damaged"):
+        assert [a.id for a in book.alerts()] == ["a"]  # (a 401-digit start: no float; a surrogate: not text)
 
 
 @pytest.fixture(scope="module")

@@ -28,6 +28,10 @@ MAX_VIDEOS = 10_000
 def _not_blank(v: str) -> str:
     if not v.strip():
         raise ValueError("the query is empty")
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("the query holds a character that is not text (a lone UTF-16 surrogate)") from None
     return v.strip()
 
 

@@ -74,19 +74,36 @@ class SavedSearch:
         if set(d) - known:
             raise AlertError(f"{where}: unknown field(s) {sorted(set(d) - known)}")
         q, s, k = d.get("query"), d.get("min_score"), d.get("k", 10)
-        if not isinstance(q, str) or not q.strip() or len(q) > 1000:
-            raise AlertError(f"{where}: query must be a non-empty string of at most 1000 characters")
+        if not isinstance(q, str) or not q.strip() or len(q) > 1000 or not _is_text(q):
+            raise AlertError(f"{where}: query must be a non-empty string of at most 1000 characters (UTF-8 text)")
         if isinstance(s, bool) or not isinstance(s, (int, float)) or s != s or abs(s) > 1e6:
             raise AlertError(f"{where}: min_score must be a number")
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 100:
             raise AlertError(f"{where}: k must be an integer from 1 to 100")
         for name in ("id", "path_prefix", "webhook", "created"):
-            if not isinstance(d.get(name), (str, type(None))) or len(d.get(name) or "") > 2000:
-                raise AlertError(f"{where}: {name} must be a string")
+            if not isinstance(d.get(name), (str, type(None))) or len(d.get(name) or "") > 2000 or not _is_text(
+                    d.get(name) or ""):
+                raise AlertError(f"{where}: {name} must be a string (UTF-8 text, at most 2000 characters)")
         hook = d.get("webhook")
-        if hook is not None and (urlparse(hook).scheme not in ("http", "https") or not urlparse(hook).netloc):
+        if hook is not None and not _http_url(hook):
             raise AlertError(f"{where}: webhook must be an http:// or https:// URL, got {hook[:100]!r}")
         return cls(d.get("id") or "", q.strip(), float(s), k, d.get("path_prefix"), hook, d.get("created") or "")
+
+
+def _is_text(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _http_url(url: str) -> bool:
+    try:
+        u = urlparse(url)
+        return u.scheme in ("http", "https") and bool(u.netloc) and bool(u.hostname) and _is_text(url)
+    except ValueError:  # a bracketed host that is no IPv6 address, a port out of range
+        return False
 
 
 @dataclass(frozen=True)
@@ -132,7 +149,7 @@ class AlertBook:
             return []
         try:
             data = json.loads(f.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError, OSError) as e:
+        except (ValueError, OSError, RecursionError) as e:  # (JSON, UTF-8, a 5,000-digit integer)
             raise AlertError(f"{f}: the saved searches cannot be read ({type(e).__name__}); fix or remove the file "
                              "(it is never overwritten while damaged)") from None
         if not (isinstance(data, dict) and data.get("format") == FORMAT and data.get("version") == VERSION
@@ -177,10 +194,11 @@ class AlertBook:
                     continue
                 try:
                     rec = json.loads(line)
-                except json.JSONDecodeError:
+                except (ValueError, RecursionError):
                     bad += 1
                     continue
-                if isinstance(rec, dict) and isinstance(rec.get("id"), str):
+                if isinstance(rec, dict) and isinstance(rec.get("id"), str) and _is_text(
+                        json.dumps(rec, ensure_ascii=False)):  # (a "\ud800" escape makes a lone surrogate: not text)
                     out.append(rec)
                 else:
                     bad += 1
@@ -196,12 +214,17 @@ class AlertBook:
                 out.append(Alert(str(r["id"]), str(r["search_id"]), str(r["query"]), str(r["video_id"]),
                                  float(r["start"]), float(r["end"]), float(r["score"]), str(r["at"]),
                                  r.get("webhook") if isinstance(r.get("webhook"), str) else None))
-            except (KeyError, TypeError, ValueError):
-                warnings.warn(f"{self.log_file}: an alert with missing fields skipped", stacklevel=2)
+            except (KeyError, TypeError, ValueError, OverflowError):
+                warnings.warn(f"{self.log_file}: an alert with missing or damaged fields skipped", stacklevel=2)
         return out
 
     def sent(self) -> set[str]:
         return {str(r["id"]) for r in self._lines(self.sent_file)}
+
+    def unsent(self) -> list[Alert]:
+        """The logged alerts with a webhook that did not take them yet, oldest first."""
+        done = self.sent()
+        return [a for a in self.alerts() if a.webhook and a.id not in done]
 
     def _append(self, f: Path, records: Sequence[dict[str, Any]]) -> None:
         if not records:
@@ -268,10 +291,6 @@ class WebhookSender:
         self._wake.set()
         self._thread.join(timeout=self.timeout + 1)
 
-    def _pending(self) -> list[Alert]:
-        done = self.book.sent()
-        return [a for a in self.book.alerts() if a.webhook and a.id not in done]
-
     def _run(self) -> None:
         self._wake.set()  # what an earlier run logged and did not send goes first
         while not self._stop.is_set():
@@ -286,7 +305,7 @@ class WebhookSender:
     def _send_pending(self) -> bool:
         """Post what is pending, in order; False at the first failure (the rest waits for the back-off)."""
         try:
-            pending = self._pending()
+            pending = self.book.unsent()
         except (MomentSearchError, OSError):
             return True
         for a in pending:

@@ -26,6 +26,7 @@ from momentsearch.data.corpus import Corpus, Moment
 from momentsearch.data.features import FeatureStore, HDF5Features
 from momentsearch.errors import DatasetError, MissingFeatureError, QueryError
 from momentsearch.text.encoders import MINILM_DIM, MiniLMTokenEncoder, QueryFeatureCache
+from momentsearch.text.query_encoders import check_text
 
 
 class QueryFeatures(Protocol):
@@ -38,7 +39,7 @@ class QueryFeatures(Protocol):
 def _check_text(text: str) -> str:
     if not isinstance(text, str) or not text.strip():
         raise QueryError("the query is empty: type a few words, e.g. \"a person opens the fridge\"")
-    return text
+    return check_text(text)
 
 
 class TextQueries(Protocol):

@@ -86,10 +86,21 @@ def create_query_encoder(spec: str | Mapping[str, Any], **options: Any) -> Query
 
 
 def check_queries(texts: Sequence[str]) -> None:
-    """A :class:`QueryError` naming the first empty query."""
+    """A :class:`QueryError` naming the first empty query, or one that is not text."""
     for i, t in enumerate(texts):
         if not isinstance(t, str) or not t.strip():
             raise QueryError(f"query {i} is empty: a query needs at least one word")
+        check_text(t)
+
+
+def check_text(text: str) -> str:
+    """``text``, or a :class:`QueryError` when it cannot be written as UTF-8 (a lone surrogate: not text)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise QueryError("the query holds a character that is not text (a lone UTF-16 surrogate); "
+                         "send it as UTF-8") from None
+    return text
 
 
 @register_query_encoder
