@@ -24,7 +24,7 @@ from momentsearch.version import __version__
 # reads this when torch loads, so it applies when momentsearch is imported first; a value of your own is kept.
 os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
-_SERVING = ("pack", "Searcher", "Hit")  # the serving core: no trainer, no evaluation imported
+_SERVING = ("pack", "Searcher", "Hit", "Query")  # the serving core: no trainer, no evaluation imported
 _API = (*_SERVING, "evaluate", "evaluate_mvmr", "train", "Evaluation", "MVMREvaluation")
 
 

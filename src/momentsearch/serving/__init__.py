@@ -3,7 +3,8 @@
 * :mod:`~momentsearch.serving.checkpoint`: reading (and packing) checkpoints;
 * :mod:`~momentsearch.device`: device selection and torch settings;
 * :mod:`~momentsearch.serving.searcher`: :func:`load` (an index folder) -> :class:`Searcher` (``.search(text, k)``
-  -> :class:`Hit`); a request is checked once into a :class:`~momentsearch.serving.plan.SearchPlan`;
+  -> :class:`Hit`); a request is checked once into a :class:`~momentsearch.serving.plan.SearchPlan`; a query is
+  words or a :class:`~momentsearch.serving.query.Query` (a picture, a found moment, or words with either);
 * :mod:`~momentsearch.serving.indexing`: index folders (``build_index``, ``IndexFolder``);
 * :mod:`~momentsearch.serving.packing`: :func:`pack`, a checkpoint of a family that needs no training.
 
@@ -15,6 +16,7 @@ selection is :mod:`momentsearch.device`, beside ``errors`` at the base, for ever
 
 from momentsearch.serving.loader import load
 from momentsearch.serving.packing import pack
+from momentsearch.serving.query import Query
 from momentsearch.serving.searcher import Hit, Searcher
 
-__all__ = ["Hit", "Searcher", "load", "pack"]
+__all__ = ["Hit", "Query", "Searcher", "load", "pack"]
