@@ -237,3 +237,29 @@ def test_a_changed_file_is_a_409_and_a_words_only_family_says_so(example: Path, 
     with pytest.raises(VideoDecodeError, match="not a video"):
         (tmp_path / "junk.mp4").write_bytes(b"\0" * 100)
         export_moment(tmp_path / "junk.mp4", 0, 1, tmp_path / "o.mp4")
+
+
+def test_the_client_asks_with_a_picture_and_a_moment_and_the_key_guards_clips(example: Path, tmp_path: Path) -> None:
+    from PIL import Image
+    from served_index import run_live
+
+    from momentsearch.client import Client
+    from momentsearch.service import create_app
+
+    Image.fromarray(scene("green", 96, 128)).save(tmp_path / "g.png")
+    app = create_app(momentsearch.load(example, device="cpu"), api_key="keep-and-ask-key")
+    url, srv, thread = run_live(app)
+    try:
+        c = Client(url, api_key="keep-and-ask-key")
+        top = c.search(image=tmp_path / "g.png", k=1)[0]
+        assert (top.video_id, top.start, top.end) == ("garden", 0.0, 3.0)
+        assert c.search(like=("street", 3.0, 6.0), k=1)[0].video_id == "street"
+        with pytest.raises(QueryError, match="needs words"):
+            c.search()
+        import httpx
+
+        assert httpx.get(url + "/v1/clips/kitchen", params={"start": 0, "end": 1}).status_code == 401
+        assert httpx.get(url + "/v1/alerts").status_code == 401
+    finally:
+        srv.should_exit = True
+        thread.join(10)

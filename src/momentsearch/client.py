@@ -14,11 +14,13 @@ same :class:`~momentsearch.serving.filters.VideoFilter` as ``load(...).search``.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from momentsearch.errors import ConfigError, MomentSearchError, QueryError
@@ -61,21 +63,34 @@ class Client:
     def health(self) -> dict[str, Any]:
         return self._call("/health")
 
-    def search(self, text: str, k: int = 10, videos: Sequence[str] | None = None, where: VideoFilter | None = None,
-               time_from: float | None = None, time_to: float | None = None, per_video: int | None = None
-               ) -> list[Hit]:
+    def search(self, text: str | None = None, k: int = 10, videos: Sequence[str] | None = None,
+               where: VideoFilter | None = None, time_from: float | None = None, time_to: float | None = None,
+               per_video: int | None = None, image: str | Path | bytes | None = None,
+               like: tuple[str, float, float] | None = None) -> list[Hit]:
         """Ranked moments for ``text``, best first (at most ``k``, up to 1000); ``videos``: only these ids;
         ``where``: only the videos the filter passes; ``time_from``/``time_to``: only moments overlapping that
-        range of seconds; ``per_video``: grouped by video, each video's best ``per_video`` moments together."""
+        range of seconds; ``per_video``: grouped by video, each video's best ``per_video`` moments together;
+        ``image``: a picture (a file's path or its bytes) and ``like``: a found moment (video_id, start, end), as
+        ``load(...).search`` takes them."""
         if not 1 <= k <= 1000:
             raise QueryError(f"k must be between 1 and 1000, got {k}")
+        asked: dict[str, Any] = {} if text is None else {"query": text}
+        if image is not None:
+            data = image if isinstance(image, bytes) else Path(image).read_bytes()
+            asked["image"] = base64.b64encode(data).decode("ascii")
+        if like is not None:
+            if not (isinstance(like, (tuple, list)) and len(like) == 3):
+                raise QueryError("like= takes (video_id, start, end): a found moment")
+            asked["like"] = {"video_id": like[0], "start": like[1], "end": like[2]}
+        if not asked:
+            raise QueryError("search needs words, image= or like=")
         fields = _filter_body(videos, where)
         if fields is not None:
             fields.update(_arrange_body(time_from, time_to, per_video))
         out: list[Hit] = []
         offset: int | None = 0 if fields is not None else None
         while offset is not None and len(out) < k:
-            body: dict[str, Any] = {"query": text, "k": min(PAGE, k - len(out)), "offset": offset, **(fields or {})}
+            body: dict[str, Any] = {**asked, "k": min(PAGE, k - len(out)), "offset": offset, **(fields or {})}
             page = self._call("/v1/search", body)
             out += [_hit(m) for m in page["moments"]]
             offset = page["next_offset"]
