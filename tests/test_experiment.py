@@ -218,6 +218,21 @@ def test_a_run_is_keyed_by_the_values_set_apart_from_the_defaults() -> None:
     minute = to_dict(TrainConfig(dataset=DatasetConfig(benchmark="/b"), model=MINUTEConfig()))
     minute.update(seed=3, dataset={**minute["dataset"], "benchmark": "/b"})
     assert run_digest(minute) != key
+    # a default that changed (issue 75: relevance.exclusion, batch -> table) is hashed against the old one, where
+    # it changes what is trained (with a pair table): a run made before is found by asking for "batch"
+    import momentsearch.experiments.digest as digest
+
+    rel = {k: v for k, v in base["model"]["relevance"].items() if k != "exclusion"} | {"method": "pairs", "table": "t"}
+    pr = {**base, "model": {**base["model"], "relevance": rel}}
+    new, old = run_digest(pr), run_digest({**pr, "model": {**pr["model"], "relevance": {**rel, "exclusion": "batch"}}})
+    assert new != old and run_digest({**pr, "model": {**pr["model"], "relevance": {**rel, "exclusion": "table"}}}) == new
+    saved = dict(digest.CHANGED_DEFAULTS)
+    digest.CHANGED_DEFAULTS.clear()
+    try:  # the hash the code before issue 75 gave the same config
+        assert run_digest({**pr, "model": {**pr["model"], "relevance": {**rel, "exclusion": "batch"}}}) != old
+        assert run_digest(pr) == old
+    finally:
+        digest.CHANGED_DEFAULTS.update(saved)
 
 
 def test_proxy_tables_cut_at_a_threshold_get_their_own_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -77,7 +77,7 @@ def test_pair_terms_averaged_over_the_batch() -> None:
     pairs = torch.zeros(5, 5, dtype=torch.bool)
     pairs[2, 0] = pairs[3, 1] = True
     batch = type("B", (), dict(pairs=pairs, conf=pairs.float() * 0.8, video_col=video_col,
-                               same_video=video_col[:, None] == video_col[None, :]))()
+                               same_video=video_col[:, None] == video_col[None, :], partner_videos=None))()
     scores = torch.randn(5, 5, generator=torch.Generator().manual_seed(3))
     parts = {}
     for mean in ("pairs", "batch"):

@@ -1,5 +1,6 @@
 """Video-level bookkeeping of XML's L_vr (issue 42), by hand on a batch with siblings: a video holding a pair or a
-positive of a query is never that query's negative through any of its columns."""
+positive of a query is never that query's negative through any of its columns; and (issue 75) that holds for a
+partner outside the batch too, read from the whole pair table."""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ PAIRS[2, 0] = True  # query 2 (video B) is potentially relevant to moment 0, in 
 PAIRS[3, 1] = True  # query 3 (video C) to moment 1, in video A
 
 
-def _batch() -> SimpleNamespace:
-    return SimpleNamespace(pairs=PAIRS, conf=PAIRS.float() * 0.8, same_video=SAME, video_col=VIDEO_COL)
+def _batch(partner_videos: torch.Tensor | None = None) -> SimpleNamespace:
+    return SimpleNamespace(pairs=PAIRS, conf=PAIRS.float() * 0.8, same_video=SAME, video_col=VIDEO_COL,
+                           partner_videos=partner_videos)
 
 
 def test_per_video_masks_by_hand() -> None:
@@ -72,3 +74,65 @@ def test_the_losses_use_it_and_thresholds_count_a_video_once() -> None:
     assert positive[2].tolist() == [True, False, True, False, False]  # its own column and video A once
     assert positive[3].tolist() == [True, False, False, True, False]  # A once; C's other moment is not a positive
     assert positive[[0, 1, 4]].tolist() == torch.eye(5, dtype=torch.bool)[[0, 1, 4]].tolist()
+
+
+def _moment_batches(tmp_path):  # four videos, two moments each; features and query tokens made up
+    import numpy as np
+
+    from momentsearch.data.corpus import Corpus, Moment, Video
+    from momentsearch.data.feature_writers import write_npy_features
+    from momentsearch.data.features import FeatureStore
+    from momentsearch.models.xml.batches import MomentBatches
+
+    videos = {v: Video(v, 8.0, "train", 2.0) for v in "ABCD"}
+    moments = [Moment(f"{v}{i}", f"text {v}{i}", v, ((2.0 * i, 2.0 * i + 2),), "train") for v in "ABCD" for i in (0, 1)]
+    write_npy_features(tmp_path / "f", {v: np.ones((4, 3), np.float32) for v in "ABCD"})
+
+    class Tokens:
+        def ensure(self, moments, progress=True):
+            pass
+
+        def get(self, query_id, text):
+            return np.ones((3, 5), np.float32)
+
+    return MomentBatches(Corpus(videos, moments), FeatureStore(tmp_path / "f"), Tokens(), {v: 2.0 for v in "ABCD"},
+                         8, 4, False)
+
+
+def test_a_partner_outside_the_batch_keeps_its_video_out_of_the_negatives(tmp_path) -> None:
+    """Query A0's partner is B1 (in the table); the batch holds A0, B0 (B1's sibling, no pair of A0) and C0, D0,
+    but not B1. By the batch alone B is a negative of A0; by the whole table it never is."""
+    import numpy as np
+    from scipy import sparse
+
+    from momentsearch.models.xml.batches import partner_videos
+
+    src = _moment_batches(tmp_path)
+    q = {m.query_id: i for i, m in enumerate(src.moments)}
+    table = sparse.lil_matrix((8, 8), dtype=np.float32)
+    table[q["A0"], q["B1"]] = table[q["B1"], q["A0"]] = 0.9
+    src.attach_pairs(table.tocsr())
+    held = partner_videos(src.pair_matrix, np.array([0, 0, 1, 1, 2, 2, 3, 3]), 4)
+    assert held.toarray()[q["A0"]].tolist() == [False, True, False, False]  # B, by hand
+    assert held.toarray()[q["B1"]].tolist() == [True, False, False, False] and held.nnz == 2
+    batch = src.collate([q["A0"], q["B0"], q["C0"], q["D0"]])
+    assert not batch.pairs.any()  # the batch holds no pair: B1 is not in it
+    assert batch.partner_videos[0].tolist() == [False, True, False, False]  # A0: B0's column is B's video
+    assert not batch.partner_videos[1:].any()
+    import momentsearch.models.xml.loss as xml_loss
+
+    scores, masks, real = torch.zeros(4, 4), {}, xml_loss.sample_negatives
+    for exclusion in ("table", "batch"):
+        cfg = XMLConfig(relevance=RelevanceTrainConfig(method="pairs", table="t", exclusion=exclusion))
+        xml_loss.sample_negatives = lambda s, ex, pool, gen, e=exclusion: masks.setdefault(e, ex) is not None and real(
+            s, ex, pool, gen)
+        try:
+            _ranking(scores, batch, cfg, None, torch.Generator().manual_seed(0), 1.0, 1.0, lambda s: (1 + s) / 2,
+                     video_level=True)
+        finally:
+            xml_loss.sample_negatives = real
+    assert masks["table"][0].tolist() == [True, True, False, False]  # A0: its own video and B, whose B1 is a partner
+    assert masks["batch"][0].tolist() == [True, False, False, False]  # before: B0's column was a negative of A0
+    assert (masks["table"][1:] == masks["batch"][1:]).all()
+    gen = torch.Generator().manual_seed(1)
+    assert all(int(real(scores, masks["table"], None, gen)[0][0]) in (2, 3) for _ in range(200))

@@ -11,6 +11,13 @@ from typing import Any
 from momentsearch.config import to_dict
 
 HASH_IGNORED = ("device", "amp", "num_workers")  # where a run trains does not make it another run
+# settings whose default changed: hashed against the old default, so that a run made before (which behaved as
+# the old default) is not taken for a run of the new one, and one that asks for the old behaviour finds it
+CHANGED_DEFAULTS: dict[tuple[str, ...], Any] = {("model", "relevance", "exclusion"): "batch"}  # issue 75
+# ... where the setting changes what is trained: the exclusion only matters with a pair table
+APPLIES: dict[tuple[str, ...], Any] = {
+    ("model", "relevance", "exclusion"): lambda d: ((d.get("model") or {}).get("relevance") or {}).get(
+        "method", "none") != "none"}
 _MISSING = object()
 
 
@@ -40,6 +47,28 @@ def _defaults(cls: type) -> dict[str, Any]:
     return out
 
 
+def _with_new_defaults(d: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """``d`` with each setting of :data:`CHANGED_DEFAULTS` that it leaves out written at today's default, and
+    ``defaults`` with the old one, so the hash sees a setting whose behaviour changed."""
+    import copy
+
+    d = copy.deepcopy(d)
+    for path, old in CHANGED_DEFAULTS.items():
+        if not APPLIES.get(path, lambda _: True)(d):
+            continue
+        node, dnode = d, defaults
+        for key in path[:-1]:
+            if not isinstance(dnode.get(key), dict):
+                break
+            node = node.setdefault(key, {}) if isinstance(node.get(key, {}), dict) else {}
+            dnode = dnode[key]
+        else:
+            if path[-1] in dnode:
+                node.setdefault(path[-1], dnode[path[-1]])
+                dnode[path[-1]] = old
+    return d
+
+
 def run_digest(d: dict[str, Any]) -> str:
     """A hash of the values a run's training config sets apart from the defaults (``TrainConfig``'s, and its
     model family's config's): a setting at its default, written or not, and an option added later at its
@@ -49,8 +78,9 @@ def run_digest(d: dict[str, Any]) -> str:
     from momentsearch.training.config import TrainConfig
 
     name = (d.get("model") or {}).get("name", "xml")
-    defaults = {**_defaults(TrainConfig), "dataset": _defaults(DatasetConfig),
-                "model": _defaults(get_family(name).config_class)}
+    family_defaults = _defaults(get_family(name).config_class)
+    defaults = {**_defaults(TrainConfig), "dataset": _defaults(DatasetConfig), "model": family_defaults}
+    d = _with_new_defaults(d, defaults)
     h = {k: v for k, v in d.items() if k not in HASH_IGNORED}
     apart = _set_apart(h, {k: v for k, v in defaults.items() if k not in HASH_IGNORED})
     apart = {} if apart is _MISSING else apart

@@ -32,6 +32,8 @@ class Batch(TensorBatch):
     same_video: torch.Tensor  # (B, B) bool: row and column hold the same video
     pairs: torch.Tensor | None = None  # (B, B) bool: item j potentially relevant to query i (other video)
     conf: torch.Tensor | None = None  # (B, B) float: its confidence C (or relevance S), 0 off the pairs
+    # (B, B) bool: column j's video holds a moment paired with query i anywhere in the split (the whole table)
+    partner_videos: torch.Tensor | None = None
 
 
 class MomentBatches:
@@ -42,6 +44,8 @@ class MomentBatches:
                  queries_per_video: int = 0):
         self.moments, self.tokens, self._n_clips = annotated_moments(corpus, store, queries)
         self.pair_matrix: sparse.csr_matrix | None = None  # (Q, Q) over self.moments, see attach_pairs
+        self.pair_videos: sparse.csr_matrix | None = None  # (Q, V) bool: a video holding a partner of query q
+        self._video_row = {v: r for r, v in enumerate(dict.fromkeys(m.video_id for m in self.moments))}
         self.store, self.clip_lengths = store, clip_lengths
         self.max_clips, self.max_tokens, self.use_subtitle = max_clips, max_tokens, use_subtitle
         self.queries_per_video = queries_per_video
@@ -58,6 +62,8 @@ class MomentBatches:
         if matrix.shape != (len(self), len(self)):
             raise ConfigError(f"pair matrix {matrix.shape} does not match {len(self)} training queries")
         self.pair_matrix = matrix.tocsr()
+        self.pair_videos = partner_videos(self.pair_matrix, np.array([self._video_row[m.video_id]  # type: ignore[index]
+                                                                      for m in self.moments]), len(self._video_row))
 
     def reopen(self) -> None:
         self.store.reopen()
@@ -96,12 +102,25 @@ class MomentBatches:
                      strict=True)  # type: ignore[index]
         v = np.array(vids)
         same = v[:, None] == v[None, :]
-        pairs = conf = None
+        pairs = conf = held = None
         if self.pair_matrix is not None:
             block = self.pair_matrix[idx][:, idx].toarray()
             present = (block > 0) & ~same
             pairs = torch.from_numpy(present)
             conf = torch.from_numpy(np.where(present, block, 0.0).astype(np.float32))
+            rows = [self._video_row[x] for x in vids]  # type: ignore[index]
+            held = torch.from_numpy(self.pair_videos[idx][:, rows].toarray() & ~same)  # type: ignore[index]
         return Batch([m.query_id for m in ms], vids, tokens, tmask, streams, cmask,  # type: ignore[arg-type]
                      torch.tensor([col[x] for x in vids]), torch.tensor(st), torch.tensor(ed),
-                     torch.from_numpy(same), pairs, conf)
+                     torch.from_numpy(same), pairs, conf, held)
+
+
+def partner_videos(pairs: sparse.csr_matrix, query_video: np.ndarray, n_videos: int) -> sparse.csr_matrix:
+    """(Q, V) bool: video v holds a moment paired with query q (a nonzero of ``pairs`` (Q, Q) in one of v's
+    queries' columns), read from the whole table."""
+    coo = sparse.coo_matrix(pairs)
+    keep = coo.data > 0
+    m = sparse.csr_matrix((np.ones(int(keep.sum()), bool), (coo.row[keep], query_video[coo.col[keep]])),
+                          shape=(pairs.shape[0], n_videos))
+    m.sum_duplicates()
+    return m

@@ -32,6 +32,10 @@ class RelevanceTrainConfig:
     * ``pair_mean``: the paper's pair terms are means over the batch's pairs (``pairs``), so one lone pair
       weighs as much as all of them; ``batch`` divides their sums by the batch size instead, as L_pos>neg is
       (a control of issue 42 item 4: at theta 0.9 about 0.6 pairs remain per batch).
+    * ``exclusion`` (issue 75): which videos are never query i's negative in the video-level terms.
+      ``table``: a video holding any moment paired with i anywhere in the split (for thresholds, at S >= T),
+      read from the whole pair table; ``batch``: only those holding a paired moment that is in the batch (what
+      every run before issue 75 did: a partner outside the batch left its video a negative).
     """
 
     method: str = "none"  # none | pairs | threshold
@@ -49,6 +53,7 @@ class RelevanceTrainConfig:
     pair_score: str = "raw"  # raw | unit: the score C multiplies in Eqs. 11-12 (see below)
     segment_scale: float = 1.0  # R_vcmr is multiplied by this before the segment-level ranking terms
     pair_mean: str = "pairs"  # pairs | batch: what the pair terms' sums are divided by
+    exclusion: str = "table"  # table | batch: the video-level negatives leave out partners' videos from where
 
     def __post_init__(self) -> None:
         if self.method not in ("none", "pairs", "threshold"):
@@ -60,6 +65,8 @@ class RelevanceTrainConfig:
             raise ValueError(f"relevance.pair_score must be raw or unit, got {self.pair_score!r}")
         if self.pair_mean not in ("pairs", "batch"):
             raise ValueError(f"relevance.pair_mean must be pairs or batch, got {self.pair_mean!r}")
+        if self.exclusion not in ("table", "batch"):
+            raise ValueError(f"relevance.exclusion must be table or batch, got {self.exclusion!r}")
         if self.floor_mode not in ("shift", "clamp"):
             raise ValueError(f"relevance.floor_mode must be shift or clamp, got {self.floor_mode!r}")
         lambdas = [v for k, v in vars(self).items() if k.startswith("lambda_")]

@@ -15,6 +15,13 @@ negative of query i only when its *video* holds neither i's own moment nor any m
 to i (or with S >= T, for thresholds), and a video holding positives of i counts once as a positive
 (:func:`per_video`). L_vcmr scores moments, so its bookkeeping stays per column. Families touched: XML
 (+PR, +SL, thresholds); MINUTE's InfoNCE excludes the query's own video already and takes no pairs.
+
+**From the whole table** (issue 75, ``relevance.exclusion: table``, the default): a video is no negative of
+query i in the video-level terms when it holds any moment paired with i anywhere in the split, whether that
+moment is in the batch or not (``Batch.partner_videos``). Before, only the batch's own pairs kept a video out,
+so a partner outside the batch left its video a negative of i (``exclusion: batch`` does that still). The
+threshold method's positives stay the batch's pairs (a positive needs its moment); the segment-level terms
+score moments, so their bookkeeping stays per column.
 """
 
 from __future__ import annotations
@@ -66,6 +73,8 @@ def _ranking(scores: torch.Tensor, batch: Batch, cfg: XMLConfig, pool: int | Non
     pairs = batch.pairs
     held = None if pairs is None else (per_video(pairs, batch.video_col) if video_level else pairs)
     exclude = batch.same_video if held is None else batch.same_video | held
+    if video_level and rc.exclusion == "table" and batch.partner_videos is not None:
+        exclude = exclude | batch.partner_videos  # a partner's video is no negative, in the batch or not
     neg_v, neg_q = sample_negatives(scores, exclude, pool, gen)
     if rc.method == "threshold":
         assert pairs is not None and held is not None
