@@ -73,8 +73,13 @@ def _ranking(scores: torch.Tensor, batch: Batch, cfg: XMLConfig, pool: int | Non
     pairs = batch.pairs
     held = None if pairs is None else (per_video(pairs, batch.video_col) if video_level else pairs)
     exclude = batch.same_video if held is None else batch.same_video | held
-    if video_level and rc.exclusion == "table" and batch.partner_videos is not None:
-        exclude = exclude | batch.partner_videos  # a partner's video is no negative, in the batch or not
+    reach: dict[str, float] = {}
+    if video_level and batch.partner_videos is not None:  # what the table adds to the batch's own pairs
+        only_table = batch.partner_videos & ~exclude
+        reach = {"partner columns": float(batch.partner_videos.sum()), "outside-batch partner columns":
+                 float(only_table.sum())}
+        if rc.exclusion == "table":
+            exclude = exclude | batch.partner_videos  # a partner's video is no negative, in the batch or not
     neg_v, neg_q = sample_negatives(scores, exclude, pool, gen)
     if rc.method == "threshold":
         assert pairs is not None and held is not None
@@ -82,9 +87,9 @@ def _ranking(scores: torch.Tensor, batch: Batch, cfg: XMLConfig, pool: int | Non
         positive = eye | (held & first_columns(batch.video_col)[None, :] & ~batch.same_video if video_level
                           else pairs)
         loss = threshold_triplet_loss(scores, positive, neg_v, neg_q, cfg.margin)
-        return loss, {"pos>neg": loss.item()}
+        return loss, {"pos>neg": loss.item(), **reach}
     loss = hinge_ranking_loss(scores, neg_v, neg_q, cfg.margin)
-    parts = {"pos>neg": loss.item()}
+    parts = {"pos>neg": loss.item(), **reach}
     if rc.method == "pairs":
         assert pairs is not None
         conf = _confidence(batch, cfg)
