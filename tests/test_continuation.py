@@ -150,3 +150,50 @@ def test_the_experiment_reports_the_last_run_of_each_chain(tiny_benchmark: Path,
     assert (histories[3] / "result.json").stat().st_mtime == stamp
     assert run_experiment(cfg, jobs=jobs)["XML"]["VCMR 0.5-r10"]["runs"] == [
         json.loads((histories[1] / "result.json").read_text())["metrics"]["VCMR 0.5-r10"]]  # without: as configured
+
+
+def test_the_equivalence_rule_by_hand(tmp_path: Path) -> None:
+    """Issue 75: flat means the upper end of the slope's 90 % t interval over >= 20 epochs is below the tolerance,
+    on every measure, R@1 included. By hand: a line of slope 0.05 with no noise has upper == slope (passes at 0.1);
+    a noisy rise of 15 points over 80 epochs (0.19 an epoch) fails; an R@1 curve rising while R@10 is flat fails
+    the run, where the trend test looked at R@10 alone and passed it."""
+    import numpy as np
+
+    from momentsearch.experiments.continuation import run_flatness
+    from momentsearch.experiments.stats import flatness
+
+    f = flatness([0.05 * i for i in range(30)], window=20, tolerance=0.1)
+    assert f.slope == pytest.approx(0.05) and f.upper == pytest.approx(0.05) and f.converged
+    assert not flatness([0.15 * i for i in range(30)], window=20, tolerance=0.1).converged
+    assert not flatness([1.0] * 19, window=20).converged  # too short to show it is flat
+    # alternating 30, 31 over 20 epochs: slope 1/133 by hand (Sxy 5 / Sxx 665), stderr from the residuals
+    alt = [30.0, 31.0] * 10
+    f = flatness(alt, window=20)
+    x = np.arange(20.0)
+    slope = np.polyfit(x, alt, 1)[0]
+    resid = np.asarray(alt) - np.polyval(np.polyfit(x, alt, 1), x)
+    se = np.sqrt((resid ** 2).sum() / 18 / ((x - x.mean()) ** 2).sum())
+    assert f.slope == pytest.approx(5 / 665) == pytest.approx(slope)
+    assert f.upper == pytest.approx(slope + 1.7340636066 * se) and f.converged  # t(0.95, 18) = 1.7341
+    rng = np.random.default_rng(0)
+    rising = 40 + 15 * np.arange(80) / 80 + rng.normal(0, 0.9, 80)  # the issue's example, 0.9 points of noise
+    assert not flatness(rising, window=20).converged
+    with pytest.raises(ValueError, match="20 epochs or more"):
+        flatness(alt, window=10)
+    n = 30
+    hist = [{"epoch": i + 1, "selection": 5.0, "val": {"VR": {"r1": 10 + 0.3 * i, "r10": 50.0},
+                                                        "VCMR": {"0.5-r1": 5.0, "0.5-r10": 9.0}}} for i in range(n)]
+    flat = run_flatness(hist, {"model": {"name": "xml"}}, 20, 0.1)
+    assert sorted(flat) == ["VCMR 0.5-r1", "VCMR 0.5-r10", "VR r1", "VR r10"]
+    assert not flat["VR r1"].converged and all(flat[k].converged for k in ("VR r10", "VCMR 0.5-r1", "VCMR 0.5-r10"))
+    vr, vcmr = run_trends(hist, {"model": {"name": "xml"}}, window=20)
+    assert vr.converged and vcmr.converged  # the trend test never looked at R@1
+    d = {"epochs": n, "seed": 1, "model": {"name": "xml"}, "out_dir": ""}
+    d["out_dir"] = str(tmp_path / run_digest(d) / "seed1")
+    _finished(Path(d["out_dir"]), d, hist)
+    assert next_run(d, Continuation(20, 100, window=20)) is None  # the trend test: done
+    assert next_run(d, Continuation(20, 100, window=20, rule="equivalence"))["epochs"] == 50  # R@1 still rises
+    with pytest.raises(ConfigError, match="at least 20 epochs"):
+        Continuation(20, 100, window=10, rule="equivalence")
+    with pytest.raises(ConfigError, match="trend or equivalence"):
+        Continuation(20, 100, rule="tost")

@@ -300,6 +300,10 @@ def experiment_cmd(
              "reaches --max-epochs; the last run is the one reported. 0: no continuation.")] = 0,
     max_epochs: Annotated[int, typer.Option(help="No run is continued past this many epochs.")] = 0,
     trend_window: Annotated[int, typer.Option(help="The trend test's window (epochs).")] = 10,
+    convergence: Annotated[str, typer.Option(help="trend (a rise not significant) or equivalence (the 90 % upper "
+                                                  "bound of every measure's slope, R@1 included, over the window "
+                                                  "(>= 20 epochs) below --tolerance).")] = "trend",
+    tolerance: Annotated[float, typer.Option(help="The equivalence rule's points per epoch.")] = 0.1,
 ) -> None:
     """Train every condition of an experiment over its seeds; one table (mean ± std) and a PNG.
     Finished runs are kept, so rerunning resumes an interrupted experiment."""
@@ -310,7 +314,7 @@ def experiment_cmd(
     cont = None
     if continue_rising or max_epochs:
         try:
-            cont = Continuation(continue_rising, max_epochs, trend_window)
+            cont = Continuation(continue_rising, max_epochs, trend_window, convergence, tolerance)
         except ConfigError as e:
             raise typer.BadParameter(str(e)) from None
     run_experiment(config, jobs, only, cont)

@@ -9,6 +9,11 @@ starts from the finished run's checkpoints (``continue_shorter_run``: the traine
 training the longer run from scratch), then tested again, until the test passes or ``max_epochs`` is reached.
 The run an experiment reports for a (condition, seed) is the last of that chain (``final_run``), so its
 verdicts compare runs at convergence by the test, or a run that still rises at ``max_epochs``, reported as such.
+
+``rule="equivalence"`` (issue 75; ``--convergence equivalence``) asks more: the upper end of the 90 % interval of
+each measure's slope (VR r1 and r10, VCMR 0.5-r1 and 0.5-r10, where the history holds them) over the last
+``window`` >= 20 epochs below ``tolerance`` points per epoch (``stats.flatness``). The trend test passes a curve
+whose rise it cannot tell from noise; this one passes only a curve shown to be flat, R@1 included.
 A condition that fine-tunes another's model (``init_from``) starts from the source run as configured, not
 from its continuation.
 """
@@ -25,7 +30,7 @@ from typing import Any
 from momentsearch.config import from_dict
 from momentsearch.errors import ConfigError
 from momentsearch.experiments.digest import run_digest
-from momentsearch.experiments.stats import Trend, trend
+from momentsearch.experiments.stats import EQUIVALENCE_TOLERANCE, Flatness, Trend, flatness, trend
 from momentsearch.readers import is_finite_number, read_json
 
 
@@ -34,6 +39,8 @@ class Continuation:
     step: int  # epochs added to a run the trend test finds still rising
     max_epochs: int  # no run is continued past this many epochs
     window: int = 10  # the trend test's window (the last epochs)
+    rule: str = "trend"  # trend | equivalence (issue 75: stats.flatness on every measure, R@1 included)
+    tolerance: float = EQUIVALENCE_TOLERANCE  # the equivalence rule's points per epoch
 
     def __post_init__(self) -> None:
         if self.step < 1 or self.max_epochs < 1:
@@ -41,6 +48,11 @@ class Continuation:
                               f"{self.max_epochs}")
         if self.window < 3:
             raise ConfigError(f"the trend test's window must be at least 3 epochs, got {self.window}")
+        if self.rule not in ("trend", "equivalence"):
+            raise ConfigError(f"the convergence rule is trend or equivalence, got {self.rule!r}")
+        if self.rule == "equivalence" and (self.window < 20 or not self.tolerance > 0):
+            raise ConfigError(f"the equivalence rule needs a window of at least 20 epochs and a tolerance > 0, got "
+                              f"{self.window} and {self.tolerance}")
 
 
 def curve_trends(curves: dict[str, Sequence[float]], vr_end: int, window: int = 10) -> tuple[Trend, Trend]:
@@ -83,6 +95,24 @@ def run_trends(history: Sequence[dict[str, Any]], train_cfg: dict[str, Any], win
     return curve_trends(curves, vr_phase_end(history, train_cfg), window)
 
 
+FLAT_MEASURES = (("VR", "r1"), ("VR", "r10"), ("VCMR", "0.5-r1"), ("VCMR", "0.5-r10"))
+
+
+def curve_flatness(curves: dict[str, Sequence[float]], vr_end: int, window: int, tolerance: float
+                   ) -> dict[str, Flatness]:
+    """The equivalence rule on each curve (named ``VR r1``, ``VCMR 0.5-r1``...; VR up to the end of its phase)."""
+    return {name: flatness(list(c)[:vr_end] if name.startswith("VR") else c, window, tolerance)
+            for name, c in curves.items()}
+
+
+def run_flatness(history: Sequence[dict[str, Any]], train_cfg: dict[str, Any], window: int, tolerance: float
+                 ) -> dict[str, Flatness]:
+    """The equivalence rule on every measure of :data:`FLAT_MEASURES` a run's ``history.json`` holds."""
+    curves = {f"{task} {m}": [float(h["val"][task][m]) for h in history] for task, m in FLAT_MEASURES
+              if all(is_finite_number((h["val"].get(task) or {}).get(m)) for h in history)}
+    return curve_flatness(curves, vr_phase_end(history, train_cfg), window, tolerance)
+
+
 def longer(d: dict[str, Any], epochs: int) -> dict[str, Any]:
     """Run config ``d`` with ``epochs`` epochs, in the folder its hash names (beside ``d``'s)."""
     out = Path(d["out_dir"])
@@ -99,6 +129,13 @@ def next_run(d: dict[str, Any], cont: Continuation | None) -> dict[str, Any] | N
     if d["epochs"] + cont.step > cont.max_epochs:
         return None
     h = read_history(history)
+    if cont.rule == "equivalence":
+        flat = run_flatness(h, d, cont.window, cont.tolerance)
+        if all(f.converged for f in flat.values()):
+            return None
+        if all(f.converged for k, f in flat.items() if k.startswith("VCMR")) and vr_phase_end(h, d) < len(h):
+            return None  # (as below: only VR is unsettled, at the end of a retriever phase)
+        return longer(d, d["epochs"] + cont.step)
     vr, vcmr = run_trends(h, d, cont.window)
     if vr.converged and vcmr.converged:
         return None

@@ -72,6 +72,47 @@ class Trend:
         return self.p_rising >= 0.05
 
 
+EQUIVALENCE_WINDOW = 20  # epochs: the least the equivalence rule looks at
+EQUIVALENCE_TOLERANCE = 0.1  # points of recall per epoch: 2 points over the 20-epoch window
+
+
+@dataclass(frozen=True)
+class Flatness:
+    """The equivalence rule (issue 75): a curve has converged when the upper end of the 90 % t interval of its
+    least-squares slope over the last ``window`` epochs (at least :data:`EQUIVALENCE_WINDOW`) is below
+    ``tolerance`` points per epoch. Unlike :class:`Trend`, a curve too noisy or too short to show that it is
+    flat does not pass."""
+
+    slope: float
+    upper: float  # the upper end of the slope's 90 % t interval (one-sided 95 %)
+    window: int
+    tolerance: float
+
+    @property
+    def converged(self) -> bool:
+        return self.window >= EQUIVALENCE_WINDOW and math.isfinite(self.upper) and self.upper < self.tolerance
+
+
+def flatness(values: Sequence[float], window: int = EQUIVALENCE_WINDOW,
+             tolerance: float = EQUIVALENCE_TOLERANCE) -> Flatness:
+    """:class:`Flatness` of the last ``window`` values (fewer than ``window``: not converged)."""
+    from scipy import stats
+
+    if window < EQUIVALENCE_WINDOW:
+        raise ValueError(f"the equivalence rule looks at {EQUIVALENCE_WINDOW} epochs or more, got {window}")
+    y = np.asarray(values, float)[-window:]
+    if len(y) < window:
+        return Flatness(float("nan"), float("inf"), len(y), tolerance)
+    if not np.isfinite(y).all():
+        return Flatness(float("nan"), float("inf"), len(y), tolerance)
+    x = np.arange(len(y), dtype=float) - (len(y) - 1) / 2
+    sxx = float((x * x).sum())
+    slope = float((x * (y - y.mean())).sum() / sxx)
+    resid = y - y.mean() - slope * x
+    se = math.sqrt(float((resid * resid).sum()) / (len(y) - 2) / sxx)  # (0 for a straight line)
+    return Flatness(slope, slope + float(stats.t.ppf(0.95, len(y) - 2)) * se, len(y), tolerance)
+
+
 def trend(values: Sequence[float], window: int = 10) -> Trend:
     """The least-squares slope of the last ``window`` values against their index, and the one-sided p of a rise."""
     from scipy import stats
