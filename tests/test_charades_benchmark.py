@@ -5,6 +5,7 @@ checked by hand on real lines."""
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 import json
 from pathlib import Path
 
@@ -127,3 +128,65 @@ def test_the_oracle_pairs_table_an_experiment_reads(bench: Path, tmp_path: Path)
             g = grade(oracle.table, qi.meta["class"], qj.video_id, *qj.span)
             assert m[i, j] == pytest.approx(g if g >= 0.5 else 0.0, abs=1e-6)
     assert (np.diag(m) >= 0.5).sum() == sum(q.meta["class"] is not None for q in train.moments)
+
+
+def test_class_parts_read_from_the_real_captions() -> None:
+    """Issue 75 part 5: each class's verb and object from its Charades-STA captions; by hand on classes whose
+    captions say them plainly (c006 "person close the door", c008 "person opening a door")."""
+    from momentsearch.data.synthetic.charades import all_class_captions
+    from momentsearch.data.synthetic.charades_parts import class_parts
+
+    cfg = dataclasses.replace(load_preset("charades_vo"), data_dir=str(shared("charades_sta/charades_sta_train.txt").parent))
+    parts = class_parts(all_class_captions(cfg))
+    assert len(parts) == 157
+    assert parts["c006"] == ("close", "door") and parts["c008"] == ("open", "door")
+    assert parts["c142"] == ("close", "refrigerator") and parts["c143"] == ("open", "refrigerator")
+    assert parts["c026"] == ("hold", "book") and parts["c027"] == ("open", "book")
+    assert parts["c149"][1] is None  # "person starts laughing": no object
+    objects = Counter(o for _, o in parts.values() if o)
+    verbs = Counter(v for v, _ in parts.values())
+    assert objects["door"] >= 3 and verbs["hold"] >= 10 and verbs["open"] >= 5  # shared parts, as Charades' are
+    # each word to its shortest form the captions use too: opening, opens -> open (said in the third)
+    assert class_parts({"c1": ["a person is opening the door.", "person opens a door", "they open the door"],
+                        "c2": ["person laughing.", "a person starts to laugh."]}) == {"c1": ("open", "door"),
+                                                                                    "c2": ("laugh", None)}
+
+
+def test_classes_sharing_a_verb_or_an_object_are_closer_than_classes_sharing_neither(tmp_path: Path) -> None:
+    """The charades_vo preset's pictures: mean cosine of class pairs sharing an object > sharing a verb > sharing
+    neither (about 0), against the old preset where every pair is about orthogonal; instance noise makes two
+    instances of a class alike but not equal; written beside the benchmark as class_parts.json."""
+    from momentsearch.data.synthetic.charades import all_class_captions
+    from momentsearch.data.synthetic.charades_parts import class_parts, structured_prototypes
+
+    sta = shared("charades_sta/charades_sta_train.txt").parent
+    cfg = dataclasses.replace(load_preset("charades_vo"), n_videos=60, data_dir=str(sta))
+    parts = class_parts(all_class_captions(cfg))
+    p = structured_prototypes(cfg.seed, cfg.feature_dim, parts)
+    old = class_prototypes(cfg, sorted(parts))
+    groups: dict[str, list[float]] = {"object": [], "verb": [], "neither": [], "old": []}
+    cs = sorted(parts)
+    for i, a in enumerate(cs):
+        for b in cs[i + 1:]:
+            same_v, same_o = parts[a][0] == parts[b][0], parts[a][1] is not None and parts[a][1] == parts[b][1]
+            key = "object" if same_o and not same_v else "verb" if same_v and not same_o else "neither" if not (
+                same_v or same_o) else None
+            if key:
+                groups[key].append(float(p[a] @ p[b]))
+            groups["old"].append(float(old[a] @ old[b]))
+    mean = {k: float(np.mean(v)) for k, v in groups.items()}
+    assert mean["object"] > 0.35 and mean["verb"] > 0.2 and abs(mean["neither"]) < 0.05 and abs(mean["old"]) < 0.05
+    assert mean["object"] > mean["verb"] > mean["neither"] + 0.15
+    # by hand: open / close the door share the object (0.7^2 / |x|^2), hold a book / hold a phone the verb (0.55^2)
+    norm2 = 0.55 ** 2 + 0.7 ** 2 + 0.45 ** 2
+    assert float(p["c006"] @ p["c008"]) == pytest.approx(0.49 / norm2, abs=0.25)
+    acts = [("c008", 0.0, 4.0), ("c008", 10.0, 14.0)]
+    x = clip_features(cfg, 3, 20.0, acts, p)
+    y = clip_features(dataclasses.replace(cfg, instance_noise=0.0), 3, 20.0, acts, p)
+    a, b = x[0] - x[0].mean() * 0, x[5]  # (clips 0-1 hold the first instance, 5-6 the second)
+    cos = float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+    cos0 = float(y[0] @ y[5] / np.linalg.norm(y[0]) / np.linalg.norm(y[5]))
+    assert cos < cos0  # two instances of one class differ more with instance noise
+    bench = generate(cfg, tmp_path / "vo", progress=False)
+    stored = json.loads((bench / "class_parts.json").read_text())
+    assert stored["c008"] == ["open", "door"]

@@ -11,7 +11,7 @@ from momentsearch.errors import ConfigError
 
 def test_presets_load() -> None:
     sizes = {p: load_preset(p).n_videos for p in PRESETS}
-    assert sizes == {"tiny": 60, "small": 600, "converge": 300, "default": 2000, "large": 100_000, "charades": 6672}
+    assert sizes == {"tiny": 60, "small": 600, "converge": 300, "default": 2000, "large": 100_000, "charades": 6672, "charades_vo": 6672}
     assert load_preset("charades").source == "charades-sta" and all(not load_preset(p).source for p in PRESETS[:5])
 
 

@@ -68,8 +68,10 @@ class Query:
     like: Any = None
 
     def __post_init__(self) -> None:
-        if self.text is not None and (not isinstance(self.text, str) or not self.text.strip()):
-            raise QueryError("the query's text must be a non-empty string")
+        if self.text is not None and not isinstance(self.text, str):
+            raise QueryError(f"the query's text must be a string, not {type(self.text).__name__}")
+        if self.text is not None and not self.text.strip():
+            raise QueryError("the query is empty: type a few words, e.g. \"a person opens the fridge\"")
         if self.text is None and self.image is None and self.like is None:
             raise QueryError("a query needs words, a picture (image=) or a moment (like=)")
         if self.image is not None and self.like is not None:

@@ -11,7 +11,9 @@ Charades-STA's test split is the test split; its train videos are split into tra
 
 with the generator's ingredients (:mod:`momentsearch.data.synthetic.generator`): ``s_v`` a per-video unit style
 vector, ``P_c`` a unit prototype per action class (classes independent), ``cover_a(t)`` the fraction of clip t
-inside the interval. So the features come from the same labels as the relevance truth, and a model can only
+inside the interval. With ``class_structure: verb_object`` (issue 75; the ``charades_vo`` preset) ``P_c`` is built
+from the class's verb and object read from its captions (:mod:`~momentsearch.data.synthetic.charades_parts`), each
+action instance adds its own unit vector times ``instance_noise``, and ``s_v`` is partly its scene's and person's. So the features come from the same labels as the relevance truth, and a model can only
 learn what the action timeline holds; the text side is real.
 
 **The oracle** is the action-class table (:mod:`momentsearch.relevance.action_classes`): a query's class is that of
@@ -33,6 +35,7 @@ from momentsearch.data.corpus import Corpus, Moment, Video
 from momentsearch.data.relevance import MomentRelevance
 from momentsearch.data.synthetic.config import SyntheticConfig
 from momentsearch.errors import DatasetError
+from momentsearch.fileio import write_json
 
 SOURCE = "charades-sta"
 
@@ -110,20 +113,49 @@ def class_prototypes(cfg: SyntheticConfig, classes: list[str]) -> dict[str, np.n
 
 
 def clip_features(cfg: SyntheticConfig, index: int, duration: float, acts: list[tuple[str, float, float]],
-                  protos: dict[str, np.ndarray]) -> np.ndarray:
-    """(n_clips, feature_dim) float32 for one video (the module's formula), drawn from ``[seed, 1, index]``."""
+                  protos: dict[str, np.ndarray], people: np.ndarray | None = None) -> np.ndarray:
+    """(n_clips, feature_dim) float32 for one video (the module's formula), drawn from ``[seed, 1, index]``;
+    ``people``: the unit style of the video's scene and person (``people_strength`` of its style; issue 75)."""
     from momentsearch.data.synthetic.generator import clip_coverage
 
     rng = np.random.default_rng([cfg.seed, 1, index])
     n = max(1, int(np.ceil(duration / cfg.clip_length - 1e-9)))
     d = cfg.feature_dim
     style = rng.standard_normal(d)
-    x = np.tile(cfg.style_strength * style / np.linalg.norm(style), (n, 1))
+    style /= np.linalg.norm(style)
+    if people is not None and cfg.people_strength > 0:
+        style = cfg.people_strength * people + (1 - cfg.people_strength) * style
+        style /= np.linalg.norm(style)
+    x = np.tile(cfg.style_strength * style, (n, 1))
     if acts:
         cover = clip_coverage(np.array([a[1] for a in acts]), np.array([a[2] for a in acts]), n, cfg.clip_length, duration)
-        x += cfg.action_strength * cover @ np.stack([protos[a[0]] for a in acts])
+        pictures = np.stack([protos[a[0]] for a in acts])
+        if cfg.instance_noise > 0:  # each instance its own: a moment is more than its class
+            own = rng.standard_normal(pictures.shape)
+            pictures = pictures + cfg.instance_noise * own / np.linalg.norm(own, axis=1, keepdims=True)
+            pictures /= np.linalg.norm(pictures, axis=1, keepdims=True)
+        x += cfg.action_strength * cover @ pictures
     x += cfg.noise * rng.standard_normal((n, d)) / np.sqrt(d)
     return x.astype(np.float32)
+
+
+def people_styles(cfg: SyntheticConfig, videos: list[str]) -> dict[str, np.ndarray]:
+    """Video -> the unit style of its scene and person (the CSVs' columns), each a random unit vector per scene
+    and per person, mixed 0.6 / 0.4; drawn from ``[seed, 0, 76]``."""
+    from momentsearch.data.synthetic.charades_parts import video_people
+
+    who = video_people(data_dir(cfg))
+    scenes = sorted({who.get(v, ("", ""))[0] for v in videos})
+    persons = sorted({who.get(v, ("", ""))[1] for v in videos})
+    rng = np.random.default_rng([cfg.seed, 0, 76])
+    s = {k: x / np.linalg.norm(x) for k, x in zip(scenes, rng.standard_normal((len(scenes), cfg.feature_dim)), strict=True)}
+    p = {k: x / np.linalg.norm(x) for k, x in zip(persons, rng.standard_normal((len(persons), cfg.feature_dim)), strict=True)}
+    out = {}
+    for v in videos:
+        sc, pe = who.get(v, ("", ""))
+        x = 0.6 * s[sc] + 0.4 * p[pe]
+        out[v] = x / np.linalg.norm(x)
+    return out
 
 
 def generate_charades_into(cfg: SyntheticConfig, out: Path, progress: bool) -> Corpus:
@@ -131,12 +163,37 @@ def generate_charades_into(cfg: SyntheticConfig, out: Path, progress: bool) -> C
     from momentsearch.data.feature_writers import HDF5FeatureWriter
 
     corpus, actions = charades_corpus(cfg)
-    protos = class_prototypes(cfg, sorted({a[0] for acts in actions.values() for a in acts}))
+    classes = sorted({a[0] for acts in actions.values() for a in acts})
+    if cfg.class_structure == "verb_object":
+        from momentsearch.data.synthetic.charades_parts import class_parts, structured_prototypes
+
+        parts = class_parts(all_class_captions(cfg))
+        parts = {c: parts.get(c, (c, None)) for c in classes}  # (a class no caption names: its own verb, no object)
+        protos = structured_prototypes(cfg.seed, cfg.feature_dim, parts)
+        write_json(out / "class_parts.json", {c: list(p) for c, p in sorted(parts.items())}, indent=1)
+    else:
+        protos = class_prototypes(cfg, classes)
+    people = people_styles(cfg, list(corpus.videos)) if cfg.people_strength > 0 else {}
     with HDF5FeatureWriter(out / "features" / "visual.h5", cfg.feature_dim, attrs={"clip_length": cfg.clip_length}) as w:
         for i, v in enumerate(tqdm(list(corpus.videos.values()), desc=f"generating {cfg.name}", unit="video",
                                    disable=not progress)):
-            w.add(v.video_id, clip_features(cfg, i, v.duration, actions[v.video_id], protos))
+            w.add(v.video_id, clip_features(cfg, i, v.duration, actions[v.video_id], protos, people.get(v.video_id)))
     return corpus
+
+
+def all_class_captions(cfg: SyntheticConfig) -> dict[str, list[str]]:
+    """Class -> the captions of every Charades-STA moment of that class, train and test (the class's verb and
+    object are read from all of them, whatever videos the benchmark samples)."""
+    from momentsearch.data.loaders.charades_actions import query_classes
+
+    train, test, table = _sources(data_dir(cfg))
+    out: dict[str, list[str]] = {}
+    for part in (train, test):
+        classes = query_classes(part, table)
+        for m in part.moments:
+            if classes[m.query_id]:
+                out.setdefault(classes[m.query_id], []).append(m.text)  # type: ignore[index]
+    return out
 
 
 class ActionClassOracle:

@@ -8,7 +8,7 @@ from pathlib import Path
 from momentsearch.config import CONFIG_DIR, load_yaml_config
 from momentsearch.errors import ConfigError
 
-PRESETS = ("tiny", "small", "converge", "default", "large", "charades")
+PRESETS = ("tiny", "small", "converge", "default", "large", "charades", "charades_vo")
 
 
 @dataclass(frozen=True)
@@ -71,10 +71,21 @@ class SyntheticConfig:
     source: str = ""
     data_dir: str = ""  # its charades_sta folder ("": $MOMENTSEARCH_SHARED_DATA/charades_sta, ../shared/data/...)
     action_strength: float = 1.0  # the weight of an action class's prototype in the clips it covers
+    # issue 75: "independent" (one random unit picture per class) or "verb_object" (built from the class's verb and
+    # object read from its captions, data/synthetic/charades_parts.py); instance_noise: per action instance, a unit
+    # vector of its own times this is added to its class's picture; people_strength: a video's style is then of its
+    # scene and person (the CSVs' columns) at this share
+    class_structure: str = "independent"
+    instance_noise: float = 0.0
+    people_strength: float = 0.0
 
     def __post_init__(self) -> None:
         if self.source not in ("", "charades-sta"):
             raise ValueError(f"source must be '' (synthetic) or 'charades-sta', got {self.source!r}")
+        if self.class_structure not in ("independent", "verb_object"):
+            raise ValueError(f"class_structure must be independent or verb_object, got {self.class_structure!r}")
+        if not (0 <= self.instance_noise < 10 and 0 <= self.people_strength <= 1):
+            raise ValueError("instance_noise must be in [0, 10) and people_strength in [0, 1]")
         if self.n_videos < 1:
             raise ValueError("n_videos must be >= 1")
         if abs(sum(self.splits.values()) - 1.0) > 1e-6 or any(v < 0 for v in self.splits.values()):
