@@ -264,3 +264,18 @@ def test_the_client_asks_with_a_picture_and_a_moment_and_the_key_guards_clips(ex
     finally:
         srv.should_exit = True
         thread.join(10)
+
+
+def test_a_sharded_index_asks_with_a_picture_and_a_moment_as_one_index_does(example: Path, tmp_path: Path) -> None:
+    """The moment's vectors come from the shard that holds its video; the picture is encoded at the head."""
+    from momentsearch.serving.shards import split_index
+
+    split_index(example, 2, tmp_path / "sharded")
+    whole, sharded = momentsearch.load(example, device="cpu"), momentsearch.load(tmp_path / "sharded", device="cpu")
+    for q in (Query(like=("street", 3.0, 6.0)), Query(like=("kitchen", 0.0, 3.0)), Query(image=scene("checker")),
+              Query("the blue wall is painted", image=scene("blue"))):
+        a, b = whole.search(q, k=4), sharded.search(q, k=4)
+        assert [(h.video_id, h.start, h.end) for h in a] == [(h.video_id, h.start, h.end) for h in b], q.label
+        np.testing.assert_allclose([h.score for h in a], [h.score for h in b], atol=1e-5)
+    with pytest.raises(QueryError, match="no video 'nowhere'"):
+        sharded.search(like=("nowhere", 0, 1))
