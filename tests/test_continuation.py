@@ -197,3 +197,24 @@ def test_the_equivalence_rule_by_hand(tmp_path: Path) -> None:
         Continuation(20, 100, window=10, rule="equivalence")
     with pytest.raises(ConfigError, match="trend or equivalence"):
         Continuation(20, 100, rule="tost")
+
+
+def test_the_two_level_bootstrap_by_hand() -> None:
+    """Issue 75 part 4: resampling seeds and queries. With one seed and every query's difference equal, the interval
+    is that value; with query differences of +1 and -1 in equal numbers it covers 0 however many seeds agree, where
+    the t interval over seeds (their means all 0) would be a point."""
+    import numpy as np
+
+    from momentsearch.experiments.stats import paired, two_level_bootstrap
+
+    a = np.full((1, 50), 3.0)
+    b = np.zeros((1, 50))
+    r = two_level_bootstrap(a, b, resamples=200)
+    assert (r.mean, r.low, r.high, r.verdict) == (3.0, 3.0, 3.0, "borne out")
+    d = np.tile(np.array([1.0, -1.0] * 25), (5, 1))  # every seed: half the queries +1, half -1
+    r = two_level_bootstrap(d, np.zeros_like(d), resamples=2000)
+    assert r.mean == 0.0 and r.low < -0.1 and r.high > 0.1 and r.verdict == "inconclusive"
+    t = paired(d.mean(1).tolist(), [0.0] * 5)
+    assert t.low == t.high == 0.0  # the seeds alone: no spread at all
+    with pytest.raises(ValueError, match="one shape"):
+        two_level_bootstrap(a, np.zeros((2, 50)))

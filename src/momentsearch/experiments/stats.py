@@ -72,6 +72,42 @@ class Trend:
         return self.p_rising >= 0.05
 
 
+@dataclass(frozen=True)
+class Bootstrap:
+    """A two-level bootstrap interval of a paired mean difference (issue 75 part 4): what it covers is a new
+    draw of training seeds **and** of test queries, where the t interval of :func:`paired` covers seeds alone."""
+
+    mean: float
+    low: float
+    high: float
+    level: float
+    resamples: int
+
+    @property
+    def verdict(self) -> str:
+        return "borne out" if self.low > 0 else "refuted" if self.high < 0 else "inconclusive"
+
+
+def two_level_bootstrap(a: np.ndarray, b: np.ndarray, resamples: int = 10_000, level: float = 0.95,
+                        seed: int = 0) -> Bootstrap:
+    """``a``, ``b``: (S, Q) per-query scores (e.g. 100 x hit at rank 1) of two conditions, paired by seed (rows)
+    and by query (columns). Each resample draws S seeds and Q queries with replacement (the same draw for both
+    conditions: the pairing is kept) and takes the mean of a - b over them; the interval is the percentile one."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if a.shape != b.shape or a.ndim != 2 or min(a.shape) < 1:
+        raise ValueError(f"two (seeds, queries) arrays of one shape, got {a.shape} and {b.shape}")
+    d = a - b
+    s, q = d.shape
+    rng = np.random.default_rng(seed)
+    out = np.empty(resamples)
+    for r in range(resamples):
+        rows = rng.integers(0, s, s)
+        cols = rng.integers(0, q, q)
+        out[r] = d[np.ix_(rows, cols)].mean()
+    lo, hi = np.quantile(out, [(1 - level) / 2, (1 + level) / 2])
+    return Bootstrap(float(d.mean()), float(lo), float(hi), level, resamples)
+
+
 EQUIVALENCE_WINDOW = 20  # epochs: the least the equivalence rule looks at
 EQUIVALENCE_TOLERANCE = 0.1  # points of recall per epoch: 2 points over the 20-epoch window
 

@@ -1,0 +1,110 @@
+"""A verdict's interval over seeds **and** test queries (issue 75 part 4), from the runs' own checkpoints.
+
+    python benchmarks/per_query_verdict.py configs/experiments/exclusion.yaml \
+        --versus "+PR (np-vp 0.7, table)=+PR (np-vp 0.7, batch)" [--metric "VCMR 0.5-r1"] [--tag exclusion]
+
+For every (condition, seed) of the experiment, its ``best.pt`` (what the experiment reports) ranks the test split
+again and each test query's result is stored beside the run (``per_query_test.json``: per query, 100 x hit at
+rank 1 and at rank 10 for VCMR at tIoU 0.5 and 0.7 and for VR; computed once). Each ``--versus A=B`` is then
+stated twice on each metric: the paired t interval over seeds (what every verdict states: it covers training
+seeds on one benchmark draw, the test queries fixed) and the two-level bootstrap (``experiments.stats.
+two_level_bootstrap``: seeds and test queries resampled together, 10,000 times). Writes
+``benchmarks/results/per_query_<experiment>[_<tag>].json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).parent))
+
+from momentsearch.config import load_yaml_config  # noqa: E402
+from momentsearch.experiments import ExperimentConfig, prepare, run_config  # noqa: E402
+from momentsearch.experiments.stats import paired, two_level_bootstrap  # noqa: E402
+from momentsearch.fileio import write_json  # noqa: E402
+
+METRICS = ("VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.7-r1", "VR r1", "VR r10")
+
+
+def per_query(run: Path) -> dict[str, dict[str, float]]:
+    """Query id -> {metric: 100 x hit} on the test split, from the run's best checkpoint (cached beside it)."""
+    cache = run / "per_query_test.json"
+    if cache.is_file():
+        return json.loads(cache.read_text())
+    import momentsearch
+    from momentsearch.data.dataset import open_dataset
+    from momentsearch.evaluation.recall import GroundTruth, align, task_first_hits
+    from momentsearch.serving.checkpoint import load_checkpoint
+    from momentsearch.training.checkpoint import require_train_config
+
+    ckpt = run / "checkpoints" / "best.pt"
+    ev = momentsearch.evaluate(ckpt, "test", progress=False)
+    corpus = open_dataset(require_train_config(load_checkpoint(ckpt)).dataset).split("test")
+    out: dict[str, dict[str, float]] = {}
+    for task in ("VCMR", "VR"):
+        ranked = ev.ranked[task]
+        gt = GroundTruth.from_corpus(corpus, ranked.video_ids)
+        aligned = align(ranked, gt, task).truncate(100)
+        firsts = task_first_hits(task, aligned, gt, (0.5, 0.7))
+        for thr, first in firsts.items():
+            for k in (1, 10):
+                name = f"VR r{k}" if task == "VR" else f"VCMR {thr}-r{k}"
+                for q, rank in zip(aligned.query_ids, first, strict=True):
+                    out.setdefault(q, {})[name] = 100.0 * float(rank < k)
+    write_json(cache, out)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("experiment", type=Path)
+    ap.add_argument("--versus", action="append", required=True, help="A=B: A - B paired by seed and query")
+    ap.add_argument("--metric", action="append", default=[])
+    ap.add_argument("--tag", default="")
+    args = ap.parse_args()
+    exp = load_yaml_config(ExperimentConfig, args.experiment)
+    bench, tables = prepare(exp)
+    runs_dir = Path(exp.runs_dir) if exp.runs_dir else Path("runs/experiments/runs") / bench.name
+    metrics = args.metric or list(METRICS)
+    cache: dict[tuple[str, int], dict[str, dict[str, float]]] = {}
+
+    def results(cond: str, seed: int) -> dict[str, dict[str, float]]:
+        if (cond, seed) not in cache:
+            run = Path(run_config(exp, cond, seed, bench, tables, runs_dir)["out_dir"])
+            if not (run / "result.json").exists():
+                sys.exit(f"error: {cond} seed {seed} has not finished ({run})")
+            cache[(cond, seed)] = per_query(run)
+        return cache[(cond, seed)]
+
+    rows = []
+    for vs in args.versus:
+        a_name, _, b_name = vs.partition("=")
+        for m in metrics:
+            a = [results(a_name, s) for s in exp.seeds]
+            b = [results(b_name, s) for s in exp.seeds]
+            qids = sorted(set.intersection(*(set(x) for x in a + b)))
+            aa = np.array([[x[q][m] for q in qids] for x in a])
+            bb = np.array([[x[q][m] for q in qids] for x in b])
+            t = paired(aa.mean(1).tolist(), bb.mean(1).tolist())
+            boot = two_level_bootstrap(aa, bb)
+            rows.append({"A - B": vs, "metric": m, "seeds": len(exp.seeds), "test queries": len(qids),
+                         "mean": round(t.mean, 2), "t interval (seeds)": f"[{t.low:+.2f}, {t.high:+.2f}]",
+                         "t verdict": t.verdict, "bootstrap (seeds x queries)": f"[{boot.low:+.2f}, {boot.high:+.2f}]",
+                         "bootstrap verdict": boot.verdict, "t": [t.low, t.high], "boot": [boot.low, boot.high]})
+            print(f"{vs:<70} {m:<14} {t.mean:+7.2f}  t [{t.low:+.2f}, {t.high:+.2f}] {t.verdict:<12} "
+                  f"bootstrap [{boot.low:+.2f}, {boot.high:+.2f}] {boot.verdict}", flush=True)
+    name = f"per_query_{exp.name}" + (f"_{args.tag}" if args.tag else "")
+    write_json(ROOT / "benchmarks" / "results" / f"{name}.json",
+               {"experiment": exp.name, "command": "python benchmarks/per_query_verdict.py " + " ".join(sys.argv[1:]),
+                "rows": rows}, indent=1)
+
+
+if __name__ == "__main__":
+    main()
