@@ -78,6 +78,24 @@ def render_and_ingest(preset: str, out: Path, times: dict[str, float]) -> tuple[
     return bench, corpus, report
 
 
+def test_videos_and_random_clip(out: Path, bench: Path, test_ids: list[str]) -> tuple[Path, Path]:
+    """``out/videos_test`` (links to the rendered test videos and their SRTs) and ``out/random_clip`` (the random
+    tiny CLIP in Hugging Face's layout, ``tests/clip_models.tiny_hf_clip``, projection 64), each made once."""
+    from clip_models import tiny_hf_clip
+
+    test_dir = out / "videos_test"
+    test_dir.mkdir(parents=True, exist_ok=True)
+    for v in test_ids:
+        for suffix in (".mp4", ".srt"):
+            src, dst = bench / "videos" / f"{v}{suffix}", test_dir / f"{v}{suffix}"
+            if src.is_file() and not dst.exists():
+                dst.symlink_to(src.resolve())
+    hf = out / "random_clip"
+    if not (hf / "config.json").is_file():
+        tiny_hf_clip(hf, projection_dim=64)
+    return test_dir, hf
+
+
 def add_continuation_flags(ap: Any) -> None:
     """``--continue-rising``, ``--max-epochs`` and ``--trend-window`` as ``momentsearch experiment`` takes them."""
     ap.add_argument("--continue-rising", type=int, default=0, help="as `momentsearch experiment --continue-rising`: "

@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -48,7 +47,7 @@ class Hook(BaseHTTPRequestHandler):
 def main() -> None:
     import httpx
     from example_index import build_example_index, write_scenes
-    from test_page_keep import serve_watching
+    from served_index import serve_watching
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=5)

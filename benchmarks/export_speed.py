@@ -21,6 +21,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(ROOT / "tests"))  # the tests' tone writer
 from _common import report  # noqa: E402
 
 # HEVC first: libx265 has corrupted the heap encoding after libvpx-vp9 in one process (tests/test_damaged_videos.py)
@@ -53,15 +54,9 @@ def write_source(path: Path, fmt: str, codec: str, audio: bool) -> Path:
         for p in v.encode():
             out.mux(p)
         if a is not None:
-            t = np.arange(48000 * SECONDS) / 48000
-            tone = np.repeat((0.2 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)[None], 2, 0)
-            for s in range(0, tone.shape[1], 1024):
-                f = av.AudioFrame.from_ndarray(np.ascontiguousarray(tone[:, s: s + 1024]), format="fltp", layout="stereo")
-                f.sample_rate, f.pts = 48000, s
-                for p in a.encode(f):
-                    out.mux(p)
-            for p in a.encode():
-                out.mux(p)
+            from example_index import write_tone
+
+            write_tone(out, a, SECONDS, 48000, "stereo", 0.2)
     return path
 
 

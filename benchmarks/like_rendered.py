@@ -30,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from _common import report  # noqa: E402
+from _common import report, test_videos_and_random_clip  # noqa: E402
 
 
 def tiou(a: tuple[float, float], b: tuple[float, float]) -> float:
@@ -46,7 +46,6 @@ def main() -> None:
     args = ap.parse_args()
 
     import momentsearch
-    from clip_models import tiny_hf_clip
     from momentsearch.data.synthetic import SyntheticBenchmark, generate, load_preset
     from momentsearch.data.synthetic.render import render_benchmark
     from momentsearch.serving.indexing import build_index
@@ -63,16 +62,7 @@ def main() -> None:
     t = time.perf_counter()
     render_benchmark(bench, only=set(test_ids))
     times["render_s"] = time.perf_counter() - t
-    test_dir = out / "videos_test"
-    test_dir.mkdir(parents=True, exist_ok=True)
-    for v in test_ids:
-        for suffix in (".mp4", ".srt"):
-            src, dst = bench / "videos" / f"{v}{suffix}", test_dir / f"{v}{suffix}"
-            if src.is_file() and not dst.exists():
-                dst.symlink_to(src.resolve())
-    hf = out / "random_clip"
-    if not (hf / "config.json").is_file():
-        tiny_hf_clip(hf, projection_dim=64)
+    test_dir, hf = test_videos_and_random_clip(out, bench, test_ids)  # the test videos and their SRTs, a random CLIP
     t = time.perf_counter()
     ingest(test_dir, out / "corpus_clip", "hf_clip", clip_seconds=2.0, fps=2.0, encoder_options={"weights": str(hf)})
     times["ingest_s"] = time.perf_counter() - t

@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from _common import render_and_ingest, report as print_report  # noqa: E402
+from _common import render_and_ingest, report as print_report, test_videos_and_random_clip  # noqa: E402
 
 COLUMNS = ("VR r1", "VR r10", "VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.5-r100", "VCMR 0.7-r1")
 
@@ -82,7 +82,6 @@ def main() -> None:  # noqa: C901
         return _voiced_only(args)
 
     import momentsearch
-    from clip_models import tiny_hf_clip
     from momentsearch.data.synthetic import SyntheticBenchmark
     from momentsearch.serving.indexing import build_index
     from momentsearch.serving.packing import pack
@@ -95,16 +94,7 @@ def main() -> None:  # noqa: C901
     b = SyntheticBenchmark.load(bench)
     test = b.corpus.split("test")
     test_ids = sorted(test.videos)
-    test_dir = out / "videos_test"  # the test videos and their SRTs, for the CLIP corpus
-    test_dir.mkdir(exist_ok=True)
-    for v in test_ids:
-        for suffix in (".mp4", ".srt"):
-            src, dst = bench / "videos" / f"{v}{suffix}", test_dir / f"{v}{suffix}"
-            if src.is_file() and not dst.exists():
-                dst.symlink_to(src.resolve())
-    hf = out / "random_clip"
-    if not (hf / "config.json").is_file():
-        tiny_hf_clip(hf, projection_dim=64)
+    test_dir, hf = test_videos_and_random_clip(out, bench, test_ids)  # the test videos and their SRTs, a random CLIP
     t = time.perf_counter()
     ingest(test_dir, out / "corpus_clip", "hf_clip", clip_seconds=2.0, fps=2.0, encoder_options={"weights": str(hf)})
     times["ingest_random_clip_s"] = time.perf_counter() - t

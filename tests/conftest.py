@@ -146,3 +146,13 @@ def tiny_benchmark(tmp_path_factory: pytest.TempPathFactory) -> Path:
         return root
     generate(load_preset("tiny"), root, progress=False)
     return root
+
+
+def require_chromium() -> str:
+    """The path of Debian's chromium for the page tests; a missing one fails `make test` loudly (never a skip)."""
+    import shutil
+
+    if not shutil.which("chromium"):
+        missing_dependency("no chromium on PATH: `make test` installs Debian's package (apt-get install chromium) "
+                           "where apt is allowed")
+    return shutil.which("chromium") or "/usr/bin/chromium"

@@ -59,16 +59,22 @@ def write_scenes(path: Path, scenes: list[str], seconds_each: float = 3.0, audio
         for p in v.encode():
             out.mux(p)
         if a is not None:
-            t = np.arange(int(16000 * seconds_each * len(scenes))) / 16000
-            tone = (0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)[None]
-            for s in range(0, tone.shape[1], 1024):
-                f = av.AudioFrame.from_ndarray(np.ascontiguousarray(tone[:, s: s + 1024]), format="fltp", layout="mono")
-                f.sample_rate, f.pts = 16000, s
-                for p in a.encode(f):
-                    out.mux(p)
-            for p in a.encode():
-                out.mux(p)
+            write_tone(out, a, seconds_each * len(scenes), 16000, "mono", 0.3)
     return path
+
+
+def write_tone(out: av.container.OutputContainer, stream: av.audio.AudioStream, seconds: float, rate: int,
+               layout: str, level: float) -> None:
+    """A 440 Hz tone into an open container's audio stream, 1,024 samples a frame."""
+    t = np.arange(int(rate * seconds)) / rate
+    tone = np.repeat((level * np.sin(2 * np.pi * 440 * t)).astype(np.float32)[None], 2 if layout == "stereo" else 1, 0)
+    for s in range(0, tone.shape[1], 1024):
+        f = av.AudioFrame.from_ndarray(np.ascontiguousarray(tone[:, s: s + 1024]), format="fltp", layout=layout)
+        f.sample_rate, f.pts = rate, s
+        for p in stream.encode(f):
+            out.mux(p)
+    for p in stream.encode():
+        out.mux(p)
 
 
 def build_example_index(root: Path) -> Path:

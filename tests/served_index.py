@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -47,3 +50,27 @@ def run_live(app: Any) -> tuple[str, Any, threading.Thread]:
     while not srv.started and time.time() < deadline:
         time.sleep(0.05)
     return f"http://127.0.0.1:{port}", srv, thread
+
+
+def serve_watching(index: Path, videos: Path, log: Path) -> tuple[str, subprocess.Popen]:
+    """``momentsearch serve INDEX --watch VIDEOS`` in its own process, once ready: (its URL, the process)."""
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-c", "from momentsearch.cli.main import main; main()", "serve", str(index),
+                             "--port", str(port), "--device", "cpu", "--watch", str(videos), "--watch-interval", "0.25",
+                             "--no-access-log"], stdout=log.open("w"), stderr=subprocess.STDOUT,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 300  # (a loaded machine: torch, MiniLM and CLIP load slowly)
+    while time.time() < deadline:
+        try:
+            if httpx.get(url + "/readyz", timeout=2).status_code == 200:
+                return url, proc
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    raise AssertionError("not ready: " + log.read_text()[-2000:])

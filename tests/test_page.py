@@ -4,21 +4,15 @@ stops at its end."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
+from conftest import require_chromium
 from served_index import run_live
 
 pytest.importorskip("fastapi")
 playwright = pytest.importorskip("playwright.sync_api")
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = [pytest.mark.slow]
-if not shutil.which("chromium"):
-    from conftest import missing_dependency
-
-    missing_dependency("no chromium on PATH: `make test` installs Debian's package (apt-get install chromium) where "
-                       "apt is allowed")
+CHROMIUM = require_chromium()
 KEY = "page-test-key-123"
 
 

@@ -5,49 +5,18 @@ matching file dropped into the watched folder show up as an alert."""
 from __future__ import annotations
 
 import os
-import shutil
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import av
 import pytest
+from conftest import require_chromium
 from example_index import build_example_index, scene, write_scenes
+from served_index import serve_watching
 
 playwright = pytest.importorskip("playwright.sync_api")
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = [pytest.mark.slow]
-if not shutil.which("chromium"):
-    from conftest import missing_dependency
-
-    missing_dependency("no chromium on PATH: `make test` installs Debian's package (apt-get install chromium) where "
-                       "apt is allowed")
-
-
-def serve_watching(index: Path, videos: Path, log: Path) -> tuple[str, subprocess.Popen]:
-    """``momentsearch serve INDEX --watch VIDEOS`` in its own process, once ready: (its URL, the process)."""
-    import httpx
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-c", "from momentsearch.cli.main import main; main()", "serve", str(index),
-                             "--port", str(port), "--device", "cpu", "--watch", str(videos), "--watch-interval", "0.25",
-                             "--no-access-log"], stdout=log.open("w"), stderr=subprocess.STDOUT,
-                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            if httpx.get(url + "/readyz", timeout=2).status_code == 200:
-                return url, proc
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise AssertionError("not ready: " + log.read_text()[-2000:])
+CHROMIUM = require_chromium()
 
 
 def test_find_download_more_like_this_picture_and_an_alert_from_the_page(tmp_path: Path) -> None:
