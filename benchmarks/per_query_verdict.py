@@ -3,9 +3,10 @@
     python benchmarks/per_query_verdict.py configs/experiments/exclusion.yaml \
         --versus "+PR (np-vp 0.7, table)=+PR (np-vp 0.7, batch)" [--metric "VCMR 0.5-r1"] [--tag exclusion]
 
-For every (condition, seed) of the experiment, its ``best.pt`` (what the experiment reports) ranks the test split
-again and each test query's result is stored beside the run (``per_query_test.json``: per query, 100 x hit at
-rank 1 and at rank 10 for VCMR at tIoU 0.5 and 0.7 and for VR; computed once). Each ``--versus A=B`` is then
+For every (condition, seed) of the experiment, each test query's result: the run's ``eval_test/per_query.json``
+(every evaluation writes it since issue 75: per query, 100 x hit at rank 1 and 10 for VCMR at tIoU 0.5 and 0.7 and
+for VR), or, for a run evaluated before, its ``best.pt`` ranks the test split again (cached beside the run as
+``per_query_test.json``). Each ``--versus A=B`` is then
 stated twice on each metric: the paired t interval over seeds (what every verdict states: it covers training
 seeds on one benchmark draw, the test queries fixed) and the two-level bootstrap (``experiments.stats.
 two_level_bootstrap``: seeds and test queries resampled together, 10,000 times). Writes
@@ -34,31 +35,22 @@ METRICS = ("VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.7-r1", "VR r1", "VR r10")
 
 
 def per_query(run: Path) -> dict[str, dict[str, float]]:
-    """Query id -> {metric: 100 x hit} on the test split, from the run's best checkpoint (cached beside it)."""
-    cache = run / "per_query_test.json"
-    if cache.is_file():
-        return json.loads(cache.read_text())
+    """Query id -> {metric: 100 x hit} on the test split: the run's own ``eval_test/per_query.json`` (every
+    evaluation writes it since issue 75), else its best checkpoint ranks the split again (cached beside the run)."""
+    for cache in (run / "eval_test" / "per_query.json", run / "per_query_test.json"):
+        if cache.is_file():
+            return json.loads(cache.read_text())
     import momentsearch
     from momentsearch.data.dataset import open_dataset
-    from momentsearch.evaluation.recall import GroundTruth, align, task_first_hits
+    from momentsearch.evaluation.recall import per_query_hits
     from momentsearch.serving.checkpoint import load_checkpoint
     from momentsearch.training.checkpoint import require_train_config
 
     ckpt = run / "checkpoints" / "best.pt"
     ev = momentsearch.evaluate(ckpt, "test", progress=False)
     corpus = open_dataset(require_train_config(load_checkpoint(ckpt)).dataset).split("test")
-    out: dict[str, dict[str, float]] = {}
-    for task in ("VCMR", "VR"):
-        ranked = ev.ranked[task]
-        gt = GroundTruth.from_corpus(corpus, ranked.video_ids)
-        aligned = align(ranked, gt, task).truncate(100)
-        firsts = task_first_hits(task, aligned, gt, (0.5, 0.7))
-        for thr, first in firsts.items():
-            for k in (1, 10):
-                name = f"VR r{k}" if task == "VR" else f"VCMR {thr}-r{k}"
-                for q, rank in zip(aligned.query_ids, first, strict=True):
-                    out.setdefault(q, {})[name] = 100.0 * float(rank < k)
-    write_json(cache, out)
+    out = per_query_hits(ev.ranked, corpus)
+    write_json(run / "per_query_test.json", out)
     return out
 
 

@@ -50,6 +50,15 @@ def test_annotated_relevance_reduces_to_the_standard_metric() -> None:
     assert mp["VCMR"] == std["VCMR"]
     assert mp["VR"] == std["VR"]
     assert std["VCMR"]["0.5-r10"] > 10
+    # each query's own hits (issue 75 part 4, what evaluate writes as per_query.json): their means are the recalls
+    from momentsearch.evaluation.recall import per_query_hits
+
+    per = per_query_hits({"VCMR": pred, "VR": pred}, c)
+    assert sorted(per, key=int) == [m.query_id for m in moments]
+    for name, want in (("VCMR 0.5-r1", std["VCMR"]["0.5-r1"]), ("VCMR 0.7-r10", std["VCMR"]["0.7-r10"]),
+                       ("VR r1", std["VR"]["r1"]), ("VR r10", std["VR"]["r10"])):
+        assert round(float(np.mean([per[q][name] for q in per])), 2) == want, name
+    assert set(per["0"].values()) <= {0.0, 100.0}
 
 
 def test_instance_bounds_hand_case() -> None:

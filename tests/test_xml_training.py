@@ -115,6 +115,8 @@ def test_trained_xml_beats_random(small_benchmark: Path, tmp_path: Path, margin)
     assert 0 < proxy["ndcg"]["nDCG VR"] <= 100 and 0 < proxy["ndcg_linear"]["nDCG VR"] <= 100
     assert "Against the text proxy" in (tmp_path / "eval_bow" / "metrics.md").read_text()
     assert (tmp_path / "eval" / "predictions.json").exists() and (tmp_path / "run" / "training_curves.png").exists()
+    per = json.loads((tmp_path / "eval" / "per_query.json").read_text())  # each test query's hits (issue 75)
+    assert round(sum(q["VCMR 0.5-r1"] for q in per.values()) / len(per), 2) == pytest.approx(row["VCMR 0.5-r1"])
     # the Python API: the five lines of the README
     searcher = momentsearch.load(ckpt)
     hits = searcher.search("a person opens the fridge", k=5)

@@ -20,6 +20,7 @@ from momentsearch.evaluation.bounds import GEOMETRIC_MEAN_KS, geometric_mean
 from momentsearch.evaluation.ndcg import ranked_ndcg, two_way_video_ndcg
 from momentsearch.evaluation.ndcg_iou import DEFAULT_NDCG_IOUS, DEFAULT_NDCG_KS, GroundTruth, ndcg_iou, ndcg_iou_key
 from momentsearch.evaluation.ranking import rank_split
+from momentsearch.evaluation.recall import per_query_hits
 from momentsearch.evaluation.report import flatten, fmt, markdown_table
 from momentsearch.fileio import atomic_open, write_json
 from momentsearch.search.ranked import RankedMoments
@@ -174,4 +175,5 @@ def evaluate(checkpoint: str | Path, split: str = "test", out: str | Path | None
                                         "n_queries": len(corpus), "n_videos": len(corpus.videos), "metrics": metrics})
         with atomic_open(o / "metrics.md") as fh:
             fh.write(md)
+        write_json(o / "per_query.json", per_query_hits(ranked, corpus))  # each query's hits (issue 75 part 4)
     return Evaluation(row, metrics, ranked, md, proxy_row)

@@ -19,7 +19,7 @@ Where TVR's script would crash (an empty prediction list, a ground-truth video m
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -217,3 +217,22 @@ def evaluate_ranked(
     return {
         t: evaluate_task(t, ranked, gt, iou_thresholds, ks, max_predictions)[0] for t in tasks
     }
+
+
+PER_QUERY = {"VCMR": ((0.5, 0.7), (1, 10)), "VR": ((), (1, 10))}  # what per_query_hits records
+
+
+def per_query_hits(ranked: Mapping[str, RankedMoments], corpus: Corpus) -> dict[str, dict[str, float]]:
+    """Query id -> {"VCMR 0.5-r1": 100 x hit, ..., "VR r10": ...}: each query's own result, whose means over the
+    queries are the split's recalls (what a two-level bootstrap over test queries resamples; issue 75)."""
+    out: dict[str, dict[str, float]] = {}
+    for task, (thresholds, ks) in PER_QUERY.items():
+        pred = ranked[task]
+        gt = GroundTruth.from_corpus(corpus, pred.video_ids)
+        aligned = align(pred, gt, task).truncate(DEFAULT_MAX_PREDICTIONS)
+        for thr, first in task_first_hits(task, aligned, gt, thresholds or (0.5,)).items():
+            for k in ks:
+                name = f"VR r{k}" if task == "VR" else f"VCMR {thr}-r{k}"
+                for q, rank in zip(aligned.query_ids, first, strict=True):
+                    out.setdefault(q, {})[name] = 100.0 * float(rank < k)
+    return out
