@@ -316,7 +316,7 @@ def stream_moment(path: str | Path, start: float, end: float, **options: Any) ->
             if chunk is None:
                 break
             yield chunk
-        if failure and not isinstance(failure[0], OSError | StopIteration):
+        if failure:  # (export_moment's own errors: a QueryError or a VideoDecodeError naming the file)
             raise failure[0]
     finally:
         pipe.stop.set()
