@@ -6,5 +6,5 @@ from setuptools import Extension, setup
 
 setup(ext_modules=[Extension("momentsearch.search._fastscan",
                              ["src/momentsearch/search/_fastscan.c", "src/momentsearch/search/_fastscan_rescore.c"],
-                             depends=["src/momentsearch/search/_fastscan.h"],
+                             depends=["src/momentsearch/search/_fastscan.h", "src/momentsearch/search/_fastscan_blocks.h"],
                              extra_compile_args=["-O3", "-std=c11"], optional=True)])

@@ -63,6 +63,11 @@ SPECS = [("scan", {"loops": "numba", "coarse": "0", "rescore": "1000"}),  # the 
 EXTRA_SPECS = [("scan", {"m": "16", "rescore": "1000"}), ("scan", {"m": "16", "rescore": "2000"}),
                ("scan", {"m": "16", "rescore": "2500"}), ("scan", {"m": "16", "rescore": "3000"}),
                ("scan", {"m": "16", "rescore": "4000"}),
+               # 7-bit codes (128 centroids: one look-up instruction for 64 clips), by --only scan:bits=7
+               ("scan", {"bits": "7", "coarse": "0", "rescore": "1000"}),
+               ("scan", {"bits": "7", "coarse": "0", "rescore": "1500"}),
+               ("scan", {"bits": "7", "coarse": "0", "rescore": "2000"}),
+               ("scan", {"bits": "7", "coarse": "0", "rescore": "3000"}),
                ("faiss:Flat", {}),  # by --only: slow (Flat) or long to build (HNSW: 15 min at 100k)
                ("faiss:HNSW32", {"efSearch": "800", "clips_per_video": "8"}),
                ("faiss:HNSW32", {"efSearch": "1600", "clips_per_video": "16"}),
@@ -75,7 +80,7 @@ EXTRA_SPECS = [("scan", {"m": "16", "rescore": "1000"}), ("scan", {"m": "16", "r
                ("milvus", {"index_type": "HNSW", "M": "16", "efConstruction": "64", "clips_per_video": "32"}),
                ("milvus", {"index_type": "HNSW", "M": "16", "efConstruction": "64", "ef": "4096",
                            "clips_per_video": "8"})]
-BUILD_KEYS = ("nlist", "index_type", "m", "M", "efConstruction", "coarse", "loops")
+BUILD_KEYS = ("nlist", "index_type", "m", "M", "efConstruction", "coarse", "loops", "bits")
 BATCH = 16  # the batched rows: a batch of this many queries, as the service's batcher makes under load
 
 

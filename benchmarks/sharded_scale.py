@@ -77,7 +77,7 @@ def build_shards(work: Path, out: Path, n: int) -> None:
         os.symlink(ckpt_path, d / "model.pt")
         index = VideoIndex.load(d / "arrays")
         source = ckpt.family.stages(ckpt.model.eval(), index, torch.device("cpu")).retriever
-        stage = d / "first_stage" / stage_key(source, stage_man["m"], stage_man["coarse_m"])
+        stage = d / "first_stage" / stage_key(source, stage_man["m"], stage_man["coarse_m"], stage_man.get("bits", 8))
         stage.mkdir(parents=True)
         for f in stage_src.iterdir():
             if f.name != "manifest.json":

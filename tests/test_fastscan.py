@@ -34,28 +34,29 @@ def ragged(rng: np.random.Generator, n_videos: int, most: int) -> np.ndarray:
 
 @pytest.mark.parametrize("m", [32, 16, 7])
 @pytest.mark.parametrize("simd", [True, False])
-def test_the_byte_table_scan_equals_numpy(m: int, simd: bool):
+@pytest.mark.parametrize("bits", [8, 7])
+def test_the_byte_table_scan_equals_numpy(m: int, simd: bool, bits: int):
     rng = np.random.default_rng(m)
     offsets = ragged(rng, 700, 90)
     codes = rng.integers(0, 256, (int(offsets[-1]), m), dtype=np.uint8)
     q8, _, _ = fastscan.quantize_luts(rng.normal(size=(3, m, 256)).astype(np.float32))
     blocks = fastscan.pack_blocks(codes)
     assert blocks.shape == (-(-len(codes) // 64), m, 64)
-    ref = fastscan.video_max_u8_numpy(codes, q8, offsets)
+    ref = fastscan.video_max_u8_numpy(codes, q8, offsets, bits)  # 7 bits: a code's top bit ignored
     try:
         fastscan.set_simd(simd)
         out = np.full((3, 700), 7, np.uint16)
-        fastscan.video_max_u8(blocks, q8, offsets, 0, 301, out)  # two ranges, as two threads split them
-        fastscan.video_max_u8(blocks, q8, offsets, 301, 700, out)
+        fastscan.video_max_u8(blocks, q8, offsets, 0, 301, out, bits)  # two ranges, as two threads split them
+        fastscan.video_max_u8(blocks, q8, offsets, 301, 700, out, bits)
         listed = np.array([0, 3, 4, 9, 10, 11, 350, 699])  # the funnel's second pass: listed videos only
         one = np.full(700, 7, np.uint16)
-        fastscan.video_max_u8_videos(blocks, q8[2], offsets, listed, one)
+        fastscan.video_max_u8_videos(blocks, q8[2], offsets, listed, one, bits)
     finally:
         fastscan.set_simd(True)
     assert np.array_equal(out, ref)
     assert np.array_equal(one[listed], ref[2, listed]) and (np.delete(one, listed) == 7).all()
     a, b = offsets[0], offsets[1]  # by hand: video 0's best clip for query 1
-    by_hand = max(sum(int(q8[1, j, codes[n, j]]) for j in range(m)) for n in range(a, b))
+    by_hand = max(sum(int(q8[1, j, int(codes[n, j]) % (1 << bits)]) for j in range(m)) for n in range(a, b))
     assert out[1, 0] == by_hand and out[0, 3] == 0 and out[0, 4] == 0
 
 
@@ -169,3 +170,26 @@ def test_a_saved_stage_keeps_its_packed_blocks_and_a_load_reads_them(tmp_path: P
     with pytest.raises(FirstStageError, match=r"blocks_s1.npy: uint8 blocks of shape \(3, 8, 64\), expected uint8 "
                                               r"of shape \(\d+, 8, 64\)"):
         ScanFirstStage.load(folder, retr, layout)
+
+
+def test_seven_bit_codes_keep_recall_and_their_manifest_and_answer_as_the_numba_loops(tmp_path: Path):
+    index, protos = structured(3000, seed=10)  # d = 32: m = 8 sub-quantizers of 4 dimensions
+    retr = retriever(index)
+    tokens, mask = queries(protos, b=20, seed=11)
+    _, ref = ExactFirstStage(retr).retrieve(Queries(tokens, mask), 50)
+    eight = build_first_stage(retr, index, "scan", tmp_path, {"rescore": "150"})
+    seven = build_first_stage(retr, index, "scan", tmp_path, {"rescore": "150", "bits": "7"})
+    assert seven.folder != eight.folder and seven.bits == 7 and seven.codebooks.shape == (2, 8, 128, 4)
+    assert max(int(c.max()) for c in seven.codes) <= 127
+    assert json.loads((seven.folder / "manifest.json").read_text())["bits"] == 7
+    s7, v7 = seven.retrieve(Queries(tokens, mask), 50)
+    got, base = recall(v7, ref), recall(eight.retrieve(Queries(tokens, mask), 50)[1], ref)
+    assert got >= 0.95 and got >= base - 0.02, (got, base)  # 128 centroids lose (almost) nothing here
+    for i in (0, 19):  # a batch is answered as each query alone
+        s1, v1 = seven.retrieve(Queries(tokens[i: i + 1], mask[i: i + 1]), 50)
+        assert np.array_equal(v1[0], v7[i]) and torch.equal(s1[0], s7[i])
+    numba = build_first_stage(retr, index, "scan", tmp_path, {"rescore": "150", "bits": "7", "loops": "numba"})
+    assert numba.loops.name == "numba" and numba.folder == seven.folder  # loaded: the same codes
+    assert recall(numba.retrieve(Queries(tokens, mask), 50)[1], ref) >= got - 0.02
+    with pytest.raises(FirstStageError, match="bits=6; known: 8"):
+        build_first_stage(retr, index, "scan", tmp_path, {"bits": "6"})

@@ -6,7 +6,8 @@
  *   block and sub-quantizer j, 64 bytes, the code of clip i at byte 2i (i < 32) or 2(i - 32) + 1 (i >= 32).
  *   With AVX-512 VBMI the 256-entry table of a sub-quantizer sits in four registers and 64 look-ups are two
  *   vpermi2b and a blend by the code's top bit (FAISS's fast-scan, 4-bit codes and pshufb, made 8-bit);
- *   the bytes are summed in 16-bit lanes (even and odd bytes apart, FAISS's trick), so that a clip's
+ *   with 7-bit codes (128 centroids) one vpermi2b and no blend. The bytes are summed in 16-bit lanes
+ *   (even and odd bytes apart, FAISS's trick), so that a clip's
  *   score is an exact integer sum, whichever path computes it. Each block is read once for the whole
  *   batch of queries. out[q, v] = max over the clips of video v of sum_j lut[q, j, code_j]
  *   (0 for a video without clips).
@@ -23,94 +24,11 @@
 
 #include "_fastscan.h"
 
-#define BLOCK 64
 #define MAX_BATCH 64
 
 static int have_vbmi = 0;
 
-/* ---- the block scores: 64 clips x B queries -> buf[q * 64 + i] ------------------------------------- */
-
-static void block_scores_scalar(const uint8_t *cb, int m, const uint8_t *luts, int B, uint16_t *buf)
-{
-    for (int q = 0; q < B; q++) {
-        const uint8_t *L = luts + (size_t)q * m * 256;
-        for (int i = 0; i < BLOCK; i++) {
-            int pos = i < 32 ? 2 * i : 2 * (i - 32) + 1;
-            uint32_t s = 0;
-            for (int j = 0; j < m; j++)
-                s += L[j * 256 + cb[j * BLOCK + pos]];
-            buf[q * BLOCK + i] = (uint16_t)s;
-        }
-    }
-}
-
-#if MS_X86
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,sse4.1")))
-static inline void block_scores_vbmi(const uint8_t *cb, int m, const uint8_t *luts, int B, uint16_t *buf)
-{
-    for (int q = 0; q < B; q++) {
-        const uint8_t *L = luts + (size_t)q * m * 256;
-        __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
-        __m512i b0 = _mm512_setzero_si512(), b1 = _mm512_setzero_si512();
-        int j = 0;
-        for (; j + 1 < m; j += 2) {  /* two independent chains */
-            __m512i c = _mm512_loadu_si512((const void *)(cb + j * BLOCK));
-            const uint8_t *t = L + j * 256;
-            __m512i lo = _mm512_permutex2var_epi8(_mm512_loadu_si512(t), c, _mm512_loadu_si512(t + 64));
-            __m512i hi = _mm512_permutex2var_epi8(_mm512_loadu_si512(t + 128), c, _mm512_loadu_si512(t + 192));
-            __m512i r = _mm512_mask_blend_epi8(_mm512_movepi8_mask(c), lo, hi);
-            a0 = _mm512_add_epi16(a0, r);
-            a1 = _mm512_add_epi16(a1, _mm512_srli_epi16(r, 8));
-            __m512i d = _mm512_loadu_si512((const void *)(cb + (j + 1) * BLOCK));
-            const uint8_t *u = t + 256;
-            __m512i lo2 = _mm512_permutex2var_epi8(_mm512_loadu_si512(u), d, _mm512_loadu_si512(u + 64));
-            __m512i hi2 = _mm512_permutex2var_epi8(_mm512_loadu_si512(u + 128), d, _mm512_loadu_si512(u + 192));
-            __m512i r2 = _mm512_mask_blend_epi8(_mm512_movepi8_mask(d), lo2, hi2);
-            b0 = _mm512_add_epi16(b0, r2);
-            b1 = _mm512_add_epi16(b1, _mm512_srli_epi16(r2, 8));
-        }
-        if (j < m) {
-            __m512i c = _mm512_loadu_si512((const void *)(cb + j * BLOCK));
-            const uint8_t *t = L + j * 256;
-            __m512i lo = _mm512_permutex2var_epi8(_mm512_loadu_si512(t), c, _mm512_loadu_si512(t + 64));
-            __m512i hi = _mm512_permutex2var_epi8(_mm512_loadu_si512(t + 128), c, _mm512_loadu_si512(t + 192));
-            __m512i r = _mm512_mask_blend_epi8(_mm512_movepi8_mask(c), lo, hi);
-            a0 = _mm512_add_epi16(a0, r);
-            a1 = _mm512_add_epi16(a1, _mm512_srli_epi16(r, 8));
-        }
-        a0 = _mm512_add_epi16(a0, b0);
-        a1 = _mm512_add_epi16(a1, b1);
-        /* lane i of a0: even byte 2i (clip i) plus 256 x odd byte (clip 32 + i), modulo 2^16 */
-        __m512i even = _mm512_sub_epi16(a0, _mm512_slli_epi16(a1, 8));
-        _mm512_storeu_si512((void *)(buf + q * BLOCK), even);
-        _mm512_storeu_si512((void *)(buf + q * BLOCK + 32), a1);
-    }
-}
-#endif
-
-static uint16_t seg_max_scalar(const uint16_t *x, int s, int e)
-{
-    uint16_t mx = 0;
-    for (int i = s; i < e; i++)
-        mx = x[i] > mx ? x[i] : mx;
-    return mx;
-}
-
-#if MS_X86
-/* the largest of x[s..e-1] (0 <= s < e <= 64): two masked loads, a max, a halving reduction, phminposuw */
-__attribute__((target("avx512f,avx512bw,avx512vl,sse4.1")))
-static inline uint16_t seg_max_avx512(const uint16_t *x, int s, int e)
-{
-    uint64_t bits = (e == 64 ? ~0ULL : ((1ULL << e) - 1)) & ~((1ULL << s) - 1);
-    __m512i a = _mm512_maskz_loadu_epi16((__mmask32)(bits & 0xFFFFFFFFu), x);
-    __m512i b = _mm512_maskz_loadu_epi16((__mmask32)(bits >> 32), x + 32);
-    __m512i mx = _mm512_max_epu16(a, b);
-    __m256i h = _mm256_max_epu16(_mm512_castsi512_si256(mx), _mm512_extracti64x4_epi64(mx, 1));
-    __m128i g = _mm_max_epu16(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-    g = _mm_minpos_epu16(_mm_xor_si128(g, _mm_set1_epi32(-1)));
-    return (uint16_t)(0xFFFF - _mm_extract_epi16(g, 0));
-}
-#endif
+#include "_fastscan_blocks.h"
 
 /* out[q, v] for videos lo..hi-1. The blocks go by in chunks that stay in L2 (CHUNK blocks); within a chunk
  * one query at a time, its tables in L1: each block scored, then the max of each video's part of it */
@@ -152,22 +70,25 @@ static inline uint16_t seg_max_avx512(const uint16_t *x, int s, int e)
         }                                                                                                  \
     }
 
+#define VBMI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,sse4.1")))
 SCAN_RANGE(scan_range_scalar, , block_scores_scalar, seg_max_scalar)
+SCAN_RANGE(scan_range_scalar7, , block_scores_scalar7, seg_max_scalar)
 #if MS_X86
-SCAN_RANGE(scan_range_vbmi, __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,sse4.1"))),
-           block_scores_vbmi, seg_max_avx512)
+SCAN_RANGE(scan_range_vbmi, VBMI_TARGET, block_scores_vbmi, seg_max_avx512)
+SCAN_RANGE(scan_range_vbmi7, VBMI_TARGET, block_scores_vbmi7, seg_max_avx512)
 #endif
 
+/* bits: 8 (256 centroids a sub-quantizer) or 7 (128: one vpermi2b a look-up) */
 static void scan_range(const uint8_t *codes, int m, const uint8_t *luts, int B, const int64_t *off, int64_t lo,
-                       int64_t hi, uint16_t *out, int64_t V)
+                       int64_t hi, uint16_t *out, int64_t V, int bits)
 {
 #if MS_X86
     if (have_vbmi) {
-        scan_range_vbmi(codes, m, luts, B, off, lo, hi, out, V);
+        (bits == 7 ? scan_range_vbmi7 : scan_range_vbmi)(codes, m, luts, B, off, lo, hi, out, V);
         return;
     }
 #endif
-    scan_range_scalar(codes, m, luts, B, off, lo, hi, out, V);
+    (bits == 7 ? scan_range_scalar7 : scan_range_scalar)(codes, m, luts, B, off, lo, hi, out, V);
 }
 
 /* One query over listed videos: each video's own blocks only, the blocks of the video PREFETCH_AHEAD places
@@ -203,21 +124,22 @@ static void scan_range(const uint8_t *codes, int m, const uint8_t *luts, int B, 
 #define PREFETCH(p) ((void)(p))
 #endif
 VIDEO_LIST(video_list_scalar, , block_scores_scalar, seg_max_scalar)
+VIDEO_LIST(video_list_scalar7, , block_scores_scalar7, seg_max_scalar)
 #if MS_X86
-VIDEO_LIST(video_list_vbmi, __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,sse4.1"))),
-           block_scores_vbmi, seg_max_avx512)
+VIDEO_LIST(video_list_vbmi, VBMI_TARGET, block_scores_vbmi, seg_max_avx512)
+VIDEO_LIST(video_list_vbmi7, VBMI_TARGET, block_scores_vbmi7, seg_max_avx512)
 #endif
 
 static void video_list(const uint8_t *codes, int m, const uint8_t *L, const int64_t *off, const int64_t *vid,
-                       int64_t U, uint16_t *out)
+                       int64_t U, uint16_t *out, int bits)
 {
 #if MS_X86
     if (have_vbmi) {
-        video_list_vbmi(codes, m, L, off, vid, U, out);
+        (bits == 7 ? video_list_vbmi7 : video_list_vbmi)(codes, m, L, off, vid, U, out);
         return;
     }
 #endif
-    video_list_scalar(codes, m, L, off, vid, U, out);
+    (bits == 7 ? video_list_scalar7 : video_list_scalar)(codes, m, L, off, vid, U, out);
 }
 
 /* ---- Python ---------------------------------------------------------------------------------------- */
@@ -252,20 +174,21 @@ static int check_videos(const int64_t *o, const int64_t *vid, Py_ssize_t U, int6
 static PyObject *py_video_max_u8(PyObject *self, PyObject *args)
 {
     Py_buffer b[4]; /* codes, luts, offsets, out */
-    int m, B;
+    int m, B, bits;
     long long lo, hi, V;
-    if (!PyArg_ParseTuple(args, "y*iy*iy*LLw*L", &b[0], &m, &b[1], &B, &b[2], &lo, &hi, &b[3], &V))
+    if (!PyArg_ParseTuple(args, "y*iy*iy*LLw*Li", &b[0], &m, &b[1], &B, &b[2], &lo, &hi, &b[3], &V, &bits))
         return NULL;
     const int64_t *o = (const int64_t *)b[2].buf;
-    if (m < 1 || m > 257 || B < 1 || B > MAX_BATCH || lo < 0 || hi < lo || hi > V) {
-        PyErr_SetString(PyExc_ValueError, "video_max_u8: 1 <= m <= 257, 1 <= B <= 64, 0 <= lo <= hi <= V");
+    if (m < 1 || m > 257 || B < 1 || B > MAX_BATCH || lo < 0 || hi < lo || hi > V || (bits != 7 && bits != 8)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "video_max_u8: 1 <= m <= 257, 1 <= B <= 64, 0 <= lo <= hi <= V, bits 7 or 8");
     } else if (need(&b[2], (V + 1) * 8, "offsets") && need(&b[1], (Py_ssize_t)B * m * 256, "luts") &&
                need(&b[3], (Py_ssize_t)B * V * 2, "out")) {
         if (o[0] != 0 || o[lo] > o[hi] || o[hi] > o[V])
             PyErr_SetString(PyExc_ValueError, "video_max_u8: offsets must start at 0 and never decrease");
         else if (need(&b[0], (o[V] + BLOCK - 1) / BLOCK * m * BLOCK, "codes")) {
             Py_BEGIN_ALLOW_THREADS
-            scan_range((const uint8_t *)b[0].buf, m, (const uint8_t *)b[1].buf, B, o, lo, hi, (uint16_t *)b[3].buf, V);
+            scan_range((const uint8_t *)b[0].buf, m, (const uint8_t *)b[1].buf, B, o, lo, hi, (uint16_t *)b[3].buf, V, bits);
             Py_END_ALLOW_THREADS
             release(b, 4);
             Py_RETURN_NONE;
@@ -278,19 +201,19 @@ static PyObject *py_video_max_u8(PyObject *self, PyObject *args)
 static PyObject *py_video_max_u8_list(PyObject *self, PyObject *args)
 {
     Py_buffer b[5]; /* codes, luts, offsets, videos, out */
-    int m;
+    int m, bits;
     long long V;
-    if (!PyArg_ParseTuple(args, "y*iy*y*y*w*L", &b[0], &m, &b[1], &b[2], &b[3], &b[4], &V))
+    if (!PyArg_ParseTuple(args, "y*iy*y*y*w*Li", &b[0], &m, &b[1], &b[2], &b[3], &b[4], &V, &bits))
         return NULL;
     const int64_t *o = (const int64_t *)b[2].buf, *vid = (const int64_t *)b[3].buf;
     Py_ssize_t U = b[3].len / 8;
-    if (m < 1 || m > 257) {
-        PyErr_SetString(PyExc_ValueError, "video_max_u8_list: 1 <= m <= 257");
+    if (m < 1 || m > 257 || (bits != 7 && bits != 8)) {
+        PyErr_SetString(PyExc_ValueError, "video_max_u8_list: 1 <= m <= 257, bits 7 or 8");
     } else if (need(&b[2], (V + 1) * 8, "offsets") && need(&b[1], (Py_ssize_t)m * 256, "luts") &&
                need(&b[4], V * 2, "out") && need(&b[0], (o[V] + BLOCK - 1) / BLOCK * m * BLOCK, "codes") &&
                check_videos(o, vid, U, V, o[V], "video_max_u8_list")) {
         Py_BEGIN_ALLOW_THREADS
-        video_list((const uint8_t *)b[0].buf, m, (const uint8_t *)b[1].buf, o, vid, U, (uint16_t *)b[4].buf);
+        video_list((const uint8_t *)b[0].buf, m, (const uint8_t *)b[1].buf, o, vid, U, (uint16_t *)b[4].buf, bits);
         Py_END_ALLOW_THREADS
         release(b, 5);
         Py_RETURN_NONE;
@@ -338,8 +261,8 @@ static PyObject *py_set_simd(PyObject *self, PyObject *args)
 }
 
 static PyMethodDef methods[] = {
-    {"video_max_u8", py_video_max_u8, METH_VARARGS, "codes, m, luts, B, offsets, lo, hi, out, V"},
-    {"video_max_u8_list", py_video_max_u8_list, METH_VARARGS, "codes, m, luts, offsets, videos, out, V"},
+    {"video_max_u8", py_video_max_u8, METH_VARARGS, "codes, m, luts, B, offsets, lo, hi, out, V, bits"},
+    {"video_max_u8_list", py_video_max_u8_list, METH_VARARGS, "codes, m, luts, offsets, videos, out, V, bits"},
     {"rescore_f16", py_rescore_f16, METH_VARARGS, "rows, n_rows, S, d, V, q, offsets, videos, cosine, out"},
     {"set_simd", py_set_simd, METH_VARARGS, "use the SIMD paths where the CPU has them (True) or the scalar ones"},
     {NULL, NULL, 0, NULL}};

@@ -3,7 +3,8 @@
 * :func:`video_max_u8`: for a batch of queries, each video's best clip under a product-quantized inner
   product whose tables are quantized to bytes (:func:`quantize_luts`), over codes laid out in blocks of 64
   clips (:func:`pack_blocks`). With AVX-512 VBMI a sub-quantizer's 256-entry table sits in four registers
-  and 64 clips' look-ups are three instructions; each block of codes is read once for the whole batch.
+  and 64 clips' look-ups are three instructions (7-bit codes: two registers and one instruction); each block
+  of codes is read once for the whole batch.
   A clip's score is an exact integer sum, so the SIMD and the scalar paths agree bit for bit.
 * :func:`rescore_f16`: the exact scores of some videos from fp16 clip rows (F16C conversion in registers,
   fp32 arithmetic), as :meth:`ClipMaxRetriever.exact_scores` computes them up to fp32 rounding.
@@ -83,25 +84,27 @@ def quantize_luts(luts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def video_max_u8(blocks: np.ndarray, luts_u8: np.ndarray, offsets: np.ndarray, lo: int, hi: int,
-                 out: np.ndarray) -> None:
+                 out: np.ndarray, bits: int = 8) -> None:
     """``out[q, v]`` (uint16, (B, V)) for videos ``lo..hi-1``: the best clip's sum of ``luts_u8[q]`` (B, m, 256)
-    over its codes in ``blocks`` (:func:`pack_blocks`); 0 for a video without clips. B <= 64."""
+    over its codes in ``blocks`` (:func:`pack_blocks`); 0 for a video without clips. B <= 64. ``bits`` 7: codes
+    below 128 (a code's top bit is ignored), one look-up instruction for 64 clips instead of three."""
     b, m, _ = luts_u8.shape
     require().video_max_u8(blocks, m, np.ascontiguousarray(luts_u8, np.uint8), b, offsets, lo, hi, out,
-                              len(offsets) - 1)
+                           len(offsets) - 1, bits)
 
 
 def video_max_u8_videos(blocks: np.ndarray, lut_u8: np.ndarray, offsets: np.ndarray, videos: np.ndarray,
-                        out: np.ndarray) -> None:
+                        out: np.ndarray, bits: int = 8) -> None:
     """As :func:`video_max_u8` for one query's (m, 256) table, over the listed ``videos`` only (``out`` (V,)
     uint16: only their entries are written): the blocks holding their clips, nothing else read."""
     require().video_max_u8_list(blocks, lut_u8.shape[0], np.ascontiguousarray(lut_u8, np.uint8), offsets,
-                                   np.ascontiguousarray(videos, np.int64), out, len(offsets) - 1)
+                                np.ascontiguousarray(videos, np.int64), out, len(offsets) - 1, bits)
 
 
-def video_max_u8_numpy(codes: np.ndarray, luts_u8: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+def video_max_u8_numpy(codes: np.ndarray, luts_u8: np.ndarray, offsets: np.ndarray, bits: int = 8) -> np.ndarray:
     """The twin of :func:`video_max_u8` over unpacked (N, m) codes, every video (for tests)."""
     j = np.arange(codes.shape[1])[None, :]
+    codes = codes & np.uint8(0xFF if bits >= 8 else (1 << bits) - 1)
     out = np.zeros((len(luts_u8), len(offsets) - 1), np.uint16)
     n = np.diff(offsets)
     for q, lut in enumerate(luts_u8):

@@ -4,7 +4,7 @@ The ColBERTv2/PLAID recipe (a compressed scan first, exact scores last) for a vi
 mean over streams of each stream's best clip (XML Eq. 1, MINUTE Eq. 8, CLIP):
 
 * **build**, per stream s: a product quantizer (``m`` sub-vectors of d/m dimensions, 256 centroids
-  each, trained by FAISS on a seeded sample of the stream's clip vectors) codes every clip in ``m``
+  each, or 128 with ``bits=7``, trained by FAISS on a seeded sample of the stream's clip vectors) codes every clip in ``m``
   bytes; with ``coarse`` a second quantizer of ``coarse`` sub-vectors codes every clip again (the funnel);
 * **search**, per batch: the tables ``lut_s[j, c] = <q_s^(j), centroid_j,c>`` (m x 256), each clip's
   approximate inner product ``sum_j lut_s[j, code_j]``, each video's approximate score
@@ -18,11 +18,11 @@ mean over streams of each stream's best clip (XML Eq. 1, MINUTE Eq. 8, CLIP):
 What is exact: the scores returned always are; a video of the true top k is returned whenever its
 approximate score ranks within the top ``rescore``. ``benchmarks/first_stage_scale.py`` measures
 recall@100 against exact search for each ``rescore``; :func:`default_rescore` is the rule ``auto``
-uses. Parameters: ``m``, ``coarse`` (build; defaults d/4 at most 32, and :func:`default_coarse`),
+uses. Parameters: ``m``, ``coarse``, ``bits`` (build; defaults d/4 at most 32, :func:`default_coarse`, 8),
 ``rescore``, ``refine``, ``threads`` and ``loops`` (search).
 
 Files, one folder per built stage written as a set: ``manifest.json`` (a :class:`ScanManifest`),
-``codebooks.npy`` (S, m, 256, d/m) float32, per stream ``codes_s{s}.npy`` (N, m) uint8 in index row
+``codebooks.npy`` (S, m, 2**bits, d/m) float32, per stream ``codes_s{s}.npy`` (N, m) uint8 in index row
 order, the same codes packed as the compiled loops read them in ``blocks_s{s}.npy`` (a serving process reads them
 instead of packing them again: 22.6 s at 1M videos), and with the funnel ``coarse_codebooks.npy``,
 ``coarse_codes_s{s}.npy`` and ``coarse_blocks_s{s}.npy``. ``scan_build.grow_scan``
@@ -54,7 +54,7 @@ from momentsearch.search.first_stage.scan_loops import compiled, scan_loops
 from momentsearch.search.index import VideoIndex
 from momentsearch.search.stages import Queries, VectorSource
 
-Tier = tuple[np.ndarray, list[np.ndarray]]  # codebooks (S, m, 256, d/m) and per stream (N, m) uint8 codes
+Tier = tuple[np.ndarray, list[np.ndarray]]  # codebooks (S, m, 2**bits, d/m) and per stream (N, m) uint8 codes
 
 SCAN_VERSION = 1
 FUNNEL_BATCH = 4  # batches of this many queries or more take one pass of the full codes (see candidates)
@@ -123,6 +123,7 @@ class ScanManifest:
     n_clips: int
     layout: str  # :func:`layout_key` of the index it serves
     coarse_m: int = 0  # the funnel's coarse codes: bytes a clip and stream (0: none)
+    bits: int = 8  # bits a code (both tiers): 8 (256 centroids a sub-quantizer) or 7 (128)
 
     @classmethod
     def read(cls, path: Path) -> ScanManifest:
@@ -137,7 +138,10 @@ class ScanManifest:
         coarse = raw.get("coarse_m", 0)
         if type(coarse) is not int or coarse < 0 or (coarse and raw["dim"] % coarse):
             raise _error(f"{path}: coarse_m must be 0 or a whole number that divides dim")
-        return cls(*(raw[k] for k in ints), raw["layout"], coarse)
+        bits = raw.get("bits", 8)
+        if bits not in (7, 8) or type(bits) is not int:
+            raise _error(f"{path}: bits must be 7 or 8")
+        return cls(*(raw[k] for k in ints), raw["layout"], coarse, bits)
 
     def write(self, path: Path) -> None:
         write_json(path, asdict(self))
@@ -155,11 +159,11 @@ def layout_key(index: VideoIndex) -> str:
     return h.hexdigest()
 
 
-def stage_key(source: VectorSource, m: int, coarse_m: int = 0) -> str:
-    """Names a scan stage's folder: the model, the array, unit or raw rows, m and the coarse codes' m, not the
-    videos (a grown index keeps it)."""
+def stage_key(source: VectorSource, m: int, coarse_m: int = 0, bits: int = 8) -> str:
+    """Names a scan stage's folder: the model, the array, unit or raw rows, m, the coarse codes' m and the bits a
+    code, not the videos (a grown index keeps it)."""
     blob = json.dumps(["scan", SCAN_VERSION, source.index.meta.get("fingerprint"), source.array,
-                       source.cosine, m, *([coarse_m] if coarse_m else [])])
+                       source.cosine, m, *([coarse_m] if coarse_m else []), *([f"bits={bits}"] if bits != 8 else [])])
     return "scan_" + hashlib.sha1(blob.encode()).hexdigest()[:16]
 
 
@@ -188,7 +192,8 @@ class ScanFirstStage:
                  threads: int | None = None, folder: Path | None = None, loops: str = "auto",
                  coarse: Tier | None = None, refine: int | None = None, blocks: list[list[np.ndarray]] | None = None):
         self.source = source
-        self.codebooks = np.ascontiguousarray(codebooks, np.float32)  # (S, m, 256, d/m)
+        self.codebooks = np.ascontiguousarray(codebooks, np.float32)  # (S, m, 2**bits, d/m)
+        self.bits = int(self.codebooks.shape[2]).bit_length() - 1
         self.codes = codes  # per stream (N, m) uint8
         self.coarse = None if coarse is None else (np.ascontiguousarray(coarse[0], np.float32), coarse[1])
         self.refine = refine
@@ -199,16 +204,20 @@ class ScanFirstStage:
         ranges = _ranges(self.offsets, self.threads)
         self._pool = ThreadPoolExecutor(self.threads) if self.threads > 1 else None
         self.loops = scan_loops(codes, self.offsets, ranges, self._pool, loops,
-                                None if self.coarse is None else self.coarse[1], blocks)  # what runs the passes
+                                None if self.coarse is None else self.coarse[1], blocks, self.bits)  # runs the passes
         self.stats = {"queries": 0, "uncertified": 0, "rounds": 0, "candidates": 0}
 
     def luts(self, q: np.ndarray, tier: int = 0) -> np.ndarray:
         """(B, S, d) query vectors -> (B, S, m, 256) tables of sub-vector inner products (tier 1: the coarse
-        codebooks')."""
+        codebooks'); with 7-bit codes the unused upper half holds each table's minimum (no code reads it, and
+        the byte quantization's shift and scale stay those of the 128 entries)."""
         books = self.codebooks if tier == 0 else self.coarse[0]  # type: ignore[index]
-        s, m, _, sub = books.shape
+        s, m, c, sub = books.shape
         q = np.asarray(q, np.float32)
-        return np.einsum("sjcd,bsjd->bsjc", books, q.reshape(len(q), s, m, sub))
+        t = np.einsum("sjcd,bsjd->bsjc", books, q.reshape(len(q), s, m, sub))
+        if c < 256:
+            t = np.concatenate([t, np.repeat(t.min(-1, keepdims=True), 256 - c, -1)], -1)
+        return t
 
     @property
     def funnel(self) -> bool:
@@ -265,8 +274,8 @@ class ScanFirstStage:
     # -- building, saving, loading, growing -------------------------------------------------------------
 
     @staticmethod
-    def train(source: VectorSource, m: int, progress: bool = False) -> np.ndarray:
-        """(S, m, 256, d/m) product-quantizer codebooks of each stream's clip vectors (a seeded sample)."""
+    def train(source: VectorSource, m: int, progress: bool = False, bits: int = 8) -> np.ndarray:
+        """(S, m, 2**bits, d/m) product-quantizer codebooks of each stream's clip vectors (a seeded sample)."""
         faiss = _faiss()
         n = int(source.index.offsets[-1])
         if n < 256:
@@ -280,11 +289,11 @@ class ScanFirstStage:
                 raise FirstStageError(f"scan: m={m} does not divide the vectors' dimension {x.shape[1]}")
             if progress:
                 say(f"  scan: training a {m}-byte product quantizer on {len(x):,} clips (stream {s + 1})")
-            pq = faiss.ProductQuantizer(x.shape[1], m, 8)
+            pq = faiss.ProductQuantizer(x.shape[1], m, bits)
             pq.cp.seed = 1234 + s
             pq.cp.min_points_per_centroid = 1  # a small corpus: no warning per sub-quantizer (16 lines for 2 streams)
             pq.train(x)
-            out.append(faiss.vector_to_array(pq.centroids).reshape(m, 256, x.shape[1] // m))
+            out.append(faiss.vector_to_array(pq.centroids).reshape(m, 1 << bits, x.shape[1] // m))
         return np.stack(out).astype(np.float32)
 
     @staticmethod
@@ -295,13 +304,15 @@ class ScanFirstStage:
         n_rows = int(source.index.offsets[-1]) if rows is None else len(rows)
         out = []
         for s, book in enumerate(codebooks):
-            m, _, sub = book.shape
-            pq = faiss.ProductQuantizer(m * sub, m, 8)
+            m, c, sub = book.shape
+            bits = c.bit_length() - 1
+            pq = faiss.ProductQuantizer(m * sub, m, bits)
             faiss.copy_array_to_vector(np.ascontiguousarray(book.ravel()), pq.centroids)
             codes = np.empty((n_rows, m), np.uint8)
             for a in range(0, n_rows, CODE_BLOCK):
                 sel = np.arange(a, min(a + CODE_BLOCK, n_rows)) if rows is None else rows[a: a + CODE_BLOCK]
-                codes[a: a + len(sel)] = pq.compute_codes(np.ascontiguousarray(source.stream_rows(s, sel)))
+                got = pq.compute_codes(np.ascontiguousarray(source.stream_rows(s, sel)))
+                codes[a: a + len(sel)] = got if bits == 8 else faiss.unpack_bitstrings(got, m, bits)
                 if progress and (a // CODE_BLOCK) % 8 == 7:
                     say(f"  scan: coded {a + len(sel):,}/{n_rows:,} clips (stream {s + 1})")
             out.append(codes)
@@ -319,7 +330,7 @@ class ScanFirstStage:
                 np.save(tmp / "coarse_codebooks.npy", self.coarse[0])
             n_streams, m, _, sub = self.codebooks.shape
             ScanManifest(SCAN_VERSION, m, n_streams, m * sub, self.n_videos, int(self.offsets[-1]), layout,
-                         0 if self.coarse is None else self.coarse[0].shape[1]).write(tmp / "manifest.json")
+                         0 if self.coarse is None else self.coarse[0].shape[1], self.bits).write(tmp / "manifest.json")
         self.folder = folder
 
     @classmethod
@@ -348,8 +359,9 @@ def _read_tier(folder: Path, prefix: str, man: ScanManifest, m: int) -> Tier:
     path = folder / f"{prefix}codebooks.npy"
     books = check_array(read_npy(path, _error), str(path), _error, ndim=4, kinds="f", length=man.n_streams,
                         finite=True)
-    if books.shape[1:] != (m, 256, man.dim // m):
-        raise _error(f"{path}: shape {books.shape}, the manifest says ({man.n_streams}, {m}, 256, {man.dim // m})")
+    if books.shape[1:] != (m, 1 << man.bits, man.dim // m):
+        raise _error(f"{path}: shape {books.shape}, the manifest says ({man.n_streams}, {m}, {1 << man.bits}, "
+                     f"{man.dim // m})")
     codes = []
     for s in range(man.n_streams):
         path = folder / f"{prefix}codes_s{s}.npy"

@@ -31,13 +31,16 @@ def build_scan(source: VectorSource, folder: Path, params: dict[str, str], progr
         threads = int(params.pop("threads", 0)) or None
         coarse_m = int(params.pop("coarse", -1))
         refine = int(params.pop("refine", 0)) or None
+        bits = int(params.pop("bits", 8))
     except ValueError:
-        raise FirstStageError("scan: m, rescore, threads, coarse and refine must be whole numbers") from None
+        raise FirstStageError("scan: m, rescore, threads, coarse, refine and bits must be whole numbers") from None
+    if bits not in (7, 8):
+        raise FirstStageError(f"scan: bits={bits}; known: 8 (256 centroids a sub-quantizer), 7 (128)")
     loops = params.pop("loops", "auto")
     if loops not in ("auto", "compiled", "numba"):
         raise FirstStageError(f"scan: loops={loops!r}; known: auto, compiled, numba")
     if params:
-        raise FirstStageError(f"scan: unknown parameter(s) {sorted(params)}; known: m, rescore, threads, loops, coarse, refine")
+        raise FirstStageError(f"scan: unknown parameter(s) {sorted(params)}; known: m, rescore, threads, loops, coarse, refine, bits")
     if m < 1 or dim % m:
         raise FirstStageError(f"scan: m={m} must divide the vectors' dimension {dim} (e.g. m={default_m(dim)})")
     index = source.index
@@ -45,18 +48,18 @@ def build_scan(source: VectorSource, folder: Path, params: dict[str, str], progr
         coarse_m = default_coarse(m, int(index.offsets[-1])) if loops != "numba" else 0
     if coarse_m and (coarse_m >= m or dim % coarse_m):
         raise FirstStageError(f"scan: coarse={coarse_m} must be below m={m} and divide the dimension {dim} (0: none)")
-    where = folder / stage_key(source, m, coarse_m)
+    where = folder / stage_key(source, m, coarse_m, bits)
     layout = layout_key(index)
     kw: dict[str, Any] = {"rescore": rescore, "threads": threads, "loops": loops, "refine": refine}
     stage = ScanFirstStage.load(where, source, layout, **kw)
     if stage is not None:
         return stage
     if progress:
-        say(f"building the first stage scan ({m} bytes a clip and stream"
+        say(f"building the first stage scan ({m} {bits}-bit codes a clip and stream"
             + (f", and {coarse_m} for the coarse pass" if coarse_m else "") + f") in {where}")
     tiers = []
     for mm in (m, coarse_m) if coarse_m else (m,):
-        books = ScanFirstStage.train(source, mm, progress)
+        books = ScanFirstStage.train(source, mm, progress, bits)
         tiers.append((books, ScanFirstStage.encode(source, books, progress=progress)))
     stage = ScanFirstStage(source, *tiers[0], coarse=tiers[1] if coarse_m else None, **kw)
     stage.save(where, layout)

@@ -81,8 +81,10 @@ class CompiledScan:
 
     def __init__(self, codes: list[np.ndarray], offsets: np.ndarray, ranges: list[tuple[int, int]],
                  pool: ThreadPoolExecutor | None, coarse: list[np.ndarray] | None = None,
-                 blocks: list[list[np.ndarray]] | None = None):
-        """``blocks``: the tiers' codes already packed (a saved stage's ``blocks_s*.npy``), else packed here."""
+                 blocks: list[list[np.ndarray]] | None = None, bits: int = 8):
+        """``blocks``: the tiers' codes already packed (a saved stage's ``blocks_s*.npy``), else packed here;
+        ``bits``: 7 where every code is below 128 (the one-instruction look-up)."""
+        self.bits = bits
         self.tiers = blocks if blocks is not None else [[fastscan.pack_blocks(c) for c in codes]] + (
             [[fastscan.pack_blocks(c) for c in coarse]] if coarse is not None else [])
         self.offsets, self.ranges, self.pool = offsets, ranges, pool
@@ -102,7 +104,7 @@ class CompiledScan:
 
             def run(job: tuple[int, int, int]) -> None:
                 st, lo, hi = job
-                fastscan.video_max_u8(self.tiers[tier][st], tables[st], self.offsets, lo, hi, raw[st])
+                fastscan.video_max_u8(self.tiers[tier][st], tables[st], self.offsets, lo, hi, raw[st], self.bits)
 
             _run(self.pool, run, [(st, lo, hi) for st in range(s) for lo, hi in self.ranges])
             for st in range(s):  # the mean over streams of scale * sum + bias
@@ -120,7 +122,7 @@ class CompiledScan:
 
         def run(job: tuple[int, np.ndarray]) -> None:
             st, part = job
-            fastscan.video_max_u8_videos(self.tiers[tier][st], q8[0, st], self.offsets, part, raw[st])
+            fastscan.video_max_u8_videos(self.tiers[tier][st], q8[0, st], self.offsets, part, raw[st], self.bits)
 
         _run(self.pool, run, [(st, p) for st in range(s) for p in parts if len(p)])
         score = (raw[:, videos] * scale[0, :, None] + bias[0, :, None]).mean(0)
@@ -155,11 +157,12 @@ def compiled(loops: str) -> bool:
 
 def scan_loops(codes: list[np.ndarray], offsets: np.ndarray, ranges: list[tuple[int, int]],
                pool: ThreadPoolExecutor | None, loops: str = "auto", coarse: list[np.ndarray] | None = None,
-               blocks: list[list[np.ndarray]] | None = None) -> ScanLoops:
+               blocks: list[list[np.ndarray]] | None = None, bits: int = 8) -> ScanLoops:
     """``loops``: ``compiled``, ``numba`` or ``auto`` (compiled where the extension was built); ``coarse``: the
     funnel's smaller codes (the compiled loops only: the numba ones scan ``codes``); ``blocks``: each tier's
-    codes as the compiled loops read them, when a saved stage has them (not packed again)."""
+    codes as the compiled loops read them, when a saved stage has them (not packed again); ``bits``: 8, or 7 for
+    codes below 128 (the numba loops read either alike)."""
     if not compiled(loops):
         return NumbaScan(codes, offsets, ranges, pool)
     fastscan.require()  # loops="compiled" without the extension: the ImportError that says how to build it
-    return CompiledScan(codes, offsets, ranges, pool, coarse, blocks)
+    return CompiledScan(codes, offsets, ranges, pool, coarse, blocks, bits)
