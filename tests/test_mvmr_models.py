@@ -163,6 +163,20 @@ def test_configured_cm_ans_is_selective() -> None:
     assert flat.max() / flat.min() < np.e
 
 
+def test_a_zero_draws_the_hard_candidates_uniformly_and_a_negative_a_is_refused() -> None:
+    r = np.array([[0.5, 0.9, 0.1, 0.7]])
+    w = ans_weights(r, np.array([0.9]), a=0.0, b=-0.1)
+    assert np.array_equal(w, np.zeros((1, 4)))  # the sampling control: no candidate favoured
+    rows = 20000
+    cands = np.repeat(np.array([[7, 8, 9, 10]]), rows, 0)
+    got = draw(cands, np.repeat(w, rows, 0), np.ones((rows, 4), bool), 1, torch.Generator().manual_seed(2))
+    freq = np.array([(got == c).mean() for c in (7, 8, 9, 10)])
+    assert np.abs(freq - 0.25).max() < 0.01, freq
+    assert MMNConfig(ans_a=0.0).ans_a == 0.0
+    with pytest.raises(ValueError, match="ans_a must be >= 0"):
+        MMNConfig(ans_a=-1.0)
+
+
 def test_top_candidates_leave_out_excluded_pairs_both_ways() -> None:
     r = np.array([[0.9, 0.1, 0.5], [0.2, 0.8, 0.7], [0.3, 0.6, 0.4]])
     excluded = sparse.csr_matrix(np.eye(3, dtype=bool))

@@ -73,7 +73,8 @@ class MMNConfig:
     # candidates within a factor of e of each other (a near-uniform draw). a = 50: a candidate 0.3 from the
     # peak is drawn e^-4.5, about 1/90, as often as one at it, one 0.1 away e^-0.5. b = -0.1 puts the peak
     # just below the positives' mean, so that candidates scoring at or above the positive (likely false
-    # negatives) are drawn less than the hard ones just under it.
+    # negatives) are drawn less than the hard ones just under it. a = 0: every candidate equally (issue 75's
+    # control that varies only the sampling).
     ans_a: float = 50.0
     ans_b: float = -0.1
     weight_decay: float = 0.0
@@ -97,8 +98,8 @@ class MMNConfig:
                              "hard_query_candidates")
         if self.true_negatives_table and not self.true_negatives:
             raise ValueError("true_negatives_table is set but true_negatives is off: set true_negatives: true")
-        if self.ans_a <= 0:
-            raise ValueError("ans_a must be > 0")
+        if self.ans_a < 0:
+            raise ValueError("ans_a must be >= 0 (0: the hard candidates drawn uniformly, the sampling control)")
         if self.bce_negative_weighting not in ("pooled", "balanced"):
             raise ValueError(f"bce_negative_weighting must be 'pooled' or 'balanced', got {self.bce_negative_weighting!r}")
         if self.conv_norm not in ("none", "batch"):
