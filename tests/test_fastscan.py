@@ -193,3 +193,11 @@ def test_seven_bit_codes_keep_recall_and_their_manifest_and_answer_as_the_numba_
     assert recall(numba.retrieve(Queries(tokens, mask), 50)[1], ref) >= got - 0.02
     with pytest.raises(FirstStageError, match="bits=6; known: 8"):
         build_first_stage(retr, index, "scan", tmp_path, {"bits": "6"})
+    man = json.loads((seven.folder / "manifest.json").read_text())
+    (seven.folder / "manifest.json").write_text(json.dumps({**man, "bits": 8}))  # codebooks of 128 said to be 256
+    said = r"codebooks\.npy: shape \(2, 8, 128, 4\), the manifest says \(2, 8, 256, 4\)"
+    with pytest.raises(FirstStageError, match=said):
+        build_first_stage(retr, index, "scan", tmp_path, {"bits": "7"})
+    (seven.folder / "manifest.json").write_text(json.dumps({**man, "bits": 9}))
+    with pytest.raises(FirstStageError, match="bits must be 7 or 8; delete the folder"):
+        build_first_stage(retr, index, "scan", tmp_path, {"bits": "7"})
