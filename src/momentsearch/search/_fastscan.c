@@ -70,7 +70,6 @@ static int have_vbmi = 0;
         }                                                                                                  \
     }
 
-#define VBMI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,sse4.1")))
 SCAN_RANGE(scan_range_scalar, , block_scores_scalar, seg_max_scalar)
 SCAN_RANGE(scan_range_scalar7, , block_scores_scalar7, seg_max_scalar)
 #if MS_X86

@@ -37,86 +37,57 @@ static void block_scores_scalar7(const uint8_t *cb, int m, const uint8_t *luts, 
 }
 
 #if MS_X86
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,sse4.1")))
-static inline void block_scores_vbmi(const uint8_t *cb, int m, const uint8_t *luts, int B, uint16_t *buf)
-{
-    for (int q = 0; q < B; q++) {
-        const uint8_t *L = luts + (size_t)q * m * 256;
-        __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
-        __m512i b0 = _mm512_setzero_si512(), b1 = _mm512_setzero_si512();
-        int j = 0;
-        for (; j + 1 < m; j += 2) {  /* two independent chains */
-            __m512i c = _mm512_loadu_si512((const void *)(cb + j * BLOCK));
-            const uint8_t *t = L + j * 256;
-            __m512i lo = _mm512_permutex2var_epi8(_mm512_loadu_si512(t), c, _mm512_loadu_si512(t + 64));
-            __m512i hi = _mm512_permutex2var_epi8(_mm512_loadu_si512(t + 128), c, _mm512_loadu_si512(t + 192));
-            __m512i r = _mm512_mask_blend_epi8(_mm512_movepi8_mask(c), lo, hi);
-            a0 = _mm512_add_epi16(a0, r);
-            a1 = _mm512_add_epi16(a1, _mm512_srli_epi16(r, 8));
-            __m512i d = _mm512_loadu_si512((const void *)(cb + (j + 1) * BLOCK));
-            const uint8_t *u = t + 256;
-            __m512i lo2 = _mm512_permutex2var_epi8(_mm512_loadu_si512(u), d, _mm512_loadu_si512(u + 64));
-            __m512i hi2 = _mm512_permutex2var_epi8(_mm512_loadu_si512(u + 128), d, _mm512_loadu_si512(u + 192));
-            __m512i r2 = _mm512_mask_blend_epi8(_mm512_movepi8_mask(d), lo2, hi2);
-            b0 = _mm512_add_epi16(b0, r2);
-            b1 = _mm512_add_epi16(b1, _mm512_srli_epi16(r2, 8));
-        }
-        if (j < m) {
-            __m512i c = _mm512_loadu_si512((const void *)(cb + j * BLOCK));
-            const uint8_t *t = L + j * 256;
-            __m512i lo = _mm512_permutex2var_epi8(_mm512_loadu_si512(t), c, _mm512_loadu_si512(t + 64));
-            __m512i hi = _mm512_permutex2var_epi8(_mm512_loadu_si512(t + 128), c, _mm512_loadu_si512(t + 192));
-            __m512i r = _mm512_mask_blend_epi8(_mm512_movepi8_mask(c), lo, hi);
-            a0 = _mm512_add_epi16(a0, r);
-            a1 = _mm512_add_epi16(a1, _mm512_srli_epi16(r, 8));
-        }
-        a0 = _mm512_add_epi16(a0, b0);
-        a1 = _mm512_add_epi16(a1, b1);
-        /* lane i of a0: even byte 2i (clip i) plus 256 x odd byte (clip 32 + i), modulo 2^16 */
-        __m512i even = _mm512_sub_epi16(a0, _mm512_slli_epi16(a1, 8));
-        _mm512_storeu_si512((void *)(buf + q * BLOCK), even);
-        _mm512_storeu_si512((void *)(buf + q * BLOCK + 32), a1);
-    }
-}
-#endif
+#define VBMI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,sse4.1")))
 
-#if MS_X86
-/* 7-bit codes (128 centroids): a sub-quantizer's table is two registers and 64 look-ups one vpermi2b (bit 6 of
- * the code picks the register, bits 0-5 the byte; bit 7 is ignored) */
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,sse4.1")))
-static inline void block_scores_vbmi7(const uint8_t *cb, int m, const uint8_t *luts, int B, uint16_t *buf)
+/* 64 look-ups of sub-quantizer table t (256 bytes) by the codes c: two vpermi2b and a blend by the code's top bit */
+VBMI_TARGET static inline __m512i look8(const uint8_t *t, __m512i c)
 {
-    for (int q = 0; q < B; q++) {
-        const uint8_t *L = luts + (size_t)q * m * 256;
-        __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
-        __m512i b0 = _mm512_setzero_si512(), b1 = _mm512_setzero_si512();
-        int j = 0;
-        for (; j + 1 < m; j += 2) {  /* two independent chains */
-            const uint8_t *t = L + j * 256;
-            __m512i r = _mm512_permutex2var_epi8(_mm512_loadu_si512(t), _mm512_loadu_si512((const void *)(cb + j * BLOCK)),
-                                                 _mm512_loadu_si512(t + 64));
-            a0 = _mm512_add_epi16(a0, r);
-            a1 = _mm512_add_epi16(a1, _mm512_srli_epi16(r, 8));
-            __m512i r2 = _mm512_permutex2var_epi8(_mm512_loadu_si512(t + 256),
-                                                  _mm512_loadu_si512((const void *)(cb + (j + 1) * BLOCK)),
-                                                  _mm512_loadu_si512(t + 320));
-            b0 = _mm512_add_epi16(b0, r2);
-            b1 = _mm512_add_epi16(b1, _mm512_srli_epi16(r2, 8));
-        }
-        if (j < m) {
-            const uint8_t *t = L + j * 256;
-            __m512i r = _mm512_permutex2var_epi8(_mm512_loadu_si512(t), _mm512_loadu_si512((const void *)(cb + j * BLOCK)),
-                                                 _mm512_loadu_si512(t + 64));
-            a0 = _mm512_add_epi16(a0, r);
-            a1 = _mm512_add_epi16(a1, _mm512_srli_epi16(r, 8));
-        }
-        a0 = _mm512_add_epi16(a0, b0);
-        a1 = _mm512_add_epi16(a1, b1);
-        __m512i even = _mm512_sub_epi16(a0, _mm512_slli_epi16(a1, 8));
-        _mm512_storeu_si512((void *)(buf + q * BLOCK), even);
-        _mm512_storeu_si512((void *)(buf + q * BLOCK + 32), a1);
-    }
+    __m512i lo = _mm512_permutex2var_epi8(_mm512_loadu_si512(t), c, _mm512_loadu_si512(t + 64));
+    __m512i hi = _mm512_permutex2var_epi8(_mm512_loadu_si512(t + 128), c, _mm512_loadu_si512(t + 192));
+    return _mm512_mask_blend_epi8(_mm512_movepi8_mask(c), lo, hi);
 }
+
+/* 7-bit codes (128 centroids): the table is two registers and 64 look-ups one vpermi2b (bit 6 of the code picks
+ * the register, bits 0-5 the byte; bit 7 is ignored) */
+VBMI_TARGET static inline __m512i look7(const uint8_t *t, __m512i c)
+{
+    return _mm512_permutex2var_epi8(_mm512_loadu_si512(t), c, _mm512_loadu_si512(t + 64));
+}
+
+/* The block's 64 sums per query: the looked-up bytes added in 16-bit lanes, even and odd bytes apart, over two
+ * independent chains of sub-quantizers; lane i of a0 is even byte 2i (clip i) plus 256 x odd byte (clip 32 + i),
+ * modulo 2^16 */
+#define BLOCK_SCORES_VBMI(NAME, LOOK)                                                                        \
+    VBMI_TARGET static inline void NAME(const uint8_t *cb, int m, const uint8_t *luts, int B, uint16_t *buf) \
+    {                                                                                                      \
+        for (int q = 0; q < B; q++) {                                                                      \
+            const uint8_t *L = luts + (size_t)q * m * 256;                                                 \
+            __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();                              \
+            __m512i b0 = _mm512_setzero_si512(), b1 = _mm512_setzero_si512();                              \
+            int j = 0;                                                                                     \
+            for (; j + 1 < m; j += 2) {                                                                    \
+                __m512i r = LOOK(L + j * 256, _mm512_loadu_si512((const void *)(cb + j * BLOCK)));         \
+                a0 = _mm512_add_epi16(a0, r);                                                              \
+                a1 = _mm512_add_epi16(a1, _mm512_srli_epi16(r, 8));                                       \
+                __m512i r2 = LOOK(L + (j + 1) * 256, _mm512_loadu_si512((const void *)(cb + (j + 1) * BLOCK))); \
+                b0 = _mm512_add_epi16(b0, r2);                                                             \
+                b1 = _mm512_add_epi16(b1, _mm512_srli_epi16(r2, 8));                                       \
+            }                                                                                              \
+            if (j < m) {                                                                                   \
+                __m512i r = LOOK(L + j * 256, _mm512_loadu_si512((const void *)(cb + j * BLOCK)));         \
+                a0 = _mm512_add_epi16(a0, r);                                                              \
+                a1 = _mm512_add_epi16(a1, _mm512_srli_epi16(r, 8));                                        \
+            }                                                                                              \
+            a0 = _mm512_add_epi16(a0, b0);                                                                 \
+            a1 = _mm512_add_epi16(a1, b1);                                                                 \
+            __m512i even = _mm512_sub_epi16(a0, _mm512_slli_epi16(a1, 8));                                 \
+            _mm512_storeu_si512((void *)(buf + q * BLOCK), even);                                          \
+            _mm512_storeu_si512((void *)(buf + q * BLOCK + 32), a1);                                       \
+        }                                                                                                  \
+    }
+
+BLOCK_SCORES_VBMI(block_scores_vbmi, look8)
+BLOCK_SCORES_VBMI(block_scores_vbmi7, look7)
 #endif
 
 static uint16_t seg_max_scalar(const uint16_t *x, int s, int e)
