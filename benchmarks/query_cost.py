@@ -13,7 +13,8 @@ Each answer's ``Server-Timing`` header gives the batch wait and the parts of the
 in the handler. ``response`` is ``app`` less the wait and the parts (the filters' check, building the moments
 and their URLs); ``http+json`` is the client's time less ``app`` (the request and response on loopback, JSON
 both ways, uvicorn and the event loop). The table gives each part's median over the requests; under load
-the parts of one batch are shared by its queries (``mean batch`` of them). ``--flame``: a py-spy flame graph
+the parts of one batch are shared by its queries (``mean batch`` of them). For the slowest 1 % of requests,
+the mean of their ``http+json``, ``batch_wait`` and search parts says where the tail comes from. ``--flame``: a py-spy flame graph
 of the server under N clients for ``--seconds`` more, after the measured runs of the first index.
 """
 
@@ -102,6 +103,10 @@ def summarise(name: str, health: dict, mode: str, rec: Recorder, wall: float, er
            "mean batch": float(a["batch"].mean())}
     for k in ("http+json", *PARTS, "response"):
         row[f"{k}_ms"] = float(np.median(a[k]))
+    tail = a["client"] >= np.percentile(a["client"], 99)  # the slowest 1 %: where their time went (means)
+    search = sum(a[k] for k in PARTS if k != "batch_wait")
+    for k, v in (("http+json", a["http+json"]), ("batch_wait", a["batch_wait"]), ("search", search)):
+        row[f"slowest 1 %: {k}_ms"] = float(v[tail].mean())
     return row
 
 
