@@ -26,6 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).parent))
 
+from convergence import parse_versus  # noqa: E402  (a condition's name may hold '=')
+
 from momentsearch.config import load_yaml_config  # noqa: E402
 from momentsearch.experiments import ExperimentConfig, prepare, run_config  # noqa: E402
 from momentsearch.experiments.stats import paired, two_level_bootstrap  # noqa: E402
@@ -77,7 +79,7 @@ def main() -> None:
 
     rows = []
     for vs in args.versus:
-        a_name, _, b_name = vs.partition("=")
+        a_name, b_name = parse_versus(vs, list(exp.conditions))
         for m in metrics:
             a = [results(a_name, s) for s in exp.seeds]
             b = [results(b_name, s) for s in exp.seeds]
