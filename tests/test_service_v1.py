@@ -224,6 +224,46 @@ def test_while_the_index_loads_every_route_says_not_ready(served) -> None:
     assert isinstance(stopped[0], ValueError)
 
 
+def test_a_loaded_index_is_kept_out_of_the_collector_and_a_swapped_out_one_is_freed() -> None:
+    """settle_heap freezes what is alive (the served index: no full collection walks it again); after a swap the old
+    app's batcher is closed and the old app freed, even held only by a reference cycle that a freeze would keep."""
+    import gc
+    import time
+    import types
+    import weakref
+
+    from momentsearch.service.loading import LoadingApp, settle_heap
+
+    class Batcher:
+        closed = False
+
+        def close(self) -> None:
+            self.closed = True
+
+    class App:  # what replace reads of an app: state.batcher (and state.searcher)
+        def __init__(self) -> None:
+            self.state = types.SimpleNamespace(batcher=Batcher())
+
+    old = App()
+    old.cycle = old  # only the cyclic collector can free it
+    loading = LoadingApp(lambda: None)
+    loading.app = old
+    try:
+        settle_heap()
+        assert gc.get_freeze_count() > 0
+        gone, batcher = weakref.ref(old), old.state.batcher
+        del old
+        gc.collect()
+        assert gone() is not None  # frozen: a collection does not free it
+        loading.replace(App(), grace=0.01)
+        deadline = time.monotonic() + 10
+        while gone() is not None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert batcher.closed and gone() is None
+    finally:
+        gc.unfreeze()  # the rest of the test run collects as usual
+
+
 def test_routes_read_their_services_through_typed_dependencies(served) -> None:
     """A route reaches the searcher, batcher, media and settings only through ``deps.get_services``: a test can put
     other services in (here: a server timeout of 1 ms, so the same search becomes a 504 naming it)."""
