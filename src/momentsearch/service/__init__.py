@@ -28,7 +28,6 @@ def serve(index_dir: str | Path, settings: ServiceSettings | None = None, **chan
     import uvicorn
 
     from momentsearch.service.app import create_app
-    from momentsearch.service.loading import settle_heap
     from momentsearch.service.security import api_key_from, check_bind
     from momentsearch.serving.loader import load
 
@@ -53,7 +52,6 @@ def serve(index_dir: str | Path, settings: ServiceSettings | None = None, **chan
                             first_stage_params=cfg.first_stage_params, ray=cfg.ray, replicas=cfg.replicas)
         searcher.search("warm up the text encoder", k=1)  # loads the text encoder before the first request
         app = create_app(searcher, cfg, metrics=metrics)
-        settle_heap()  # the loaded index out of the garbage collector's way (service.loading.settle_heap)
         say(f"ready: {len(searcher.video_ids)} videos ({searcher.family.name}, first stage "
               f"{searcher.first_stage.spec}) on {scheme}://{host}:{port}/  (API docs: /docs"
               f"{'; API key required' if api_key else ''})")

@@ -45,6 +45,7 @@ class LoadingApp:
     def _run(self) -> None:
         try:
             self.app = self._load()
+            settle_heap()  # the loaded index out of the collector's way (a swapped-in one: replace's retire)
         except BaseException as e:  # noqa: BLE001 - kept, reported by /readyz and raised by serve
             self.error = e
             if self._on_error is not None:
