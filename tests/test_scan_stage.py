@@ -207,7 +207,7 @@ def test_momentsearch_index_grows_the_scan_stage_of_a_grown_corpus(tiny_benchmar
                                   tmp_path / "corpus")
     ckpt = packed_xml(tmp_path / "xml.pt", corpus.encoder, dim=int(corpus.streams["visual"]["dim"]))
     full = CorpusManifest.read(tmp_path / "corpus")
-    dataclasses.replace(full, videos=full.videos[:-6]).write(tmp_path / "corpus")  # the corpus before 6 videos arrived
+    dataclasses.replace(full, videos=full.videos[:-6], annotations=None).write(tmp_path / "corpus")  # before 6 arrived
     build_index(ckpt, tmp_path / "corpus", tmp_path / "index", device="cpu", progress=False)
     load(tmp_path / "index", device="cpu", first_stage="scan")  # builds INDEX/first_stage/scan_*
     (before,) = (tmp_path / "index" / "first_stage").glob("scan_*")

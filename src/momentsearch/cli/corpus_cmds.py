@@ -8,7 +8,6 @@ from typing import Annotated, Optional
 import typer
 
 from momentsearch.cli.app import app, require_models
-from momentsearch.errors import MomentSearchError
 
 
 def _encoder_options(weights: Optional[Path], device: str, random_init: bool) -> dict:
@@ -143,16 +142,15 @@ def corpus_from_dataset_cmd(
                                                         "videos/): the service plays them.")] = None,
 ) -> None:
     """Write a dataset split (annotations + feature files) as a corpus folder, to index and search it like
-    your own videos. The feature files stay where they are."""
+    your own videos. The feature files stay where they are; a generated benchmark is read video by video, so a
+    million videos take the memory of their manifest (about 1 GB), not of the corpus."""
     require_models()
     from momentsearch.api.training import load_train_config
     from momentsearch.data.corpus_folder import write_dataset_corpus
     from momentsearch.data.dataset import open_dataset
 
     cfg = load_train_config(config)
-    folder = write_dataset_corpus(open_dataset(cfg.dataset.resolved()), split, out, videos)
-    if not folder.video_ids:
-        raise MomentSearchError(f"split {split!r} has no videos")
+    folder = write_dataset_corpus(open_dataset(cfg.dataset.resolved()), split, out, videos, progress=True)
     typer.echo(f"wrote corpus {out}: {len(folder.video_ids)} videos, encoder {folder.encoder['name']}")
 
 

@@ -11,6 +11,8 @@ split's feature files, so researchers and practitioners index and search through
       features/written/    MiniLM of the text read on screen per clip (ingest --read-text), when any was read
       written/             <video id>.json per video with text on screen: its cues, stored as transcripts are
       ingest.journal.jsonl what a running ingest has finished (removed when it completes)
+      annotations.jsonl    a dataset's corpus: each video's annotated moments, one line per video, with
+      annotations.offsets.npy  where each line starts (momentsearch.data.corpus_notes)
 
 The manifest holds ``format``, ``version``, the visual ``encoder``'s identity (name, version, config,
 dim), ``clip_seconds`` and ``fps``, the named feature ``streams`` (each a path — relative to the
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
 from momentsearch.data.corpus import Subtitle, Video
+from momentsearch.data.corpus_notes import CorpusNotes, NotesWriter, check_record
 from momentsearch.data.features import FeatureSource, FeatureStore, HDF5Features, NpyDirFeatures
 from momentsearch.data.transcripts import WRITTEN
 from momentsearch.errors import CorpusFolderError
@@ -95,6 +98,7 @@ class CorpusManifest:
     failures: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[dict[str, Any]] = field(default_factory=list)
     encoder_weights: str | None = None  # where the encoder's weights were at ingest (a picture query encodes with them)
+    annotations: dict[str, Any] | None = None  # a dataset's corpus: its captions' files (momentsearch.data.corpus_notes)
 
     @property
     def fingerprint(self) -> str:
@@ -159,9 +163,11 @@ class CorpusManifest:
             sums = v.get("crc32", {})
             _check(isinstance(sums, dict) and all(type(c) is int and 0 <= c < 2**32 for c in sums.values()), f,
                    f"videos[{i}].crc32 must map stream names to CRC-32 values (integers)")
+        if man.get("annotations") is not None:
+            check_record(man["annotations"], len(man["videos"]), f)
         return cls(man["encoder"], man["streams"], man["videos"], man.get("name"), man.get("source"),
                    man.get("clip_seconds"), man.get("fps"), man.get("failures", []), man.get("warnings", []),
-                   man.get("encoder_weights"))
+                   man.get("encoder_weights"), man.get("annotations"))
 
 
 @dataclass
@@ -169,6 +175,8 @@ class CorpusFolder:
     root: Path
     manifest: CorpusManifest
     _by_id: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False, compare=False)
+    _row: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+    _notes: CorpusNotes | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def open(cls, root: str | Path) -> CorpusFolder:
@@ -201,6 +209,16 @@ class CorpusFolder:
         if video_id in self._by_id:
             return self._by_id[video_id]
         raise CorpusFolderError(f"{self.root}: no video {video_id!r} in the corpus")
+
+    def annotations(self, video_id: str) -> list[list[Any]]:
+        """The video's annotated moments, [start, end, text] each (a dataset's corpus; [] for ingested videos)."""
+        inline = self.entry(video_id).get("annotations")
+        if inline is not None or self.manifest.annotations is None:
+            return inline or []
+        if self._notes is None:
+            self._notes = CorpusNotes(self.root, self.manifest.annotations["count"])
+            self._row.update((v["id"], i) for i, v in enumerate(self.manifest.videos))
+        return self._notes.get(self._row[video_id], video_id)
 
     def videos(self) -> list[Video]:
         return [Video(v["id"], float(v["duration"]), clip_length=float(v["clip_length"]),
@@ -275,36 +293,50 @@ class CorpusFolder:
         return NpyDirFeatures(path, s["dim"], verify=verify, checksums=sums)
 
 
-def write_dataset_corpus(dataset: Any, split: str, out: str | Path, video_dir: str | Path | None = None
-                         ) -> CorpusFolder:
+def write_dataset_corpus(dataset: Any, split: str, out: str | Path, video_dir: str | Path | None = None,
+                         progress: bool = False) -> CorpusFolder:
     """A dataset split (annotations + feature files, as a ``dataset:`` section names them) as a corpus
     folder (``split`` ``all``: every video of the dataset). The features stay where they are: the manifest
-    points at them (absolute paths). Each video
-    keeps its annotated moments (start, end, text) for display; ``video_dir``: where ``<id>.mp4`` files of
-    the videos are (e.g. the rendered synthetic videos), recorded as the videos' files."""
+    points at them (absolute paths). Each video's annotated moments (start, end, text), for display, go to
+    ``annotations.jsonl`` (:mod:`~momentsearch.data.corpus_notes`); ``video_dir``: where ``<id>.mp4`` files of
+    the videos are (e.g. the rendered synthetic videos), recorded as the videos' files. Videos are read one at
+    a time (:meth:`Dataset.iter_videos`): a generated million is written in the memory of its manifest."""
+    from tqdm import tqdm
+
     from momentsearch.data.features import checksum
+    from momentsearch.errors import DatasetError, MissingFeatureError
     from momentsearch.fileio import atomic_dir
 
-    corpus = dataset.corpus if split == "all" else dataset.split(split)
-    lengths = dataset.clip_lengths(corpus)
     ident = dataset.feature_identity()
+    grid = dataset.corpus_folder.clip_lengths() if dataset.corpus_folder is not None else None
     source = Path(video_dir).resolve() if video_dir is not None else None
-    notes = {v: [[round(m.span[0], 3), round(m.span[1], 3), m.text] for m in ms if m.spans]
-             for v, ms in corpus.moments_by_video().items()}
-    videos = []
-    with dataset.features() as store:
-        store.check_covers(corpus.videos)
+    videos: list[VideoEntry] = []
+    missing: dict[str, list[str]] = {}
+    with dataset.features() as store, atomic_dir(out) as tmp, \
+            tqdm(unit="video", desc=f"corpus of {split}", disable=not progress) as bar:
         names = {"visual": store.visual, **({"subtitle": store.subtitle} if store.subtitle is not None else {})}
-        for v in corpus.videos.values():
+        notes = NotesWriter(tmp)
+        for v, moments in dataset.iter_videos(split):
+            lacking = [k for k, src in names.items() if v.video_id not in src]
+            for k in lacking:
+                missing.setdefault(str(names[k].path), []).append(v.video_id)
+            if lacking or missing:
+                continue
             sums = {k: checksum(src[v.video_id]) for k, src in names.items()}
-            n = len(store.visual[v.video_id])
             file = f"{v.video_id}.mp4" if source is not None and (source / f"{v.video_id}.mp4").is_file() else None
-            videos.append({"id": v.video_id, "path": file, "duration": v.duration, "clip_length": lengths[v.video_id],
-                           "n_clips": n, "crc32": sums, "annotations": notes.get(v.video_id, [])})
+            videos.append({"id": v.video_id, "path": file, "duration": v.duration,
+                           "clip_length": dataset.clip_length_of(v, grid), "n_clips": len(store.visual[v.video_id]),
+                           "crc32": sums})
+            notes.add([[round(m.span[0], 3), round(m.span[1], 3), m.text] for m in moments if m.spans])
+            bar.update()
+        for path, ids in missing.items():
+            raise MissingFeatureError(f"{path}: {len(ids)} video(s) have no features, e.g. {ids[:5]}")
+        if not videos:
+            raise DatasetError(f"dataset {dataset.name}: split {split!r} has no videos")
         streams = {k: {"path": str(Path(src.path).resolve()), "kind": "npy" if Path(src.path).is_dir() else "hdf5",
                        "dim": int(src.dim), "encoder": ident if k == "visual" else {"name": f"dataset:{k}"}}
                    for k, src in names.items()}
-    man = CorpusManifest(ident, streams, videos, f"{dataset.name}:{split}", None if source is None else str(source))
-    with atomic_dir(out) as tmp:
+        man = CorpusManifest(ident, streams, videos, f"{dataset.name}:{split}", None if source is None else str(source),
+                             annotations=notes.close())
         man.write(tmp)
     return CorpusFolder.open(out)

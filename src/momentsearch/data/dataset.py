@@ -22,11 +22,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from momentsearch.data.corpus import Corpus
+from momentsearch.data.corpus import Corpus, Moment, Video
 from momentsearch.data.features import FeatureStore
 from momentsearch.errors import DatasetError
 
@@ -84,13 +85,34 @@ class DatasetConfig:
 
 @dataclass
 class Dataset:
-    """An opened dataset: the corpus (all splits), how to open its features, and its time grid."""
+    """An opened dataset: the corpus (all splits), how to open its features, and its time grid. A synthetic
+    benchmark's corpus is read on first use; :meth:`iter_videos` walks it without holding it."""
 
     config: DatasetConfig
-    corpus: Corpus
+    _corpus: Corpus | None
     clip_length: float | None  # seconds per clip: the dataset section's, else the feature file's (if it says)
     benchmark: Any = None  # the SyntheticBenchmark when the dataset is one (its oracle grades moments)
     corpus_folder: Any = None  # the CorpusFolder whose features the dataset reads, when it names one
+
+    @property
+    def corpus(self) -> Corpus:
+        if self._corpus is None:
+            self._corpus = self.benchmark.corpus
+        return self._corpus
+
+    def iter_videos(self, split: str = "all") -> Iterator[tuple[Video, list[Moment]]]:
+        """Each video of ``split`` (``all``: every split's) with its moments; a synthetic benchmark's are read
+        line by line, so memory stays that of one video whatever the corpus size."""
+        if self._corpus is None and self.benchmark is not None:
+            names = list(self.benchmark.config.splits)
+            if split != "all" and split not in names:
+                raise DatasetError(f"dataset {self.name}: no split {split!r}; it has {names}")
+            yield from self.benchmark.iter_videos(None if split == "all" else split)
+            return
+        corpus = self.corpus if split == "all" else self.split(split)
+        by_video = corpus.moments_by_video()
+        for v in corpus.videos.values():
+            yield v, by_video.get(v.video_id, [])
 
     def feature_identity(self) -> dict[str, Any]:
         """What made the visual features: a corpus folder's encoder, the encoder a feature file records,
@@ -111,7 +133,7 @@ class Dataset:
 
     @property
     def name(self) -> str:
-        return self.corpus.name
+        return self._corpus.name if self._corpus is not None or self.benchmark is None else self.benchmark.name
 
     def features(self) -> FeatureStore:
         if self.corpus_folder is not None:
@@ -123,15 +145,16 @@ class Dataset:
     def clip_lengths(self, corpus: Corpus | None = None) -> dict[str, float]:
         """Seconds per clip of every video: the dataset section's ``clip_length`` when it gives one,
         else the video's own (a loader's default, e.g. TVR's 1.5 s), else the feature file's."""
-        out = {}
         grid = self.corpus_folder.clip_lengths() if self.corpus_folder is not None else {}
-        for v in (corpus or self.corpus).videos.values():
-            c = grid.get(v.video_id) or self.config.clip_length or v.clip_length or self.clip_length
-            if not c:
-                raise DatasetError(f"dataset {self.name}: no clip length for video {v.video_id!r}; say `clip_length:` "
-                                   "(seconds per feature clip) in the dataset section")
-            out[v.video_id] = c
-        return out
+        return {v.video_id: self.clip_length_of(v, grid) for v in (corpus or self.corpus).videos.values()}
+
+    def clip_length_of(self, v: Video, grid: dict[str, float] | None = None) -> float:
+        """One video's seconds per clip (:meth:`clip_lengths`; ``grid``: a corpus folder's, when it has one)."""
+        c = (grid or {}).get(v.video_id) or self.config.clip_length or v.clip_length or self.clip_length
+        if not c:
+            raise DatasetError(f"dataset {self.name}: no clip length for video {v.video_id!r}; say `clip_length:` "
+                               "(seconds per feature clip) in the dataset section")
+        return c
 
     def split(self, name: str) -> Corpus:
         try:
@@ -173,7 +196,7 @@ def open_dataset(cfg: DatasetConfig) -> Dataset:
             cfg, video_features=cfg.video_features or str(root / "features" / "visual.h5"),
             subtitle_features=cfg.subtitle_features or (str(sub) if sub.exists() else ""),
             query_cache=cfg.query_cache or str(root / "features" / "queries_minilm.h5"))
-        return Dataset(full, bench.corpus, cfg.clip_length or bench.config.clip_length, bench)
+        return Dataset(full, None, cfg.clip_length or bench.config.clip_length, bench)
     corpus = _load_annotations(cfg)
     clip = cfg.clip_length or _feature_clip_length(_existing(cfg.video_features, "video_features"))
     full = cfg if cfg.query_cache else dataclasses.replace(

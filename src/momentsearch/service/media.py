@@ -10,6 +10,7 @@ moment, each from its own stream, so that a reader sees which of them the words 
 from __future__ import annotations
 
 import io
+import logging
 import threading
 from collections import OrderedDict
 from functools import cached_property
@@ -19,6 +20,8 @@ from typing import Any
 from momentsearch.data.corpus_folder import CorpusFolder
 from momentsearch.errors import CorpusFolderError
 from momentsearch.serving.clips import file_changed
+
+_log = logging.getLogger(__name__)
 
 MEDIA_TYPES = {".mp4": "video/mp4", ".m4v": "video/mp4", ".mov": "video/quicktime", ".webm": "video/webm",
                ".mkv": "video/x-matroska", ".avi": "video/x-msvideo", ".ogv": "video/ogg"}
@@ -85,11 +88,15 @@ class Media:
         return file_changed(video_id, self.entry(video_id) or {}, path)
 
     def annotation(self, video_id: str, start: float, end: float) -> str | None:
-        entry = self.entry(video_id)
-        if entry is None:
+        if self.entry(video_id) is None:
             return None
+        try:
+            notes = self.corpus.annotations(video_id)  # type: ignore[union-attr]
+        except CorpusFolderError as e:  # a damaged captions file costs the label, never the search
+            _log.warning("no annotation for %s: %s", video_id, e)
+            notes = []
         best, best_iou = None, 0.0
-        for a in entry.get("annotations") or []:
+        for a in notes:
             s, e, text = float(a[0]), float(a[1]), str(a[2])
             inter = min(end, e) - max(start, s)
             if inter > 0:

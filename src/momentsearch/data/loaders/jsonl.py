@@ -14,6 +14,7 @@ optional when reading; videos may come after the moments that use them.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -174,3 +175,40 @@ def iter_jsonl_corpus(path: str | Path, moments: bool = True) -> Iterator[Video 
                 yield clamped(item, durations.get(item.video_id or ""))
             except ValueError as e:
                 raise AnnotationError(p, str(e), line=lineno) from None
+
+
+def iter_jsonl_videos(path: str | Path) -> Iterator[tuple[Video, list[Moment]]]:
+    """Each video with its moments, for a file whose moments follow their video (as generation and
+    :func:`write_jsonl_corpus` write them): memory stays that of one video. A moment of another video than the
+    one before it, or a video id seen twice, is an :class:`AnnotationError` naming the line."""
+    p = require_file(path)
+    seen: set[str] = set()
+    current: tuple[Video, list[Moment]] | None = None
+    for lineno, item in _parsed(p, stream_jsonl(p, None)):
+        if isinstance(item, Video):
+            if item.video_id in seen:
+                raise AnnotationError(p, f"video {item.video_id!r} appears twice", line=lineno)
+            seen.add(item.video_id)
+            if current is not None:
+                yield current
+            current = (item, [])
+        elif isinstance(item, Moment):
+            if current is None or item.video_id != current[0].video_id:
+                raise AnnotationError(p, f"moment {item.query_id!r} of video {item.video_id!r} does not follow its "
+                                         "video; a file read video by video keeps each video's moments after it "
+                                         "(load it whole instead)", line=lineno)
+            try:
+                current[1].append(clamped(item, current[0].duration))
+            except ValueError as e:
+                raise AnnotationError(p, str(e), line=lineno) from None
+    if current is not None:
+        yield current
+
+
+def jsonl_corpus_name(path: str | Path) -> str:
+    """The corpus's name from the file's header (its first line), else the file's stem, reading one line."""
+    p = require_file(path)
+    for _, item in _parsed(p, itertools.islice(stream_jsonl(p, None), 1)):
+        if isinstance(item, str) and item:
+            return item
+    return p.stem

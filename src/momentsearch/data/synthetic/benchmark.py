@@ -19,7 +19,8 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +29,15 @@ import yaml
 from tqdm import tqdm
 
 from momentsearch.config import from_dict, to_dict
-from momentsearch.data.corpus import Corpus
+from momentsearch.data.corpus import Corpus, Moment, Video
 from momentsearch.data.feature_writers import HDF5FeatureWriter
 from momentsearch.data.features import FeatureStore
-from momentsearch.data.loaders.jsonl import load_jsonl_corpus, write_jsonl_corpus
+from momentsearch.data.loaders.jsonl import (
+    iter_jsonl_videos,
+    jsonl_corpus_name,
+    load_jsonl_corpus,
+    write_jsonl_corpus,
+)
 from momentsearch.data.synthetic.concepts import Inventory
 from momentsearch.data.synthetic.config import SyntheticConfig
 from momentsearch.data.synthetic.oracle import SyntheticOracle
@@ -174,16 +180,44 @@ def _read_info(r: Path) -> dict[str, Any]:
 
 @dataclass
 class SyntheticBenchmark:
-    """A generated benchmark folder: corpus, features and oracle."""
+    """A generated benchmark folder: corpus, features and oracle. The corpus is read on first use, so a
+    generated million can be walked video by video (:meth:`iter_videos`) without holding it."""
 
     root: Path
     config: SyntheticConfig
-    corpus: Corpus
+    _corpus: Corpus | None = field(default=None, repr=False)
 
     @classmethod
     def load(cls, root: str | Path) -> SyntheticBenchmark:
         r = Path(root)
-        return cls(r, cls.config_of(r), load_jsonl_corpus(r / "corpus.jsonl"))
+        cfg = cls.config_of(r)
+        if not (r / "corpus.jsonl").is_file():
+            raise DatasetError(f"{r}: corpus.jsonl is missing; generate the folder again")
+        return cls(r, cfg)
+
+    @property
+    def corpus(self) -> Corpus:
+        if self._corpus is None:
+            self._corpus = load_jsonl_corpus(self.root / "corpus.jsonl")
+        return self._corpus
+
+    @property
+    def name(self) -> str:
+        """The corpus's name (its file's header), without reading the corpus."""
+        return self._corpus.name if self._corpus is not None else jsonl_corpus_name(self.root / "corpus.jsonl")
+
+    def iter_videos(self, split: str | None = None) -> Iterator[tuple[Video, list[Moment]]]:
+        """Each video of ``split`` (None: every split) with its moments, read from ``corpus.jsonl`` line by line
+        (memory: one video's), or from the corpus when it is already read."""
+        if self._corpus is not None:
+            corpus = self._corpus.split(split) if split else self._corpus
+            by_video = corpus.moments_by_video()
+            for v in corpus.videos.values():
+                yield v, by_video.get(v.video_id, [])
+            return
+        for v, moments in iter_jsonl_videos(self.root / "corpus.jsonl"):
+            if split is None or v.split == split:
+                yield v, moments
 
     @staticmethod
     def config_of(root: str | Path) -> SyntheticConfig:
