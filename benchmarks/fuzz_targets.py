@@ -105,6 +105,7 @@ def fixtures(root: Path) -> Path:
     MomentRelevance.from_rows(["q1", "q2"], ["v1", "v2"], [[(0, 1.0, 4.0, 1.0), (1, 0.0, 2.0, 0.5)],
                                                            [(1, 2.0, 6.0, 0.75)]]).save(root / "relevance.npz")
     generate(load_preset("tiny"), root / "synthetic", progress=False)
+    _dataset_corpus_fixture(root)
     _scan_fixture(root / "scan")
     _sharded_fixture(root)
     _inputs_fixture(root)
@@ -242,6 +243,22 @@ def _corpus_folder(folder: Path) -> None:
             c.video_path(vid)
 
 
+def _dataset_corpus_fixture(root: Path) -> None:
+    from momentsearch.data.corpus_folder import write_dataset_corpus
+    from momentsearch.data.dataset import DatasetConfig, open_dataset
+
+    write_dataset_corpus(open_dataset(DatasetConfig(benchmark=str(root / "synthetic"))), "val", root / "dataset_corpus")
+
+
+def _corpus_notes(folder: Path) -> None:
+    """What the service does to label results: each video's annotated moments, from the captions' files."""
+    from momentsearch.data.corpus_folder import CorpusFolder
+
+    c = CorpusFolder.open(folder / "dataset_corpus")
+    for vid in c.video_ids:
+        c.annotations(vid)
+
+
 def _subtitles(name: str) -> Callable[[Path], Any]:
     def run(folder: Path) -> None:
         from momentsearch.data.subtitles import clip_texts, read_subtitles
@@ -357,6 +374,8 @@ TARGETS: dict[str, Target] = {t.name: t for t in [
     Target("shard-manifest", "sharded/shards.json", _shard_manifest),
     Target("mvmr-pools", "mvmr_pools.json", _mvmr),
     Target("corpus-json", "served/corpus/corpus.json", _corpus_folder),
+    Target("corpus-notes", "dataset_corpus/annotations.jsonl", _corpus_notes),
+    Target("corpus-notes-offsets", "dataset_corpus/annotations.offsets.npy", _corpus_notes, text=False),
     Target("subtitles-srt", "subtitles.srt", _subtitles("subtitles.srt")),
     Target("subtitles-vtt", "subtitles.vtt", _subtitles("subtitles.vtt")),
     Target("transcript-json", "whisper.json", _transcript),
