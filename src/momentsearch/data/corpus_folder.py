@@ -322,11 +322,11 @@ def write_dataset_corpus(dataset: Any, split: str, out: str | Path, video_dir: s
                 missing.setdefault(str(names[k].path), []).append(v.video_id)
             if lacking or missing:
                 continue
-            sums = {k: checksum(src[v.video_id]) for k, src in names.items()}
+            rows = {k: src[v.video_id] for k, src in names.items()}  # each read once
             file = f"{v.video_id}.mp4" if source is not None and (source / f"{v.video_id}.mp4").is_file() else None
             videos.append({"id": v.video_id, "path": file, "duration": v.duration,
-                           "clip_length": dataset.clip_length_of(v, grid), "n_clips": len(store.visual[v.video_id]),
-                           "crc32": sums})
+                           "clip_length": dataset.clip_length_of(v, grid), "n_clips": len(rows["visual"]),
+                           "crc32": {k: checksum(a) for k, a in rows.items()}})
             notes.add([[round(m.span[0], 3), round(m.span[1], 3), m.text] for m in moments if m.spans])
             bar.update()
         for path, ids in missing.items():
