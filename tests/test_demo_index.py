@@ -35,9 +35,9 @@ def test_the_demo_index_plays_rendered_moments_with_their_captions(tiny_benchmar
     assert rendered == sorted(test.videos)  # the test split only
     corpus = CorpusFolder.open(tmp_path / "corpus_test")
     assert all(corpus.video_path(v) is not None for v in test.videos)
-    entry = corpus.entry(test.moments[0].video_id)
+    notes = corpus.annotations(test.moments[0].video_id)  # annotations.jsonl, beside corpus.json
     assert [test.moments[0].span[0], test.moments[0].span[1], test.moments[0].text] in [
-        [pytest.approx(a[0], abs=1e-3), pytest.approx(a[1], abs=1e-3), a[2]] for a in entry["annotations"]]
+        [pytest.approx(a[0], abs=1e-3), pytest.approx(a[1], abs=1e-3), a[2]] for a in notes]
 
     exact = momentsearch.load(index, device="cpu", first_stage="exact")
     flat = momentsearch.load(index, device="cpu", first_stage="faiss:Flat")
@@ -50,7 +50,7 @@ def test_the_demo_index_plays_rendered_moments_with_their_captions(tiny_benchmar
         m = test.moments[0]
         body = client.post("/search", json={"query": m.text, "k": 50, "videos": [m.video_id]}).json()
         assert body["moments"] and all(x["video_url"] == f"/videos/{m.video_id}" for x in body["moments"])
-        captions = {a[2] for a in entry["annotations"]}
+        captions = {a[2] for a in notes}
         overlapping = [x for x in body["moments"] if x["start"] < m.span[1] and x["end"] > m.span[0]]
         assert overlapping and all(x["annotation"] in captions for x in overlapping)
         video = client.get(f"/videos/{m.video_id}", headers={"Range": "bytes=0-15"})
