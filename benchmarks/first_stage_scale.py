@@ -2,6 +2,7 @@
 
     python benchmarks/first_stage_scale.py --videos 100000 [--work /tmp/fs_scale] [--only scan,faiss:IVF4096,Flat]
     python benchmarks/first_stage_scale.py --videos 100000 --copies 10   # 1,000,000 videos (see below)
+    python benchmarks/first_stage_scale.py --videos 1000000 --index INDEX   # the index `momentsearch index` wrote over it
     python benchmarks/first_stage_scale.py --videos 100000 --only milvus --milvus-uri http://127.0.0.1:19530
 
 1. the synthetic generator's ``large`` preset, cut to ``--videos`` videos (features and queries);
@@ -142,6 +143,20 @@ def serve_probe(args: argparse.Namespace) -> None:
                       "file_rss_MiB": status["RssFile"] / 1024}))  # pages of memory-mapped files: page cache
 
 
+def link_index(args: argparse.Namespace) -> None:
+    """``--index``: the benchmark reads the index folder's H1 rows and first-stage files in place of its own."""
+    if args.copies > 1 or not (args.index / "arrays" / "manifest.json").is_file():
+        raise SystemExit(f"--index {args.index}: give an index folder (momentsearch index) and no --copies")
+    (args.index / "first_stage").mkdir(exist_ok=True)
+    for link, target in ((args.work / f"h1_{args.videos}", args.index / "arrays"),
+                         (stage_folder(args), args.index / "first_stage")):
+        if link.is_symlink() or not link.exists():
+            link.unlink(missing_ok=True)
+            link.symlink_to(target.resolve())
+        elif link.resolve() != target.resolve():
+            raise SystemExit(f"{link} is the benchmark's own; move it aside to measure --index {args.index}")
+
+
 def recall(got: list[np.ndarray], truth: np.ndarray) -> float:
     return float(np.mean([len(set(a.tolist()) & set(b.tolist())) / len(b) for a, b in zip(got, truth, strict=True)]))
 
@@ -184,6 +199,8 @@ def main() -> None:
     ap.add_argument("--exact-queries", type=int, default=30, help="of those, timed through exact search at batch 1")
     ap.add_argument("--work", type=Path, default=Path("/tmp/fs_scale"))
     ap.add_argument("--checkpoint", type=Path, default=None)
+    ap.add_argument("--index", type=Path, default=None, help="an index folder `momentsearch index` wrote over the "
+                    "generated corpus of --videos: its arrays/ and first_stage/ are measured (linked into --work)")
     ap.add_argument("--only", default="", help="comma-separated specs to run (default: scan and IVF4096); also "
                                                "faiss:Flat, faiss:HNSW32, milvus; 'serving': the serving probe alone")
     ap.add_argument("--milvus-uri", default="", help="the Milvus row against this server (default: milvus-lite)")
@@ -192,6 +209,8 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(2)
     args.work.mkdir(parents=True, exist_ok=True)
+    if args.index is not None:
+        link_index(args)
     if args.probe:
         return serve_probe(args)
     ckpt = load_checkpoint(checkpoint(args.work, args.checkpoint))
