@@ -153,6 +153,7 @@ def test_an_index_is_built_part_by_part_with_the_same_arrays(corpus, tmp_path, m
     one-part build's (up to one float16 step where batches of another shape round differently); an encoding
     whose row count disagrees with the corpus is refused, naming the video."""
     import momentsearch.serving.indexing as indexing
+    from momentsearch.data.corpus_folder import CorpusFolder
     from momentsearch.search.index import IndexWriter, VideoIndex
 
     ckpt = packed_xml(tmp_path / "xml.pt", create_encoder("builtin").identity())
@@ -248,3 +249,43 @@ def test_a_served_index_reads_its_rows_at_random_and_exact_search_does_not(corpu
     assert scan.search("a white square", k=2)
     assert _vm_flags(h1) and all(" rr" in f for f in _vm_flags(h1))
     assert scan.index.advise_random() == len(scan.index.arrays) == 2  # h1 and h2
+
+
+def test_an_interrupted_build_goes_on_from_its_last_part(corpus, tmp_path, monkeypatch):
+    """A build killed part-way (a million videos take 20 min here) resumes: only the parts it had not written are
+    encoded again (the last written one too), and the index equals one built in one go."""
+    import momentsearch.serving.indexing as indexing
+    from momentsearch.data.corpus_folder import CorpusFolder
+
+    ckpt = packed_xml(tmp_path / "xml.pt", create_encoder("builtin").identity())
+    monkeypatch.setattr(indexing, "PART_VIDEOS", 1)
+    family = type(load_checkpoint(ckpt).family)
+    real, calls = family.encode_corpus, []
+
+    def counted(self, model, store, videos, *a, **k):
+        calls.append([v.video_id for v in videos])
+        if len(calls) == 3 and fail:
+            raise KeyboardInterrupt  # killed while encoding the third video
+        return real(self, model, store, videos, *a, **k)
+
+    monkeypatch.setattr(family, "encode_corpus", counted)
+    fail = True
+    with pytest.raises(KeyboardInterrupt):
+        build_index(ckpt, corpus / "corpus", tmp_path / "index", device="cpu", progress=False)
+    assert not (tmp_path / "index").exists() and (tmp_path / ".index.partial" / indexing.PROGRESS).is_file()
+    fail, calls[:] = False, []
+    build_index(ckpt, corpus / "corpus", tmp_path / "index", device="cpu", progress=False)
+    ids = CorpusFolder.open(corpus / "corpus").video_ids  # (other tests of the module grow this corpus)
+    assert len(ids) >= 3 and calls == [[v] for v in ids[2:]]  # the first two were on disk
+    assert not (tmp_path / ".index.partial").exists()
+    build_index(ckpt, corpus / "corpus", tmp_path / "whole", device="cpu", progress=False)
+    a, b = IndexFolder.open(tmp_path / "index").index, IndexFolder.open(tmp_path / "whole").index
+    assert a.video_ids == b.video_ids == ids and a.meta == b.meta
+    for name in a.arrays:
+        np.testing.assert_array_equal(np.asarray(a.arrays[name]), np.asarray(b.arrays[name]))
+    with open(tmp_path / ".whole.partial.lock", "a") as held:  # a second build of the same folder waits its turn
+        import fcntl
+
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(SearchIndexError, match="another `momentsearch index` is writing this index"):
+            build_index(ckpt, corpus / "corpus", tmp_path / "whole", device="cpu", progress=False)

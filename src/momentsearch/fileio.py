@@ -165,20 +165,27 @@ def atomic_dir(target: str | Path) -> Iterator[Path]:
     os.chmod(tmp, 0o777 & ~_umask())
     try:
         yield tmp
-        if target.exists() and _exchange(tmp, target):
-            shutil.rmtree(tmp, ignore_errors=True)  # now the old folder
-            return
-        old = None
-        if target.exists():
-            old = Path(tempfile.mkdtemp(prefix=_temp_prefix(target), suffix=".old", dir=target.parent))
-            os.rmdir(old)
-            os.replace(target, old)
-        os.replace(tmp, target)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        replace_dir(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def replace_dir(new: Path, target: Path) -> None:
+    """Put the finished folder ``new`` in place of ``target`` as a whole (exchanged in one step where the system
+    can, else the old renamed aside first); the old folder is deleted."""
+    target = Path(target)
+    if target.exists() and _exchange(new, target):
+        shutil.rmtree(new, ignore_errors=True)  # now the old folder
+        return
+    old = None
+    if target.exists():
+        old = Path(tempfile.mkdtemp(prefix=_temp_prefix(target), suffix=".old", dir=target.parent))
+        os.rmdir(old)
+        os.replace(target, old)
+    os.replace(new, target)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def json_safe(obj: Any) -> Any:

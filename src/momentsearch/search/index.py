@@ -227,6 +227,18 @@ class IndexWriter:
         self.offsets[1:] = np.cumsum(self.n_clips)
         self._files: dict[tuple[str, str], np.ndarray] = {}
         self._done = np.zeros(len(self.video_ids), bool)
+        self._resumed = 0  # videos an interrupted build had written (:meth:`resume`)
+
+    def resume(self, videos: int) -> None:
+        """The first ``videos`` videos were written by an interrupted build into this folder: its files are opened
+        again in place (a file missing or of another length is an error: start the build afresh)."""
+        self._resumed = videos
+        self._done[:videos] = True
+
+    def flush(self) -> None:
+        """Everything written so far on disk (before a resumable build records its progress)."""
+        for f in self._files.values():
+            f.flush()
 
     def write(self, first: int, part: VideoIndex) -> None:
         """``part`` holds the videos ``video_ids[first: first + len(part)]``, in that order."""
@@ -247,10 +259,18 @@ class IndexWriter:
     def _file(self, kind: str, name: str, arr: np.ndarray, rows: int) -> np.ndarray:
         key = (kind, name)
         if key not in self._files:
-            if self._files and kind == "clip" and self._done.any():
+            if self._files and kind == "clip" and self._done[self._resumed:].any():
                 raise SearchIndexError(f"index part: array {name!r} appeared after the first part")
-            self._files[key] = np.lib.format.open_memmap(self.folder / f"{kind}.{name}.npy", mode="w+",
-                                                         dtype=arr.dtype, shape=(rows, *arr.shape[1:]))
+            path = self.folder / f"{kind}.{name}.npy"
+            if self._resumed:
+                f = read_npy(path, SearchIndexError, mmap=True)
+                if f.shape != (rows, *arr.shape[1:]) or f.dtype != arr.dtype:
+                    raise SearchIndexError(f"{path}: of {f.dtype} {f.shape}, not the interrupted build's "
+                                           f"{arr.dtype} {(rows, *arr.shape[1:])}")
+                self._files[key] = np.lib.format.open_memmap(path, mode="r+")
+            else:
+                self._files[key] = np.lib.format.open_memmap(path, mode="w+", dtype=arr.dtype,
+                                                             shape=(rows, *arr.shape[1:]))
         f = self._files[key]
         if f.dtype != arr.dtype or f.shape[1:] != arr.shape[1:]:
             raise SearchIndexError(f"index part: array {name!r} of {arr.dtype} {arr.shape[1:]}, earlier parts "

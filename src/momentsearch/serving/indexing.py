@@ -12,14 +12,19 @@ A model trained on features of another encoder or dim is refused, naming both. B
 a grown corpus encodes only the videos the index lacks or whose features changed, and drops the
 videos the corpus lost; its ``scan`` first stage (``first_stage/scan_*``) grows with it (kept videos
 keep their codes, new ones are coded with the same codebooks) instead of being built again. The
-folder is written as a set (a temporary folder renamed over the old).
+folder is written as a set (``.INDEX.partial`` beside it, renamed over the old when done). A build that is
+killed goes on from its last written part when run again with the same weights, corpus and videos
+(``build.progress.json`` there); a lock refuses a second build of the same folder meanwhile.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import json
 import os
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +37,8 @@ from tqdm import tqdm
 from momentsearch.data.corpus_folder import CorpusFolder
 from momentsearch.device import resolve_device
 from momentsearch.errors import SearchIndexError
-from momentsearch.fileio import atomic_dir
+from momentsearch.fileio import replace_dir, write_json
+from momentsearch.readers import read_json_object
 from momentsearch.search.index import IndexWriter, VideoIndex
 from momentsearch.search.stages import provides
 from momentsearch.serving.checkpoint import Checkpoint, load_checkpoint
@@ -40,6 +46,7 @@ from momentsearch.serving.index_info import INDEX_FILE, CorpusRef, IndexInfo
 from momentsearch.text.query_encoders import describe_query_encoder, same_query_encoder
 
 PART_VIDEOS = 2048  # videos encoded and written at a time: memory stays that of a part, not of the corpus
+PROGRESS = "build.progress.json"  # in an unfinished build's folder: the videos written so far (resumed from)
 
 
 @dataclass
@@ -100,6 +107,43 @@ def _merge(ids: list[str], durations: list[float], clip_lengths: list[float],
                       varrays, meta)
 
 
+def _build_key(*parts: Any) -> str:
+    """What an interrupted build must share with this one to be resumed: weights, corpus, videos, reused rows."""
+    return hashlib.sha1(json.dumps(parts, default=str).encode()).hexdigest()[:16]
+
+
+def _lock(out: Path) -> Any:
+    """Held while a build writes ``out``: a second build of the same folder is refused, not interleaved."""
+    import fcntl
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fh = (out.parent / f".{out.name}.partial.lock").open("a")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        raise SearchIndexError(f"{out}: another `momentsearch index` is writing this index; wait for it") from None
+    return fh
+
+
+def _partial(out: Path, key: str, n_videos: int) -> tuple[Path, int]:
+    """The folder a build writes into (``.OUT.partial`` beside ``out``, renamed over it when done) and the videos an
+    interrupted build of the same ``key`` wrote there (0: a fresh folder). Its last part is always encoded again,
+    so the files are reopened by a write."""
+    tmp = out.parent / f".{out.name}.partial"
+    try:
+        prog = read_json_object(tmp / PROGRESS, SearchIndexError, "index build progress")
+        done = prog["videos"] if prog.get("key") == key and isinstance(prog.get("meta"), dict) else 0
+        done = min(done, n_videos - 1) if type(done) is int and done > 0 else 0
+    except (SearchIndexError, KeyError):
+        done = 0
+    done -= done % PART_VIDEOS  # whole parts only, the last one always again
+    if not done:
+        shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True, exist_ok=True)
+    return tmp, done
+
+
 def _old_index(out: Path, ckpt: Checkpoint) -> tuple[VideoIndex | None, dict[str, str]]:
     """The index already at ``out`` when it was built by the same weights (reusable rows), else None."""
     if not is_index_folder(out):
@@ -141,13 +185,17 @@ def build_index(checkpoint: str | Path, corpus: str | Path, out: str | Path, dev
         raise SearchIndexError(f"{corpus}: the corpus holds no videos to index")
     meta: dict[str, Any] = dict(old.meta) if old is not None else {}
     grid = {v: ckpt.family.index_grid(videos[v].duration, lengths[v], folder.entry(v)["n_clips"]) for v in ids}
-    with atomic_dir(out) as tmp:
+    key = _build_key(ckpt.fingerprint, folder.fingerprint, ids, meta.get("fingerprint"), sorted(kept))
+    lock = _lock(out)
+    tmp, start = _partial(out, key, len(ids))  # an interrupted build of the same index goes on from its last part
+    try:
         # part by part into memory-mapped files: the index may be larger than memory
         writer = IndexWriter(tmp / "arrays", ids, [videos[v].duration for v in ids], [grid[v][0] for v in ids],
                              [grid[v][1] for v in ids])
+        writer.resume(start)
         with (folder.features() if todo else contextlib.nullcontext()) as store, \
-                tqdm(total=len(ids), unit="video", desc="indexing", disable=not progress) as bar:
-            for s in range(0, len(ids), PART_VIDEOS):
+                tqdm(total=len(ids), initial=start, unit="video", desc="indexing", disable=not progress) as bar:
+            for s in range(start, len(ids), PART_VIDEOS):
                 chunk = ids[s: s + PART_VIDEOS]
                 parts: dict[str, tuple[dict[str, np.ndarray], dict[str, np.ndarray]]] = {}
                 again = [v for v in chunk if v in kept]
@@ -160,7 +208,11 @@ def build_index(checkpoint: str | Path, corpus: str | Path, out: str | Path, dev
                     meta = dict(new.meta)
                 writer.write(s, _merge(chunk, [videos[v].duration for v in chunk], [grid[v][0] for v in chunk],
                                        [parts[v] for v in chunk], {}))
+                writer.flush()
+                write_json(tmp / PROGRESS, {"key": key, "videos": s + len(chunk), "meta": meta})
                 bar.update(len(chunk))
+        if start:
+            meta = read_json_object(tmp / PROGRESS, SearchIndexError, "index build progress")["meta"] | meta
         meta.update(fingerprint=ckpt.fingerprint, corpus_fingerprint=folder.fingerprint)
         index = writer.close(meta)
         info = IndexInfo(ckpt.family.name, ckpt.fingerprint,
@@ -175,6 +227,13 @@ def build_index(checkpoint: str | Path, corpus: str | Path, out: str | Path, dev
             report.first_stages_grown = _grow_first_stages(ckpt, model, old, index, old_row, out / "first_stage",
                                                            tmp / "first_stage", dev, progress)
         del index  # its memory maps point into tmp, which is renamed next
+        (tmp / PROGRESS).unlink()
+        replace_dir(tmp, out)
+    except SearchIndexError:
+        shutil.rmtree(tmp, ignore_errors=True)  # a refused build is not resumed
+        raise
+    finally:
+        lock.close()
     return report
 
 
