@@ -152,6 +152,12 @@ class Corpus:
                 out.setdefault(m.video_id, []).append(m)
         return out
 
+    def iter_videos(self) -> Iterator[tuple[Video, list[Moment]]]:
+        """Each video with its moments (none: an empty list), in the corpus's order."""
+        by_video = self.moments_by_video()
+        for v in self.videos.values():
+            yield v, by_video.get(v.video_id, [])
+
     def with_moments(self, moments: Sequence[Moment]) -> Corpus:
         return replace(self, moments=list(moments))
 

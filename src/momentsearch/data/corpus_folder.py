@@ -329,8 +329,9 @@ def write_dataset_corpus(dataset: Any, split: str, out: str | Path, video_dir: s
                            "crc32": {k: checksum(a) for k, a in rows.items()}})
             notes.add([[round(m.span[0], 3), round(m.span[1], 3), m.text] for m in moments if m.spans])
             bar.update()
-        for path, ids in missing.items():
-            raise MissingFeatureError(f"{path}: {len(ids)} video(s) have no features, e.g. {ids[:5]}")
+        if missing:
+            raise MissingFeatureError("; ".join(f"{path}: {len(ids)} video(s) have no features, e.g. {ids[:5]}"
+                                                for path, ids in missing.items()))
         if not videos:
             raise DatasetError(f"dataset {dataset.name}: split {split!r} has no videos")
         streams = {k: {"path": str(Path(src.path).resolve()), "kind": "npy" if Path(src.path).is_dir() else "hdf5",

@@ -109,10 +109,7 @@ class Dataset:
                 raise DatasetError(f"dataset {self.name}: no split {split!r}; it has {names}")
             yield from self.benchmark.iter_videos(None if split == "all" else split)
             return
-        corpus = self.corpus if split == "all" else self.split(split)
-        by_video = corpus.moments_by_video()
-        for v in corpus.videos.values():
-            yield v, by_video.get(v.video_id, [])
+        yield from (self.corpus if split == "all" else self.split(split)).iter_videos()
 
     def feature_identity(self) -> dict[str, Any]:
         """What made the visual features: a corpus folder's encoder, the encoder a feature file records,

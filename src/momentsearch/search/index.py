@@ -56,8 +56,8 @@ class VideoIndex:
     def advise_random(self) -> int:
         """Tell the kernel that the memory-mapped arrays are read at random (a re-score's few thousand videos, the
         localizer's top ones): a page fault then reads its own page, not the 128 KB or more around it. Where the
-        rows do not all fit in memory (a million videos' 35 GB on a 24 GB machine) the read-around filled the page
-        cache with neighbours no query asked for: a served query at 1M took 1.45 s at p50, 0.24 s with this. Call
+        rows do not all fit in memory (a million videos' 33 GB on a 24 GB machine) the read-around filled the page
+        cache with neighbours no query asked for: a served query at 1M took 1.4-1.8 s at p50, 0.25-0.31 s with this. Call
         it once the rows are no longer read in order (a first stage built). Returns the number of arrays advised."""
         n = 0
         for a in (*self.arrays.values(), *self.video_arrays.values()):

@@ -126,11 +126,12 @@ def _lock(out: Path) -> Any:
     return fh
 
 
-def _partial(out: Path, key: str, n_videos: int) -> tuple[Path, int]:
-    """The folder a build writes into (``.OUT.partial`` beside ``out``, renamed over it when done) and the videos an
-    interrupted build of the same ``key`` wrote there (0: a fresh folder). Its last part is always encoded again,
-    so the files are reopened by a write."""
+def _partial(out: Path, key: str, n_videos: int) -> tuple[Path, int, dict[str, Any]]:
+    """The folder a build writes into (``.OUT.partial`` beside ``out``, renamed over it when done), the videos an
+    interrupted build of the same ``key`` wrote there (0: a fresh folder) and the index meta it had. Its last part
+    is always encoded again, so the files are reopened by a write."""
     tmp = out.parent / f".{out.name}.partial"
+    prog: dict[str, Any] = {}
     try:
         prog = read_json_object(tmp / PROGRESS, SearchIndexError, "index build progress")
         done = prog["videos"] if prog.get("key") == key and isinstance(prog.get("meta"), dict) else 0
@@ -141,7 +142,7 @@ def _partial(out: Path, key: str, n_videos: int) -> tuple[Path, int]:
     if not done:
         shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True, exist_ok=True)
-    return tmp, done
+    return tmp, done, prog["meta"] if done else {}
 
 
 def _old_index(out: Path, ckpt: Checkpoint) -> tuple[VideoIndex | None, dict[str, str]]:
@@ -187,7 +188,8 @@ def build_index(checkpoint: str | Path, corpus: str | Path, out: str | Path, dev
     grid = {v: ckpt.family.index_grid(videos[v].duration, lengths[v], folder.entry(v)["n_clips"]) for v in ids}
     key = _build_key(ckpt.fingerprint, folder.fingerprint, ids, meta.get("fingerprint"), sorted(kept))
     lock = _lock(out)
-    tmp, start = _partial(out, key, len(ids))  # an interrupted build of the same index goes on from its last part
+    tmp, start, resumed = _partial(out, key, len(ids))  # an interrupted build of the same index goes on from there
+    meta |= resumed  # the meta of the parts it encoded
     try:
         # part by part into memory-mapped files: the index may be larger than memory
         writer = IndexWriter(tmp / "arrays", ids, [videos[v].duration for v in ids], [grid[v][0] for v in ids],
@@ -211,8 +213,6 @@ def build_index(checkpoint: str | Path, corpus: str | Path, out: str | Path, dev
                 writer.flush()
                 write_json(tmp / PROGRESS, {"key": key, "videos": s + len(chunk), "meta": meta})
                 bar.update(len(chunk))
-        if start:
-            meta = read_json_object(tmp / PROGRESS, SearchIndexError, "index build progress")["meta"] | meta
         meta.update(fingerprint=ckpt.fingerprint, corpus_fingerprint=folder.fingerprint)
         index = writer.close(meta)
         info = IndexInfo(ckpt.family.name, ckpt.fingerprint,

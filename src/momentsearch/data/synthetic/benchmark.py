@@ -210,10 +210,7 @@ class SyntheticBenchmark:
         """Each video of ``split`` (None: every split) with its moments, read from ``corpus.jsonl`` line by line
         (memory: one video's), or from the corpus when it is already read."""
         if self._corpus is not None:
-            corpus = self._corpus.split(split) if split else self._corpus
-            by_video = corpus.moments_by_video()
-            for v in corpus.videos.values():
-                yield v, by_video.get(v.video_id, [])
+            yield from (self._corpus.split(split) if split else self._corpus).iter_videos()
             return
         for v, moments in iter_jsonl_videos(self.root / "corpus.jsonl"):
             if split is None or v.split == split:
