@@ -251,9 +251,10 @@ def test_a_served_index_reads_its_rows_at_random_and_exact_search_does_not(corpu
     assert scan.index.advise_random() == len(scan.index.arrays) == 2  # h1 and h2
 
 
-def test_an_interrupted_build_goes_on_from_its_last_part(corpus, tmp_path, monkeypatch):
+def test_an_interrupted_build_goes_on_from_its_last_part(corpus, tmp_path, monkeypatch, capsys):
     """A build killed part-way (a million videos take 20 min here) resumes: only the parts it had not written are
-    encoded again (the last written one too), and the index equals one built in one go."""
+    encoded again (the last written one too), and the index equals one built in one go. Each step says what it
+    keeps, resumes or discards (a million videos' partial folder holds 33 GB)."""
     import momentsearch.serving.indexing as indexing
     from momentsearch.data.corpus_folder import CorpusFolder
 
@@ -273,12 +274,24 @@ def test_an_interrupted_build_goes_on_from_its_last_part(corpus, tmp_path, monke
     with pytest.raises(KeyboardInterrupt):
         build_index(ckpt, corpus / "corpus", tmp_path / "index", device="cpu", progress=False)
     assert not (tmp_path / "index").exists() and (tmp_path / ".index.partial" / indexing.PROGRESS).is_file()
+    said = capsys.readouterr().out
+    assert f"the videos written so far are kept in {tmp_path / '.index.partial'}" in said
+    assert "Run the same command again to go on from there, or delete that folder" in said
     fail, calls[:] = False, []
-    build_index(ckpt, corpus / "corpus", tmp_path / "index", device="cpu", progress=False)
+    report = build_index(ckpt, corpus / "corpus", tmp_path / "index", device="cpu", progress=False)
     ids = CorpusFolder.open(corpus / "corpus").video_ids  # (other tests of the module grow this corpus)
     assert len(ids) >= 3 and calls == [[v] for v in ids[2:]]  # the first two were on disk
+    assert f"resuming the interrupted build in .index.partial: 2 of {len(ids)} videos on disk" in capsys.readouterr().out
+    assert report.resumed == 2 and "resumed an interrupted build at video 2" in report.summary()
     assert not (tmp_path / ".index.partial").exists()
-    build_index(ckpt, corpus / "corpus", tmp_path / "whole", device="cpu", progress=False)
+    stale = tmp_path / ".whole.partial"  # another build's leftovers (other weights): replaced, and said so
+    stale.mkdir()
+    (stale / indexing.PROGRESS).write_text(json.dumps({"key": "another", "videos": 2, "meta": {}}))
+    (stale / "rows.npy").write_bytes(bytes(3 * 2**20))
+    report = build_index(ckpt, corpus / "corpus", tmp_path / "whole", device="cpu", progress=False)
+    assert report.resumed == 0 and calls == [[v] for v in ids[2:] + ids]
+    assert "discarding .whole.partial, an interrupted build of other weights, corpus or videos (3.0 MiB)" in \
+        capsys.readouterr().out
     a, b = IndexFolder.open(tmp_path / "index").index, IndexFolder.open(tmp_path / "whole").index
     assert a.video_ids == b.video_ids == ids and a.meta == b.meta
     for name in a.arrays:

@@ -34,6 +34,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from momentsearch.console import say
 from momentsearch.data.corpus_folder import CorpusFolder
 from momentsearch.device import resolve_device
 from momentsearch.errors import SearchIndexError
@@ -56,11 +57,13 @@ class IndexReport:
     kept: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     first_stages_grown: int = 0  # scan stages carried over to the new videos instead of rebuilt
+    resumed: int = 0  # videos an interrupted build of the same index had written, not encoded again
 
     def summary(self) -> str:
         grown = f"; {self.first_stages_grown} scan first stage(s) grown" if self.first_stages_grown else ""
+        resumed = f"; resumed an interrupted build at video {self.resumed}" if self.resumed else ""
         return (f"index {self.folder}: {len(self.encoded)} video(s) encoded, {len(self.kept)} kept, "
-                f"{len(self.removed)} removed{grown}")
+                f"{len(self.removed)} removed{grown}{resumed}")
 
 
 def is_index_folder(path: str | Path) -> bool:
@@ -112,6 +115,12 @@ def _build_key(*parts: Any) -> str:
     return hashlib.sha1(json.dumps(parts, default=str).encode()).hexdigest()[:16]
 
 
+def folder_size(path: Path) -> str:
+    """What a folder's files hold on disk (sparse files count what they allocate), as "3.0 MiB" or "33.1 GiB"."""
+    n = sum(f.stat().st_blocks * 512 for f in path.rglob("*") if f.is_file())
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+
 def _lock(out: Path) -> Any:
     """Held while a build writes ``out``: a second build of the same folder is refused, not interleaved."""
     import fcntl
@@ -140,7 +149,12 @@ def _partial(out: Path, key: str, n_videos: int) -> tuple[Path, int, dict[str, A
         done = 0
     done -= done % PART_VIDEOS  # whole parts only, the last one always again
     if not done:
+        if tmp.exists():
+            say(f"{out}: discarding {tmp.name}, an interrupted build of other weights, corpus or videos "
+                f"({folder_size(tmp)})")
         shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        say(f"{out}: resuming the interrupted build in {tmp.name}: {done} of {n_videos} videos on disk")
     tmp.mkdir(parents=True, exist_ok=True)
     return tmp, done, prog["meta"] if done else {}
 
@@ -190,6 +204,7 @@ def build_index(checkpoint: str | Path, corpus: str | Path, out: str | Path, dev
     lock = _lock(out)
     tmp, start, resumed = _partial(out, key, len(ids))  # an interrupted build of the same index goes on from there
     meta |= resumed  # the meta of the parts it encoded
+    report.resumed = start
     try:
         # part by part into memory-mapped files: the index may be larger than memory
         writer = IndexWriter(tmp / "arrays", ids, [videos[v].duration for v in ids], [grid[v][0] for v in ids],
@@ -231,6 +246,11 @@ def build_index(checkpoint: str | Path, corpus: str | Path, out: str | Path, dev
         replace_dir(tmp, out)
     except SearchIndexError:
         shutil.rmtree(tmp, ignore_errors=True)  # a refused build is not resumed
+        raise
+    except BaseException:  # killed (Ctrl-C) or failed: say what is kept, and how to go on or free it
+        if (tmp / PROGRESS).is_file():
+            say(f"{out}: the build stopped; the videos written so far are kept in {tmp} ({folder_size(tmp)}). "
+                f"Run the same command again to go on from there, or delete that folder to free the space.")
         raise
     finally:
         lock.close()
