@@ -69,6 +69,14 @@ EXTRA_SPECS = [("scan", {"m": "16", "rescore": "1000"}), ("scan", {"m": "16", "r
                ("scan", {"bits": "7", "coarse": "0", "rescore": "1500"}),
                ("scan", {"bits": "7", "coarse": "0", "rescore": "2000"}),
                ("scan", {"bits": "7", "coarse": "0", "rescore": "3000"}),
+               # the int8 tier between the codes and the fp16 rows, by --only scan:rows=int8 (the default where the
+               # rows exceed memory, scan_rows8.default_rows), beside the fp16 rows named as such
+               ("scan", {"coarse": "16", "rows": "fp16", "rescore": "2500"}),
+               ("scan", {"coarse": "0", "rows": "int8", "rescore": "1000", "exact": "100"}),
+               ("scan", {"coarse": "0", "rows": "int8", "rescore": "2000", "exact": "100"}),
+               ("scan", {"coarse": "0", "rows": "int8", "rescore": "2000", "exact": "200"}),
+               ("scan", {"coarse": "16", "rows": "int8", "rescore": "2500", "exact": "100"}),
+               ("scan", {"coarse": "16", "rows": "int8", "rescore": "2500", "exact": "200"}),
                ("faiss:Flat", {}),  # by --only: slow (Flat) or long to build (HNSW: 15 min at 100k)
                ("faiss:HNSW32", {"efSearch": "800", "clips_per_video": "8"}),
                ("faiss:HNSW32", {"efSearch": "1600", "clips_per_video": "16"}),
@@ -81,7 +89,7 @@ EXTRA_SPECS = [("scan", {"m": "16", "rescore": "1000"}), ("scan", {"m": "16", "r
                ("milvus", {"index_type": "HNSW", "M": "16", "efConstruction": "64", "clips_per_video": "32"}),
                ("milvus", {"index_type": "HNSW", "M": "16", "efConstruction": "64", "ef": "4096",
                            "clips_per_video": "8"})]
-BUILD_KEYS = ("nlist", "index_type", "m", "M", "efConstruction", "coarse", "loops", "bits")
+BUILD_KEYS = ("nlist", "index_type", "m", "M", "efConstruction", "coarse", "loops", "bits", "rows")
 BATCH = 16  # the batched rows: a batch of this many queries, as the service's batcher makes under load
 
 
@@ -108,6 +116,9 @@ def read_bytes(spec: str, params: dict[str, str], index: VideoIndex, stage: obje
             codes = sum(c.nbytes for c in stage.coarse[1]) + full * refine / len(index)
         else:
             codes = full
+        if stage.rows8 is not None:  # int8 rows of the re-scored videos (and a float factor a row), fp16 of the exact
+            return float(codes + int(params["rescore"]) * per_video * (d + 4) / (2 * d)
+                         + (stage.exact or 200) * per_video)  # default: 2 k
         return float(codes + int(params["rescore"]) * per_video)
     if spec.startswith("faiss:IVF"):
         nlist = int(spec.split("IVF")[1].split(",")[0])
@@ -205,6 +216,9 @@ def main() -> None:
                                                "faiss:Flat, faiss:HNSW32, milvus; 'serving': the serving probe alone")
     ap.add_argument("--milvus-uri", default="", help="the Milvus row against this server (default: milvus-lite)")
     ap.add_argument("--keep", action="store_true", help="reuse the vector indexes a previous run built (latency only)")
+    ap.add_argument("--advise-random", action="store_true",
+                    help="advise the index's mapped rows MADV_RANDOM, as a serving process does once a first stage is "
+                         "built (without it the kernel's read-around, 8 MB here, fills the page cache with neighbours)")
     ap.add_argument("--probe", default="", help=argparse.SUPPRESS)  # the serving probe's child process
     args = ap.parse_args()
     torch.set_num_threads(2)
@@ -216,6 +230,8 @@ def main() -> None:
     ckpt = load_checkpoint(checkpoint(args.work, args.checkpoint))
     model = ckpt.model.eval()
     root, index = encoded(args.work, args.videos, model, mmap=args.copies > 1, copies=args.copies, noise=args.noise)
+    if args.advise_random:
+        log(f"advised random: {index.advise_random()} arrays")
     n_clips, s, d = index.arrays["h1"].shape
     log(f"{len(index):,} videos, {n_clips:,} clips, {s} streams of d={d}")
     batches = query_batches(args, root, ckpt)
@@ -290,7 +306,7 @@ def main() -> None:
             built[build_key] = time.perf_counter() - t
         stage = stages[build_key]
         if spec == "scan":
-            stage.rescore = int(params["rescore"])
+            stage.rescore, stage.exact = int(params["rescore"]), int(params.get("exact", 0)) or None
         stage.retrieve(ask(*batches[0]), 100)  # warm-up (the scan's loop compiles here on a first run)
         stage.stats.update(queries=0, uncertified=0, candidates=0)
         got, lat = [], []

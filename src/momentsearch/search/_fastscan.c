@@ -15,7 +15,8 @@
  *   registers (F16C),
  *   the inner product (divided by the row's norm for cosine) in fp32, each stream's best clip, the mean
  *   over streams.
- * Both release the GIL: callers split the work over their own threads. */
+ * rescore_i8 (_fastscan_rescore.c): the same over int8 rows, each product times its row's factor.
+ * All release the GIL: callers split the work over their own threads. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -245,6 +246,31 @@ static PyObject *py_rescore_f16(PyObject *self, PyObject *args)
     return NULL;
 }
 
+static PyObject *py_rescore_i8(PyObject *self, PyObject *args)
+{
+    Py_buffer b[6]; /* rows, mult, q, offsets, videos, out */
+    int S, d;
+    long long n_rows, V;
+    if (!PyArg_ParseTuple(args, "y*y*LiiLy*y*y*w*", &b[0], &b[1], &n_rows, &S, &d, &V, &b[2], &b[3], &b[4], &b[5]))
+        return NULL;
+    const int64_t *o = (const int64_t *)b[3].buf, *vid = (const int64_t *)b[4].buf;
+    Py_ssize_t U = b[4].len / 8;
+    if (S < 1 || S > 64 || d < 1) {
+        PyErr_SetString(PyExc_ValueError, "rescore_i8: 1 <= S <= 64 streams and d >= 1");
+    } else if (need(&b[0], (Py_ssize_t)n_rows * S * d, "rows") && need(&b[1], (Py_ssize_t)n_rows * S * 4, "mult") &&
+               need(&b[2], (Py_ssize_t)S * d * 4, "q") && need(&b[3], (V + 1) * 8, "offsets") &&
+               need(&b[5], U * 4, "out") && check_videos(o, vid, U, V, n_rows, "rescore_i8")) {
+        Py_BEGIN_ALLOW_THREADS
+        ms_rescore_i8((const int8_t *)b[0].buf, (const float *)b[1].buf, S, d, (const float *)b[2].buf, o, vid, U,
+                      (float *)b[5].buf);
+        Py_END_ALLOW_THREADS
+        release(b, 6);
+        Py_RETURN_NONE;
+    }
+    release(b, 6);
+    return NULL;
+}
+
 static PyObject *py_set_simd(PyObject *self, PyObject *args)
 {
     int on;
@@ -263,6 +289,7 @@ static PyMethodDef methods[] = {
     {"video_max_u8", py_video_max_u8, METH_VARARGS, "codes, m, luts, B, offsets, lo, hi, out, V, bits"},
     {"video_max_u8_list", py_video_max_u8_list, METH_VARARGS, "codes, m, luts, offsets, videos, out, V, bits"},
     {"rescore_f16", py_rescore_f16, METH_VARARGS, "rows, n_rows, S, d, V, q, offsets, videos, cosine, out"},
+    {"rescore_i8", py_rescore_i8, METH_VARARGS, "rows, mult, n_rows, S, d, V, q, offsets, videos, out"},
     {"set_simd", py_set_simd, METH_VARARGS, "use the SIMD paths where the CPU has them (True) or the scalar ones"},
     {NULL, NULL, 0, NULL}};
 

@@ -16,4 +16,7 @@ extern int ms_have_avx512; /* the re-score's AVX-512 + F16C path is on (set by t
  * by the clip's norm when cosine; rows (N, S, d) fp16 bit patterns */
 void ms_rescore(const uint16_t *rows, int S, int d, const float *q, const int64_t *off, const int64_t *videos,
                 int64_t U, int cosine, float *out);
+/* the same over int8 rows (N, S, d): each (clip, stream) product times mult (N, S) */
+void ms_rescore_i8(const int8_t *rows, const float *mult, int S, int d, const float *q, const int64_t *off,
+                   const int64_t *videos, int64_t U, float *out);
 #endif

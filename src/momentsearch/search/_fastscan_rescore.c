@@ -1,6 +1,7 @@
 /* The exact re-score of the scan first stage (see _fastscan.c): fp16 clip rows converted in registers (F16C),
  * the inner product (divided by the row's norm for cosine) in fp32, each stream's best clip, the mean over
- * streams; the next video's rows prefetched while one is scored. */
+ * streams; the next video's rows prefetched while one is scored. ms_rescore_i8: the same over int8 rows, each
+ * (clip, stream) row's product times its own factor (scale, over the fp16 row's norm for cosine). */
 #include <math.h>
 #include <string.h>
 
@@ -109,3 +110,70 @@ void ms_rescore(const uint16_t *rows, int S, int d, const float *q, const int64_
     }
 }
 
+
+/* ---- the int8 rows' re-score (the rows8 tier) ------------------------------------------------------- */
+
+static float dot_i8_scalar(const int8_t *row, const float *q, int d)
+{
+    float s = 0.f;
+    for (int i = 0; i < d; i++)
+        s += (float)row[i] * q[i];
+    return s;
+}
+
+#if MS_X86
+__attribute__((target("avx512f")))
+static float dot_i8_avx512(const int8_t *row, const float *q, int d)
+{
+    __m512 s = _mm512_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= d; i += 16) {
+        __m512 x = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(row + i))));
+        s = _mm512_fmadd_ps(x, _mm512_loadu_ps(q + i), s);
+    }
+    float t = _mm512_reduce_add_ps(s);
+    for (; i < d; i++)
+        t += (float)row[i] * q[i];
+    return t;
+}
+#endif
+
+void ms_rescore_i8(const int8_t *rows, const float *mult, int S, int d, const float *q, const int64_t *off,
+                   const int64_t *videos, int64_t U, float *out)
+{
+    float best[64];
+    size_t row_len = (size_t)S * d; /* bytes a clip row holds, every stream */
+    for (int64_t u = 0; u < U; u++) {
+        int64_t v = videos[u];
+#if MS_X86
+        if (u + 1 < U) { /* the next video's rows and factors on their way while this one is scored */
+            int64_t c0 = off[videos[u + 1]], c1 = off[videos[u + 1] + 1];
+            const char *p = (const char *)(rows + (size_t)c0 * row_len), *e = (const char *)(rows + (size_t)c1 * row_len);
+            for (; p < e; p += 64)
+                _mm_prefetch(p, _MM_HINT_T0);
+            for (const char *f = (const char *)(mult + c0 * S); f < (const char *)(mult + c1 * S); f += 64)
+                _mm_prefetch(f, _MM_HINT_T0);
+        }
+#endif
+        for (int s = 0; s < S && s < 64; s++)
+            best[s] = -INFINITY;
+        for (int64_t c = off[v]; c < off[v + 1]; c++)
+            for (int s = 0; s < S; s++) {
+                const int8_t *row = rows + (size_t)c * row_len + (size_t)s * d;
+                float dot;
+#if MS_X86
+                if (ms_have_avx512)
+                    dot = dot_i8_avx512(row, q + s * d, d);
+                else
+#endif
+                    dot = dot_i8_scalar(row, q + s * d, d);
+                dot *= mult[c * S + s];
+                if (dot > best[s & 63])
+                    best[s & 63] = dot;
+            }
+        float total = 0.f;
+        for (int s = 0; s < S; s++)
+            total += best[s & 63];
+        out[u] = total / (float)S;
+    }
+}

@@ -126,3 +126,27 @@ def rescore_f16(rows: np.ndarray, q: np.ndarray, offsets: np.ndarray, videos: np
     if len(videos):
         require().rescore_f16(rows, n, s, d, len(offsets) - 1, q, offsets, videos, cosine, out)
     return out
+
+
+def rescore_i8(rows: np.ndarray, mult: np.ndarray, q: np.ndarray, offsets: np.ndarray, videos: np.ndarray
+               ) -> np.ndarray:
+    """(U,) scores of ``videos`` from (N, S, d) int8 ``rows``: the mean over streams of each video's best clip by
+    ``mult[c, s] * <rows[c, s], q[s]>`` (``mult`` (N, S) float32: the row's scale, over its norm for cosine)."""
+    n, s, d = rows.shape
+    q = np.ascontiguousarray(q, np.float32)
+    videos = np.ascontiguousarray(videos, np.int64)
+    out = np.empty(len(videos), np.float32)
+    if len(videos):
+        require().rescore_i8(rows, mult, n, s, d, len(offsets) - 1, q, offsets, videos, out)
+    return out
+
+
+def rescore_i8_numpy(rows: np.ndarray, mult: np.ndarray, q: np.ndarray, offsets: np.ndarray, videos: np.ndarray
+                     ) -> np.ndarray:
+    """The twin of :func:`rescore_i8` in NumPy (for tests)."""
+    out = np.empty(len(videos), np.float32)
+    for u, v in enumerate(videos):
+        a, b = int(offsets[v]), int(offsets[v + 1])
+        per = np.einsum("csd,sd->cs", rows[a:b].astype(np.float32), q) * mult[a:b]
+        out[u] = per.max(0).mean() if b > a else -np.inf
+    return out

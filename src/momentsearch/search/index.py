@@ -59,13 +59,7 @@ class VideoIndex:
         rows do not all fit in memory (a million videos' 33 GB on a 24 GB machine) the read-around filled the page
         cache with neighbours no query asked for: a served query at 1M took 1.4-1.8 s at p50, 0.25-0.31 s with this. Call
         it once the rows are no longer read in order (a first stage built). Returns the number of arrays advised."""
-        n = 0
-        for a in (*self.arrays.values(), *self.video_arrays.values()):
-            m = _mapping(a)
-            if m is not None and hasattr(_mmap, "MADV_RANDOM"):
-                m.madvise(_mmap.MADV_RANDOM)
-                n += 1
-        return n
+        return advise_random(*self.arrays.values(), *self.video_arrays.values())
 
     def __len__(self) -> int:
         return len(self.video_ids)
@@ -354,6 +348,24 @@ def concat_ragged(parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     offsets = np.zeros(len(parts) + 1, np.int64)
     offsets[1:] = np.cumsum([len(p) for p in parts])
     return np.concatenate(parts), offsets
+
+
+def advise_random(*arrays: Any) -> int:
+    """Advise the memory-mapped ones of ``arrays`` ``MADV_RANDOM`` (:meth:`VideoIndex.advise_random`); returns how
+    many were."""
+    return advise("MADV_RANDOM", *arrays)
+
+
+def advise(advice: str, *arrays: Any) -> int:
+    """``madvise`` the memory-mapped ones of ``arrays`` (``advice``: "MADV_RANDOM", "MADV_WILLNEED", ...; nothing
+    where the system lacks it); returns how many were advised."""
+    flag, n = getattr(_mmap, advice, None), 0
+    for a in arrays:
+        m = _mapping(a)
+        if m is not None and flag is not None:
+            m.madvise(flag)
+            n += 1
+    return n
 
 
 def _mapping(a: Any) -> Any:

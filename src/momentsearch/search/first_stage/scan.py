@@ -19,7 +19,8 @@ What is exact: the scores returned always are; a video of the true top k is retu
 approximate score ranks within the top ``rescore``. ``benchmarks/first_stage_scale.py`` measures
 recall@100 against exact search for each ``rescore``; :func:`default_rescore` is the rule ``auto``
 uses. Parameters: ``m``, ``coarse``, ``bits`` (build; defaults d/4 at most 32, :func:`default_coarse`, 8),
-``rescore``, ``refine``, ``threads`` and ``loops`` (search).
+``rescore``, ``refine``, ``threads`` and ``loops`` (search); ``rows=int8`` and ``exact`` (the int8 tier between
+the codes and the fp16 rows, :mod:`~momentsearch.search.first_stage.scan_rows8`).
 
 Files, one folder per built stage written as a set: ``manifest.json`` (a :class:`ScanManifest`),
 ``codebooks.npy`` (S, m, 2**bits, d/m) float32, per stream ``codes_s{s}.npy`` (N, m) uint8 in index row
@@ -190,7 +191,8 @@ class ScanFirstStage:
 
     def __init__(self, source: VectorSource, codebooks: np.ndarray, codes: list[np.ndarray], rescore: int | None = None,
                  threads: int | None = None, folder: Path | None = None, loops: str = "auto",
-                 coarse: Tier | None = None, refine: int | None = None, blocks: list[list[np.ndarray]] | None = None):
+                 coarse: Tier | None = None, refine: int | None = None, blocks: list[list[np.ndarray]] | None = None,
+                 rows8: Any = None, exact: int | None = None):
         self.source = source
         self.codebooks = np.ascontiguousarray(codebooks, np.float32)  # (S, m, 2**bits, d/m)
         self.bits = int(self.codebooks.shape[2]).bit_length() - 1
@@ -200,6 +202,7 @@ class ScanFirstStage:
         self.offsets = np.ascontiguousarray(source.index.offsets, np.int64)
         self.n_videos = len(self.offsets) - 1
         self.rescore, self.folder = rescore, folder
+        self.rows8, self.exact = rows8, exact  # the int8 tier (scan_rows8.Rows8) and the videos read in fp16 after it
         self.threads = max(1, threads or min(4, os.cpu_count() or 1))
         ranges = _ranges(self.offsets, self.threads)
         self._pool = ThreadPoolExecutor(self.threads) if self.threads > 1 else None
@@ -253,6 +256,8 @@ class ScanFirstStage:
         r = min(self.n_videos, max(k, self.rescore or default_rescore(k, self.n_videos)))
         every = np.arange(self.n_videos)
         cands = self.candidates(q, r) if r < self.n_videos else [every] * len(q)
+        if self.rows8 is not None:  # the int8 rows first, the fp16 rows of the best ``exact`` only
+            cands = [self.rows8.top(q[i], c, max(k, self.exact or 2 * k), self._pool) for i, c in enumerate(cands)]
         rows = [self.loops.exact_top(self.source, q[i], c, k) for i, c in enumerate(cands)]
         self.stats["queries"] += len(q)
         self.stats["uncertified"] += len(q) if r < self.n_videos else 0

@@ -36,7 +36,7 @@ class ScanLoops(Protocol):
                   ) -> tuple[np.ndarray, np.ndarray]: ...
 
 
-def _run(pool: ThreadPoolExecutor | None, fn, jobs: list) -> None:  # noqa: ANN001
+def run_jobs(pool: ThreadPoolExecutor | None, fn, jobs: list) -> None:  # noqa: ANN001
     if pool is None or len(jobs) < 2:
         for job in jobs:
             fn(job)
@@ -64,7 +64,7 @@ class NumbaScan:
                 st, lo, hi = job
                 video_max(self._words[st], luts[i, st], self.offsets, lo, hi, per_stream[i, st])
 
-            _run(self.pool, run, [(st, lo, hi) for st in range(s) for lo, hi in self.ranges])
+            run_jobs(self.pool, run, [(st, lo, hi) for st in range(s) for lo, hi in self.ranges])
         return per_stream.mean(1)
 
     def exact_top(self, source: VectorSource, q: np.ndarray, videos: np.ndarray, k: int
@@ -106,7 +106,7 @@ class CompiledScan:
                 st, lo, hi = job
                 fastscan.video_max_u8(self.tiers[tier][st], tables[st], self.offsets, lo, hi, raw[st], self.bits)
 
-            _run(self.pool, run, [(st, lo, hi) for st in range(s) for lo, hi in self.ranges])
+            run_jobs(self.pool, run, [(st, lo, hi) for st in range(s) for lo, hi in self.ranges])
             for st in range(s):  # the mean over streams of scale * sum + bias
                 out[a: a + n] += raw[st] * scale[:, st, None] + bias[:, st, None]
             out[a: a + n] /= s
@@ -124,7 +124,7 @@ class CompiledScan:
             st, part = job
             fastscan.video_max_u8_videos(self.tiers[tier][st], q8[0, st], self.offsets, part, raw[st], self.bits)
 
-        _run(self.pool, run, [(st, p) for st in range(s) for p in parts if len(p)])
+        run_jobs(self.pool, run, [(st, p) for st in range(s) for p in parts if len(p)])
         score = (raw[:, videos] * scale[0, :, None] + bias[0, :, None]).mean(0)
         return np.where(self.empty[videos], -np.inf, score).astype(np.float32)
 
@@ -139,7 +139,7 @@ class CompiledScan:
         def run(part: np.ndarray) -> None:
             scores[part] = fastscan.rescore_f16(rows, q, self.offsets, videos[part], source.cosine)
 
-        _run(self.pool, run, [p for p in parts if len(p)])
+        run_jobs(self.pool, run, [p for p in parts if len(p)])
         return best_k(videos, scores, k)
 
 
