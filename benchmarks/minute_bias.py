@@ -62,16 +62,30 @@ def chain_checkpoint(d: dict, cont: Continuation | None, run: str, experiment: P
     return ckpt
 
 
+def query_subset(corpus, max_queries: int):  # type: ignore[no-untyped-def]
+    """The split with a fixed random subset of its annotated queries, the same for every run (0: all)."""
+    ids = sorted(m.query_id for m in corpus.moments if m.has_ground_truth)
+    if max_queries and len(ids) > max_queries:
+        keep = set(np.random.default_rng(0).choice(ids, max_queries, replace=False).tolist())
+        corpus = corpus.with_moments([m for m in corpus.moments if m.query_id in keep])
+    return corpus
+
+
+def opened(experiment: Path) -> tuple[ExperimentConfig, Path, Path, object, Path]:
+    """The experiment's config, results folder, benchmark, tables and runs folder."""
+    exp = load_yaml_config(ExperimentConfig, experiment)
+    out = Path(exp.out_dir) if exp.out_dir else Path("runs/experiments") / exp.name
+    bench, tables = prepare(exp)
+    runs_dir = Path(exp.runs_dir) if exp.runs_dir else Path("runs/experiments/runs") / bench.name
+    return exp, out, bench, tables, runs_dir
+
+
 def analyse(ckpt: Path, split: str, scorings: list[str], max_queries: int) -> dict[str, dict[str, object]]:
     loaded = load_checkpoint(ckpt)
     ds = open_dataset(loaded.require_dataset())
     store = ds.features()
     queries = dataset_query_features(ds.config.query_features, ds.config.query_cache)
-    corpus = ds.split(split)
-    ids = sorted(m.query_id for m in corpus.moments if m.has_ground_truth)
-    if max_queries and len(ids) > max_queries:  # the same random subset for every run
-        keep = set(np.random.default_rng(0).choice(ids, max_queries, replace=False).tolist())
-        corpus = corpus.with_moments([m for m in corpus.moments if m.query_id in keep])
+    corpus = query_subset(ds.split(split), max_queries)
     out: dict[str, dict[str, object]] = {}
     index = None
     for scoring in scorings:
@@ -104,10 +118,7 @@ def main() -> None:
     add_continuation_flags(ap)
     args = ap.parse_args()
     cont = continuation_of(args)
-    exp = load_yaml_config(ExperimentConfig, args.experiment)
-    out = Path(exp.out_dir) if exp.out_dir else Path("runs/experiments") / exp.name
-    bench, tables = prepare(exp)
-    runs_dir = Path(exp.runs_dir) if exp.runs_dir else Path("runs/experiments/runs") / bench.name
+    exp, out, bench, tables, runs_dir = opened(args.experiment)
     systems = {"XML": (args.xml, [""]), "MINUTE": (args.minute, ["shared_norm", "two_stage"])}
     per_seed: dict[str, list[dict[str, object]]] = {}
     cache = out / "bias_runs"

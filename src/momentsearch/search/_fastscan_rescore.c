@@ -11,6 +11,14 @@ int ms_have_avx512 = 0;
 
 /* ---- the exact re-score ---------------------------------------------------------------------------- */
 
+static float mean_best(const float *best, int S) /* a video's score: the mean over streams of each one's best clip */
+{
+    float total = 0.f;
+    for (int s = 0; s < S; s++)
+        total += best[s & 63];
+    return total / (float)S;
+}
+
 static float half_to_float(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1F, m = h & 0x3FF, bits;
@@ -103,10 +111,7 @@ void ms_rescore(const uint16_t *rows, int S, int d, const float *q, const int64_
                     best[s & 63] = dot;
             }
         }
-        float total = 0.f;
-        for (int s = 0; s < S; s++)
-            total += best[s & 63];
-        out[u] = total / (float)S;
+        out[u] = mean_best(best, S);
     }
 }
 
@@ -171,9 +176,6 @@ void ms_rescore_i8(const int8_t *rows, const float *mult, int S, int d, const fl
                 if (dot > best[s & 63])
                     best[s & 63] = dot;
             }
-        float total = 0.f;
-        for (int s = 0; s < S; s++)
-            total += best[s & 63];
-        out[u] = total / (float)S;
+        out[u] = mean_best(best, S);
     }
 }
