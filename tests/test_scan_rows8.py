@@ -99,12 +99,13 @@ def test_the_int8_tiers_parameters_are_checked(tmp_path: Path):
 def test_the_tier_is_added_where_the_rows_exceed_memory(tmp_path: Path, monkeypatch):
     """``default_rows``: fp16 where the index's rows fit in memory; int8 where they do not (a million videos' 33 GB
     on 24 GB), and then `scan` with no parameter builds and serves the tier."""
+    import momentsearch.search.index as index_module
     from momentsearch.search.first_stage import scan_rows8
 
     index, protos = structured(300)
     assert scan_rows8.default_rows(index) == "fp16"
     assert build_first_stage(retriever(index), index, "scan", tmp_path).rows8 is None
-    monkeypatch.setattr(scan_rows8, "memory_bytes", lambda: index.nbytes - 1)
+    monkeypatch.setattr(index_module, "memory_bytes", lambda: index.nbytes - 1)
     assert scan_rows8.default_rows(index) == "int8"
     stage = build_first_stage(retriever(index), index, "scan", tmp_path)
     assert stage.rows8 is not None and stage.rows8.rows.shape == (int(index.offsets[-1]), 2, 32)

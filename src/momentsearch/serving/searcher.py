@@ -27,7 +27,7 @@ from momentsearch.errors import QueryError, SearchIndexError
 from momentsearch.search.engine import SearchEngine
 from momentsearch.search.first_stage import build_first_stage
 from momentsearch.search.first_stage.retrieve import ExactFirstStage
-from momentsearch.search.index import VideoIndex
+from momentsearch.search.index import VideoIndex, exceeds_memory
 from momentsearch.search.ranked import Hit
 from momentsearch.serving.checkpoint import Checkpoint
 from momentsearch.serving.filters import VideoFilter, VideoTable
@@ -147,8 +147,8 @@ class Searcher(PlannedSearch):
                                              family=self.family.name, progress=progress)
         self.engine = SearchEngine(stages, index, k_videos=k_videos, nms_threshold=nms_threshold,
                                    first_stage=self.first_stage)
-        if not isinstance(self.first_stage, ExactFirstStage):  # from here on the rows are read at random
-            index.advise_random()
+        if not isinstance(self.first_stage, ExactFirstStage) and exceeds_memory(index.nbytes):
+            index.advise_random()  # from here on rows that do not fit are read at random, page by page
         self._row = {v: i for i, v in enumerate(index.video_ids)}
         self._lock = threading.Lock()  # the stages' lazily built caches are filled once
         self._table: VideoTable | None = None

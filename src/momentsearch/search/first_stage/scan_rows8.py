@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,27 +33,18 @@ from momentsearch.readers import check_array, read_json_object, read_npy
 from momentsearch.search import fastscan
 from momentsearch.search.first_stage.scan import top_indices
 from momentsearch.search.first_stage.scan_loops import run_jobs
-from momentsearch.search.index import VideoIndex, advise
+from momentsearch.search.index import VideoIndex, advise, exceeds_memory, memory_bytes
 from momentsearch.search.stages import VectorSource
 
 ROWS8_VERSION = 1
 BUILD_CLIPS = 262_144  # clips quantized at a time
 
 
-def memory_bytes() -> int:
-    """This machine's memory (0 where the system does not say)."""
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return 0
-
-
 def default_rows(index: VideoIndex) -> str:
     """``int8`` where the index's memory-mapped rows take more than this machine's memory, else ``fp16``. Measured at
     1M videos (33 GB of rows, 24 GB of memory), served: 7.3 requests/s under 16 clients against 5.6 and p50 214
     against 312 ms at batch 1; where the rows fit, the fp16 re-score reads memory and the tier only adds a pass."""
-    mem = memory_bytes()
-    return "int8" if mem and index.nbytes > mem else "fp16"
+    return "int8" if exceeds_memory(index.nbytes) else "fp16"
 
 
 def _error(message: str) -> FirstStageError:
