@@ -113,3 +113,16 @@ def test_the_tier_is_added_where_the_rows_exceed_memory(tmp_path: Path, monkeypa
     s, v = stage.retrieve(Queries(tokens, mask), 10)
     ref_s, ref_v = ExactFirstStage(retriever(index)).retrieve(Queries(tokens, mask), 10)
     assert recall(v, ref_v) >= 0.95
+
+
+def test_without_the_compiled_loops_the_tier_is_refused_by_name_and_not_chosen(tmp_path: Path, monkeypatch):
+    import momentsearch.search.index as index_module
+
+    index, _ = structured(300)
+    monkeypatch.setattr(fastscan, "_ext", None)  # an install built without a C compiler
+    monkeypatch.setattr(index_module, "memory_bytes", lambda: 1024)
+    from momentsearch.search.first_stage.scan_rows8 import default_rows
+
+    assert default_rows(index) == "fp16"
+    with pytest.raises(FirstStageError, match=r"rows=int8: its re-score is compiled.*use rows=fp16"):
+        build_first_stage(retriever(index), index, "scan", tmp_path, {"rows": "int8", "loops": "numba"})

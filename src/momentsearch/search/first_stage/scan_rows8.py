@@ -44,7 +44,7 @@ def default_rows(index: VideoIndex) -> str:
     """``int8`` where the index's memory-mapped rows take more than this machine's memory, else ``fp16``. Measured at
     1M videos (33 GB of rows, 24 GB of memory), served: 7.3 requests/s under 16 clients against 5.6 and p50 214
     against 312 ms at batch 1; where the rows fit, the fp16 re-score reads memory and the tier only adds a pass."""
-    return "int8" if exceeds_memory(index.nbytes) else "fp16"
+    return "int8" if exceeds_memory(index.nbytes) and fastscan.available() else "fp16"
 
 
 def _error(message: str) -> FirstStageError:
@@ -123,7 +123,6 @@ class Rows8:
 
     @staticmethod
     def build(source: VectorSource, folder: Path, layout: str, progress: bool = False) -> Rows8:
-        fastscan.require()  # the int8 re-score is compiled: without the extension it is an ImportError saying so
         full = source.index.array(source.array)
         if full.ndim != 3:
             raise FirstStageError(f"scan rows=int8: the index's {source.array!r} rows are not (clips, streams, dim)")
@@ -170,5 +169,8 @@ class Rows8:
 
 def load_or_build(source: VectorSource, folder: Path, layout: str, progress: bool = False) -> Rows8:
     """The int8 tier in ``folder``'s ``rows8_<key>/``, built there when missing or for other videos."""
+    if not fastscan.available():
+        raise FirstStageError("scan rows=int8: its re-score is compiled, and this install has no compiled loops "
+                              "(pip install . where a C compiler is found); use rows=fp16")
     where = folder / rows8_key(source)
     return Rows8.load(where, source, layout) or Rows8.build(source, where, layout, progress)
