@@ -152,3 +152,20 @@ def test_ray_ingest_recognises_speech_and_reads_text_as_the_serial_ingest(tmp_pa
     assert [(a.transcript(v), a.written(v)) for v in a.video_ids] == [(b.transcript(v), b.written(v)) for v in b.video_ids]
     assert a.entry("talk")["transcript"]["kind"] == "asr:pocketsphinx" and a.written("talk")[0].text == "Fire drill"
     assert [(c.start, c.end, c.text) for c in b.written("slide")] == [(2.0, 4.0, "Exit")]
+
+
+@pytest.mark.slow  # a Ray node starts (5-10 s)
+def test_ray_local_starts_its_own_node_where_another_cluster_is_announced(monkeypatch):
+    """`--ray local` with RAY_ADDRESS (or a `ray start` cluster's /tmp/ray/ray_current_cluster, as a Ray cluster in
+    another test process writes) pointing elsewhere: Ray would connect there and refuse num_cpus ("When connecting to
+    an existing cluster, num_cpus and num_gpus must not be provided"); the local node is started anyway."""
+    import ray
+
+    from momentsearch.video.ray_ingest import start_local
+
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
+    start_local(ray, 1)
+    try:
+        assert ray.is_initialized() and ray.cluster_resources().get("CPU") == 1
+    finally:
+        ray.shutdown()

@@ -82,7 +82,9 @@ def start_local(ray: Any, workers: int | None, tries: int = 3) -> None:
     which a loaded machine can hit; the half-started node is shut down and the start tried again."""
     for attempt in range(1, tries + 1):
         try:
-            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            # address="local": a node of its own even where RAY_ADDRESS or a `ray start` cluster would be found
+            ray.init(address="local", num_cpus=workers, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
             return
         except Exception as e:  # Ray raises Exception itself for this one
             if not any(m in str(e) for m in STARTUP_TIMEOUTS):
