@@ -30,8 +30,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import add_continuation_flags, continuation_of  # noqa: E402
-from minute_bias import chain_checkpoint, opened, query_subset  # noqa: E402
-from momentsearch.data.dataset import open_dataset  # noqa: E402
+from minute_bias import chain_checkpoint, checkpoint_split, opened  # noqa: E402
 from momentsearch.device import torch_settings  # noqa: E402
 from momentsearch.evaluation.bias import recall_by_k_videos, top1_video_ranks  # noqa: E402
 from momentsearch.evaluation.ranking import rank_split  # noqa: E402
@@ -39,8 +38,6 @@ from momentsearch.evaluation.recall import GroundTruth  # noqa: E402
 from momentsearch.experiments import ExperimentConfig, run_config  # noqa: E402
 from momentsearch.experiments.stats import paired  # noqa: E402
 from momentsearch.fileio import write_json  # noqa: E402
-from momentsearch.serving.checkpoint import load_checkpoint  # noqa: E402
-from momentsearch.text.queries import dataset_query_features  # noqa: E402
 
 ALPHAS = [0.0, 0.03125, 0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]
 METRICS = ["VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.7-r1", "top-1 from below the top video (%)"]
@@ -67,11 +64,7 @@ def memoized_logits() -> None:
 
 def score(ckpt: Path, split: str, variants: list[tuple[str, float]], max_queries: int) -> dict[str, dict[str, float]]:
     """{"shared_norm" | "two_stage@alpha": {metric: value at K = 100}} on ``split``, one encoding of its videos."""
-    loaded = load_checkpoint(ckpt)
-    ds = open_dataset(loaded.require_dataset())
-    store = ds.features()
-    queries = dataset_query_features(ds.config.query_features, ds.config.query_cache)
-    corpus = query_subset(ds.split(split), max_queries)
+    loaded, ds, store, queries, corpus = checkpoint_split(ckpt, split, max_queries)
     out: dict[str, dict[str, float]] = {}
     index = None
     for scoring, alpha in variants:

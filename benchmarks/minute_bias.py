@@ -80,12 +80,16 @@ def opened(experiment: Path) -> tuple[ExperimentConfig, Path, Path, object, Path
     return exp, out, bench, tables, runs_dir
 
 
-def analyse(ckpt: Path, split: str, scorings: list[str], max_queries: int) -> dict[str, dict[str, object]]:
+def checkpoint_split(ckpt: Path, split: str, max_queries: int):  # type: ignore[no-untyped-def]
+    """The checkpoint, its dataset's features and query features, and ``split`` with its fixed query subset."""
     loaded = load_checkpoint(ckpt)
     ds = open_dataset(loaded.require_dataset())
-    store = ds.features()
     queries = dataset_query_features(ds.config.query_features, ds.config.query_cache)
-    corpus = query_subset(ds.split(split), max_queries)
+    return loaded, ds, ds.features(), queries, query_subset(ds.split(split), max_queries)
+
+
+def analyse(ckpt: Path, split: str, scorings: list[str], max_queries: int) -> dict[str, dict[str, object]]:
+    loaded, ds, store, queries, corpus = checkpoint_split(ckpt, split, max_queries)
     out: dict[str, dict[str, object]] = {}
     index = None
     for scoring in scorings:
