@@ -186,7 +186,10 @@ def truth_file(args: argparse.Namespace) -> Path:
 
 
 def results_name(args: argparse.Namespace) -> str:
-    """``first_stage_scale_<videos>``; a generated corpus the size of the copies' adds ``_generated``."""
+    """``first_stage_scale_<videos>``; a generated corpus the size of the copies' adds ``_generated``, and the index
+    folder of ``--index`` (what ``momentsearch index`` wrote) ``_cli``: its rows never replace the benchmark's own."""
+    if args.index is not None:
+        return f"first_stage_scale_{args.videos}_cli"
     big = args.copies == 1 and args.videos > 200_000
     return f"first_stage_scale_{args.videos * args.copies}{'_generated' if big else ''}"
 
