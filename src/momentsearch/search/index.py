@@ -63,7 +63,7 @@ class VideoIndex:
         (:func:`exceeds_memory`): rows that fit are better read around (at 100k videos, 3.5 GB, a cold start's first 25
         queries faulted 2,100-2,600 pages each advised and 28 not; p50 70-487 against 46-69 ms). Returns the number of
         arrays advised."""
-        return advise_random(*self.arrays.values(), *self.video_arrays.values())
+        return advise("MADV_RANDOM", *self.arrays.values(), *self.video_arrays.values())
 
     def __len__(self) -> int:
         return len(self.video_ids)
@@ -366,12 +366,6 @@ def exceeds_memory(nbytes: int) -> bool:
     """Whether ``nbytes`` of mapped rows are more than this machine's memory (False where it does not say)."""
     mem = memory_bytes()
     return bool(mem) and nbytes > mem
-
-
-def advise_random(*arrays: Any) -> int:
-    """Advise the memory-mapped ones of ``arrays`` ``MADV_RANDOM`` (:meth:`VideoIndex.advise_random`); returns how
-    many were."""
-    return advise("MADV_RANDOM", *arrays)
 
 
 def advise(advice: str, *arrays: Any) -> int:

@@ -12,6 +12,7 @@ Both return (B, V) approximate video scores: the mean over streams of each video
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
@@ -34,6 +35,20 @@ class ScanLoops(Protocol):
 
     def exact_top(self, source: VectorSource, q: np.ndarray, videos: np.ndarray, k: int
                   ) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+def scores_in_halves(pool: ThreadPoolExecutor | None, n: int, score: Callable[[np.ndarray], np.ndarray]
+                     ) -> np.ndarray:
+    """(n,) float32: ``score(part)`` of each half of ``range(n)`` on ``pool``'s threads (one part without a pool or
+    below 64 items), as the re-scores split their videos."""
+    out = np.empty(n, np.float32)
+    parts = np.array_split(np.arange(n), 2 if pool is not None and n >= 64 else 1)
+
+    def run(part: np.ndarray) -> None:
+        out[part] = score(part)
+
+    run_jobs(pool, run, [p for p in parts if len(p)])
+    return out
 
 
 def run_jobs(pool: ThreadPoolExecutor | None, fn, jobs: list) -> None:  # noqa: ANN001
@@ -133,13 +148,8 @@ class CompiledScan:
         rows = source.index.array(source.array)
         if rows.dtype != np.float16 or rows.ndim != 3 or not rows.flags.c_contiguous:
             return exact_top(source, q, videos, k)
-        scores = np.empty(len(videos), np.float32)
-        parts = np.array_split(np.arange(len(videos)), 2 if self.pool is not None and len(videos) >= 64 else 1)
-
-        def run(part: np.ndarray) -> None:
-            scores[part] = fastscan.rescore_f16(rows, q, self.offsets, videos[part], source.cosine)
-
-        run_jobs(self.pool, run, [p for p in parts if len(p)])
+        scores = scores_in_halves(self.pool, len(videos),
+                                  lambda part: fastscan.rescore_f16(rows, q, self.offsets, videos[part], source.cosine))
         return best_k(videos, scores, k)
 
 

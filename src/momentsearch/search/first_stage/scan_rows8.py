@@ -32,7 +32,7 @@ from momentsearch.fileio import atomic_dir, write_json
 from momentsearch.readers import check_array, read_json_object, read_npy
 from momentsearch.search import fastscan
 from momentsearch.search.first_stage.scan import top_indices
-from momentsearch.search.first_stage.scan_loops import run_jobs
+from momentsearch.search.first_stage.scan_loops import scores_in_halves
 from momentsearch.search.index import VideoIndex, advise, exceeds_memory, memory_bytes
 from momentsearch.search.stages import VectorSource
 
@@ -102,24 +102,14 @@ class Rows8:
     def scores(self, q: np.ndarray, videos: np.ndarray, pool: ThreadPoolExecutor | None = None) -> np.ndarray:
         """(U,) approximate scores of ``videos`` (``q`` (S, d)); split in two over ``pool``."""
         videos = np.ascontiguousarray(videos, np.int64)
-        out = np.empty(len(videos), np.float32)
-        parts = np.array_split(np.arange(len(videos)), 2 if pool is not None and len(videos) >= 64 else 1)
-
-        def run(part: np.ndarray) -> None:
-            out[part] = fastscan.rescore_i8(self.rows, self.mult, q, self.offsets, videos[part])
-
-        run_jobs(pool, run, [p for p in parts if len(p)])
-        return out
+        return scores_in_halves(pool, len(videos),
+                                lambda part: fastscan.rescore_i8(self.rows, self.mult, q, self.offsets, videos[part]))
 
     def top(self, q: np.ndarray, videos: np.ndarray, n: int, pool: ThreadPoolExecutor | None = None) -> np.ndarray:
         """The ``n`` of ``videos`` with the best int8 scores, sorted by id."""
         if len(videos) <= n:
             return videos
         return np.sort(videos[top_indices(self.scores(q, videos, pool), n)])
-
-    @property
-    def nbytes_per_clip(self) -> int:
-        return int(self.rows[0].nbytes + self.mult[0].nbytes) if len(self.rows) else 0
 
     @staticmethod
     def build(source: VectorSource, folder: Path, layout: str, progress: bool = False) -> Rows8:
