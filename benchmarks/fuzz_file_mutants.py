@@ -88,8 +88,8 @@ def _index_mutant(folder: Path, rng: random.Random) -> str:
     return f"{f.name}:{how}"
 
 
-def _scan_mutant(folder: Path, rng: random.Random) -> str:
-    (stage,) = (folder / "scan/stage").glob("scan_*")
+def _scan_mutant(folder: Path, rng: random.Random, prefix: str = "scan_") -> str:
+    (stage,) = (folder / "scan/stage").glob(prefix + "*")
     op = rng.choice(["manifest", "npy", "npy", "npy", "delete"])
     if op == "manifest":
         f = stage / "manifest.json"
@@ -102,6 +102,11 @@ def _scan_mutant(folder: Path, rng: random.Random) -> str:
     raw, how = mutate_npy(np.load(f), rng)
     f.write_bytes(raw)
     return f"{f.name}:{how}"
+
+
+def _rows8_mutant(folder: Path, rng: random.Random) -> str:
+    """The scan stage's int8 tier (``rows8_*``: manifest.json, rows.npy, mult.npy), mutated as the stage is."""
+    return _scan_mutant(folder, rng, "rows8_")
 
 
 def _npz_mutant(folder: Path, rng: random.Random) -> str:

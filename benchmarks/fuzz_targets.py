@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the test suite's video writer and served index
 
 from benchmarks.fuzz_file_mutants import (  # noqa: E402
-    GOOD, _h5_mutant, _npy_mutant, _yaml_mutant, _index_mutant, _scan_mutant, _npz_mutant, _checkpoint_mutant,
+    GOOD, _h5_mutant, _npy_mutant, _yaml_mutant, _index_mutant, _scan_mutant, _rows8_mutant, _npz_mutant,
+    _checkpoint_mutant,
 )
 from benchmarks.fuzz_heard_read import heard_fixture, heard_targets  # noqa: E402
 from benchmarks.fuzz_keep_ask import keep_fixture, keep_targets  # noqa: E402
@@ -128,14 +129,14 @@ def fixtures(root: Path) -> Path:
 
 
 def _scan_fixture(root: Path) -> None:
-    """A ``scan`` first stage built over a 300-video index (its arrays beside it)."""
+    """A ``scan`` first stage built over a 300-video index (its arrays beside it), with its int8 tier."""
     from test_scan_stage import retriever, structured
 
     from momentsearch.search.first_stage import build_first_stage
 
     index, _ = structured(300)
     index.save(root / "arrays")
-    build_first_stage(retriever(index), index, "scan", root / "stage").close()
+    build_first_stage(retriever(index), index, "scan", root / "stage", {"rows": "int8"}).close()
 
 
 def _sharded_fixture(root: Path) -> None:
@@ -204,6 +205,21 @@ def _scan_stage(folder: Path) -> None:
         q = torch.ones(1, 2, 32)
         stage.retrieve(Queries(q, torch.ones(1, 2, dtype=torch.bool)), 10)
         stage.close()
+
+
+def _scan_rows8(folder: Path) -> None:
+    """What a search does with the int8 tier it finds: load it (None: built for other videos), then rank videos."""
+    from test_scan_stage import retriever
+
+    from momentsearch.search.first_stage.scan import layout_key
+    from momentsearch.search.first_stage.scan_rows8 import Rows8
+    from momentsearch.search.index import VideoIndex
+
+    index = VideoIndex.load(folder / "scan/arrays")
+    (tier_dir,) = (folder / "scan/stage").glob("rows8_*")
+    tier = Rows8.load(tier_dir, retriever(index), layout_key(index))
+    if tier is not None:
+        tier.top(np.ones((2, 32), np.float32), np.arange(len(index)), 10)
 
 
 def _shard_manifest(folder: Path) -> None:
@@ -371,6 +387,7 @@ TARGETS: dict[str, Target] = {t.name: t for t in [
     Target("index-folder", "served/index", _index_folder, _index_mutant, text=False),
     Target("relevance-npz", "relevance.npz", _relevance, _npz_mutant, text=False),
     Target("scan-stage", "scan/stage", _scan_stage, _scan_mutant, text=False),
+    Target("scan-rows8", "scan/stage", _scan_rows8, _rows8_mutant, text=False),
     Target("shard-manifest", "sharded/shards.json", _shard_manifest),
     Target("mvmr-pools", "mvmr_pools.json", _mvmr),
     Target("corpus-json", "served/corpus/corpus.json", _corpus_folder),

@@ -80,6 +80,11 @@ def test_the_int8_tier_keeps_recall_and_returns_exact_scores(tmp_path: Path):
     stamps = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
     build_first_stage(retr, index, "scan", tmp_path, {"rows": "int8"})
     assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == stamps
+    rows = np.load(folder / "rows.npy")
+    np.save(folder / "rows.npy", np.asfortranarray(rows))  # found by the fuzz run: the C re-score needs C order
+    with pytest.raises(FirstStageError, match=r"rows\.npy: stored in Fortran order, expected C order"):
+        build_first_stage(retr, index, "scan", tmp_path, {"rows": "int8"})
+    np.save(folder / "rows.npy", rows)
     np.save(folder / "mult.npy", np.zeros((5, 2), np.float32))
     with pytest.raises(FirstStageError, match=r"mult\.npy: 5 rows where \d+ are expected.*int8 rows are built again"):
         build_first_stage(retr, index, "scan", tmp_path, {"rows": "int8"})

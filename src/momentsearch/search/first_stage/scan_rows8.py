@@ -154,6 +154,9 @@ class Rows8:
         mult = check_array(read_npy(path, _error, mmap=True), str(path), _error, ndim=2, kinds="f", length=n)
         if mult.dtype != np.float32 or mult.shape[1] != man.n_streams:
             raise _error(f"{path}: {mult.dtype} factors of shape {mult.shape}, expected float32 ({n}, {man.n_streams})")
+        for path, a in ((folder / "rows.npy", rows), (folder / "mult.npy", mult)):
+            if not a.flags.c_contiguous:  # the compiled re-score reads rows in C order
+                raise _error(f"{path}: stored in Fortran order, expected C order")
         return Rows8(rows, mult, source.index.offsets, folder)
 
 
