@@ -5,6 +5,7 @@ scan stage uses its numba loops (``momentsearch.search.fastscan.available()`` sa
 from setuptools import Extension, setup
 
 setup(ext_modules=[Extension("momentsearch.search._fastscan",
-                             ["src/momentsearch/search/_fastscan.c", "src/momentsearch/search/_fastscan_rescore.c"],
+                             ["src/momentsearch/search/_fastscan.c", "src/momentsearch/search/_fastscan_rescore.c",
+                              "src/momentsearch/search/_fastscan_i8.c"],
                              depends=["src/momentsearch/search/_fastscan.h", "src/momentsearch/search/_fastscan_blocks.h"],
                              extra_compile_args=["-O3", "-std=c11"], optional=True)])

@@ -16,6 +16,8 @@
  *   the inner product (divided by the row's norm for cosine) in fp32, each stream's best clip, the mean
  *   over streams.
  * rescore_i8 (_fastscan_rescore.c): the same over int8 rows, each product times its row's factor.
+ * scan_i8 (_fastscan_i8.c): every video's approximate score from the int8 rows for up to 16 queries at once
+ *   (AVX-512 VNNI: one vpdpbusd per 4 dimensions of a row and 16 queries), each row read once for the batch.
  * All release the GIL: callers split the work over their own threads. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -271,18 +273,62 @@ static PyObject *py_rescore_i8(PyObject *self, PyObject *args)
     return NULL;
 }
 
+static PyObject *py_scan_i8(PyObject *self, PyObject *args)
+{
+    Py_buffer b[7]; /* rows, mult, rowsum, qpack, qscale, offsets, out */
+    int S, d, nq;
+    long long n_rows, lo, hi, V;
+    if (!PyArg_ParseTuple(args, "y*y*y*Liiy*y*iy*LLLw*", &b[0], &b[1], &b[2], &n_rows, &S, &d, &b[3], &b[4], &nq,
+                          &b[5], &lo, &hi, &V, &b[6]))
+        return NULL;
+    const int64_t *o = (const int64_t *)b[5].buf;
+    if (S < 1 || S > 64 || d < 4 || d % 4 || nq < 1 || nq > 16 || lo < 0 || hi < lo || hi > V) {
+        PyErr_SetString(PyExc_ValueError, "scan_i8: 1 <= S <= 64, d a multiple of 4, 1 <= nq <= 16, 0 <= lo <= hi <= V");
+    } else if (need(&b[0], (Py_ssize_t)n_rows * S * d, "rows") && need(&b[1], (Py_ssize_t)n_rows * S * 4, "mult") &&
+               need(&b[2], (Py_ssize_t)n_rows * S * 4, "rowsum") && need(&b[3], (Py_ssize_t)S * d * 16, "qpack") &&
+               need(&b[4], (Py_ssize_t)S * 16 * 4, "qscale") && need(&b[5], (V + 1) * 8, "offsets") &&
+               need(&b[6], (Py_ssize_t)nq * V * 4, "out")) {
+        if (o[0] != 0 || o[lo] > o[hi] || o[hi] > n_rows)
+            PyErr_SetString(PyExc_ValueError, "scan_i8: offsets must start at 0, never decrease and stay in the rows");
+        else {
+            Py_BEGIN_ALLOW_THREADS
+            ms_scan_i8((const int8_t *)b[0].buf, (const float *)b[1].buf, (const int32_t *)b[2].buf, S, d,
+                       (const uint8_t *)b[3].buf, (const float *)b[4].buf, nq, o, lo, hi, V, (float *)b[6].buf);
+            Py_END_ALLOW_THREADS
+            release(b, 7);
+            Py_RETURN_NONE;
+        }
+    }
+    release(b, 7);
+    return NULL;
+}
+
+static PyObject *paths(void)
+{
+    return Py_BuildValue("{s:O,s:O,s:O,s:O}", "vbmi", have_vbmi ? Py_True : Py_False, "avx512",
+                         ms_have_avx512 ? Py_True : Py_False, "vnni", ms_have_vnni ? Py_True : Py_False, "amx",
+                         ms_have_amx ? Py_True : Py_False);
+}
+
+static PyObject *py_simd_paths(PyObject *self, PyObject *args) { return paths(); }
+
 static PyObject *py_set_simd(PyObject *self, PyObject *args)
 {
-    int on;
-    if (!PyArg_ParseTuple(args, "p", &on))
+    int on, amx = 1;
+    if (!PyArg_ParseTuple(args, "p|p", &on, &amx))
         return NULL;
 #if MS_X86
     __builtin_cpu_init();
     have_vbmi = on && __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw");
     ms_have_avx512 = on && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c") &&
                   __builtin_cpu_supports("fma");
+    ms_have_vnni = on && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni");
+    static int amx_permitted = -1; /* asked once a process */
+    if (on && amx_permitted < 0 && __builtin_cpu_supports("avx512f"))
+        amx_permitted = ms_amx_permit();
+    ms_have_amx = on && amx_permitted > 0 && amx;
 #endif
-    return Py_BuildValue("{s:O,s:O}", "vbmi", have_vbmi ? Py_True : Py_False, "avx512", ms_have_avx512 ? Py_True : Py_False);
+    return paths();
 }
 
 static PyMethodDef methods[] = {
@@ -290,7 +336,9 @@ static PyMethodDef methods[] = {
     {"video_max_u8_list", py_video_max_u8_list, METH_VARARGS, "codes, m, luts, offsets, videos, out, V, bits"},
     {"rescore_f16", py_rescore_f16, METH_VARARGS, "rows, n_rows, S, d, V, q, offsets, videos, cosine, out"},
     {"rescore_i8", py_rescore_i8, METH_VARARGS, "rows, mult, n_rows, S, d, V, q, offsets, videos, out"},
-    {"set_simd", py_set_simd, METH_VARARGS, "use the SIMD paths where the CPU has them (True) or the scalar ones"},
+    {"scan_i8", py_scan_i8, METH_VARARGS, "rows, mult, rowsum, n_rows, S, d, qpack, qscale, nq, offsets, lo, hi, V, out"},
+    {"simd_paths", py_simd_paths, METH_NOARGS, "which SIMD paths are on"},
+    {"set_simd", py_set_simd, METH_VARARGS, "use the SIMD paths where the CPU has them (True) or the scalar ones; amx=False keeps AMX off"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastscan", NULL, -1, methods};

@@ -33,10 +33,16 @@ def available() -> bool:
     return _ext is not None
 
 
-def set_simd(on: bool) -> dict[str, bool]:
+def set_simd(on: bool, amx: bool = True) -> dict[str, bool]:
     """Use the SIMD paths where this CPU has them (True, the default) or the portable C loops; returns
-    which paths are on (``vbmi``: the scan, ``avx512``: the re-score)."""
-    return dict(require().set_simd(on))
+    which paths are on (``vbmi``: the scan, ``avx512``: the re-score, ``amx`` or else ``vnni``: the int8 pass).
+    ``amx=False`` keeps the int8 pass on AVX-512 VNNI (Linux grants AMX's tile state to the process on first use)."""
+    return dict(require().set_simd(on, amx))
+
+
+def simd_paths() -> dict[str, bool]:
+    """Which SIMD paths are on now (as :func:`set_simd` last set them), without changing them."""
+    return dict(require().simd_paths())
 
 
 def require() -> Any:
@@ -150,3 +156,51 @@ def rescore_i8_numpy(rows: np.ndarray, mult: np.ndarray, q: np.ndarray, offsets:
         per = np.einsum("csd,sd->cs", rows[a:b].astype(np.float32), q) * mult[a:b]
         out[u] = per.max(0).mean() if b > a else -np.inf
     return out
+
+
+LANES = 16  # queries a pass of scan_i8 scores at once
+
+
+def quantize_queries(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(B, S, d) float queries, B <= 16 -> the (S, d/4, 16, 4) uint8 ``qpack`` :func:`scan_i8` reads (qi + 128, qi
+    = round(q / scale) in int8, one scale per query and stream) and the (S, 16) float32 scales (1 in unused lanes)."""
+    q = np.asarray(q, np.float32)
+    b, s, d = q.shape
+    amax = np.abs(q).max(-1)  # (B, S)
+    scale = np.where(amax > 0, amax / 127.0, 1.0).astype(np.float32)
+    qi = np.clip(np.rint(q / scale[..., None]), -127, 127).astype(np.int16)
+    pack = np.full((s, d // 4, LANES, 4), 128, np.uint8)
+    pack[:, :, :b] = (qi + 128).astype(np.uint8).transpose(1, 0, 2).reshape(s, b, d // 4, 4).transpose(0, 2, 1, 3)
+    scales = np.ones((s, LANES), np.float32)
+    scales[:, :b] = scale.T
+    return pack, scales
+
+
+def row_sums(rows: np.ndarray) -> np.ndarray:
+    """(N, S) int32: each int8 row's sum, which :func:`scan_i8` subtracts 128 times from its unsigned products."""
+    return rows.sum(-1, dtype=np.int32)
+
+
+def scan_i8(rows: np.ndarray, mult: np.ndarray, rowsum: np.ndarray, qpack: np.ndarray, qscale: np.ndarray, nq: int,
+            offsets: np.ndarray, lo: int, hi: int, out: np.ndarray) -> None:
+    """``out[b, v]`` ((nq, V) float32) for videos ``lo..hi-1``: the mean over streams of each video's best clip by
+    ``mult[c, s] * qscale[s, b] * <qi[b, s], rows[c, s]>`` (queries from :func:`quantize_queries`, nq <= 16);
+    -inf for a video without clips. Every row is read once for the ``nq`` queries."""
+    n, s, d = rows.shape
+    require().scan_i8(rows, mult, rowsum, n, s, d, qpack, qscale, nq, offsets, lo, hi, len(offsets) - 1, out)
+
+
+def scan_i8_numpy(rows: np.ndarray, mult: np.ndarray, qpack: np.ndarray, qscale: np.ndarray, nq: int,
+                  offsets: np.ndarray) -> np.ndarray:
+    """The twin of :func:`scan_i8` in NumPy, every video (for tests)."""
+    s, g = qpack.shape[:2]
+    qi = (qpack.astype(np.int32) - 128).transpose(2, 0, 1, 3).reshape(LANES, s, 4 * g)[:nq]  # (nq, S, d)
+    dots = np.einsum("csd,bsd->bcs", rows.astype(np.int32), qi)  # exact integers
+    per = dots.astype(np.float32) * mult[None]  # (nq, N, S)
+    n = np.diff(offsets)
+    per = np.concatenate([per, np.full((nq, 1, s), -np.inf, np.float32)], 1)  # a last row: every start is inside
+    best = np.where((n > 0)[None, :, None], np.maximum.reduceat(per, offsets[:-1], axis=1), -np.inf)
+    total = np.zeros((nq, len(n)), np.float32)
+    for k in range(s):
+        total = total + best[:, :, k] * qscale[k, :nq, None]
+    return total / np.float32(s)
