@@ -24,11 +24,11 @@ def test_the_compiled_int8_rescore_equals_numpy(simd: bool):
     offsets = np.concatenate([index.offsets, [index.offsets[-1]]])  # and a last video without clips
     q = np.random.default_rng(0).normal(size=(2, 40)).astype(np.float32)
     videos = np.array([0, 7, 199, 200, 31])
-    was = fastscan.set_simd(simd)
+    fastscan.set_simd(simd)
     try:
         got = fastscan.rescore_i8(rows, mult, q, offsets, videos)
     finally:
-        fastscan.set_simd(was["avx512"])
+        fastscan.set_simd(True)
     want = fastscan.rescore_i8_numpy(rows, mult, q, offsets, videos)
     assert got[3] == want[3] == -np.inf  # no clips: never a candidate
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
@@ -65,7 +65,8 @@ def test_the_int8_tier_keeps_recall_and_returns_exact_scores(tmp_path: Path):
     tiered = build_first_stage(retr, index, "scan", tmp_path, {"rescore": "1000", "rows": "int8"})
     assert isinstance(tiered, ScanFirstStage) and tiered.rows8 is not None
     (folder,) = tmp_path.glob("rows8_*")
-    assert {p.name for p in folder.iterdir()} == {"manifest.json", "rows.npy", "mult.npy"}
+    assert {p.name for p in folder.iterdir()} == {"manifest.json", "rows.npy", "mult.npy", "rowsum.npy"}
+    tiered.int8_batch = 1 << 30  # each query through the codes, then the int8 rows (the batch's pass: below)
     s, v = tiered.retrieve(Queries(tokens, mask), 100)
     _, v_plain = plain.retrieve(Queries(tokens, mask), 100)
     assert recall(v, ref_v) >= recall(v_plain, ref_v) - 0.005 and recall(v, ref_v) >= 0.99, recall(v, ref_v)
@@ -76,6 +77,10 @@ def test_the_int8_tier_keeps_recall_and_returns_exact_scores(tmp_path: Path):
     # the tier decides which videos go on: factors of 0 make every candidate tie, and recall falls
     tiered.rows8.mult = np.zeros_like(tiered.rows8.mult)
     assert recall(tiered.retrieve(Queries(tokens, mask), 100)[1], ref_v) < 0.5
+    np.save(folder / "rowsum.npy", np.zeros((7, 2), np.int32))
+    with pytest.raises(FirstStageError, match=r"rowsum\.npy: 7 rows where \d+ are expected"):
+        build_first_stage(retr, index, "scan", tmp_path, {"rows": "int8"})
+    np.save(folder / "rowsum.npy", fastscan.row_sums(np.load(folder / "rows.npy")))
     # reused, not rebuilt; a damaged file is named
     stamps = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
     build_first_stage(retr, index, "scan", tmp_path, {"rows": "int8"})
@@ -95,8 +100,10 @@ def test_the_int8_tiers_parameters_are_checked(tmp_path: Path):
     retr = retriever(index)
     with pytest.raises(FirstStageError, match=r"rows='int4'; known: fp16 .*, int8"):
         build_first_stage(retr, index, "scan", tmp_path, {"rows": "int4"})
-    with pytest.raises(FirstStageError, match=r"exact= is the videos read in fp16 after the int8 rows"):
+    with pytest.raises(FirstStageError, match=r"exact= \(the videos read in fp16 after the int8 rows\).*need rows=int8"):
         build_first_stage(retr, index, "scan", tmp_path, {"exact": "200"})
+    with pytest.raises(FirstStageError, match=r"int8_batch= \(the smallest batch scored from the int8 rows"):
+        build_first_stage(retr, index, "scan", tmp_path, {"int8_batch": "8"})
     with pytest.raises(FirstStageError, match=r"must be whole numbers"):
         build_first_stage(retr, index, "scan", tmp_path, {"rows": "int8", "exact": "many"})
 

@@ -28,6 +28,7 @@ import torch
 from momentsearch.errors import SearchIndexError
 from momentsearch.fileio import atomic_dir, write_json
 from momentsearch.readers import check_array, read_json_object, read_npy
+from momentsearch.search.prefetch import mapping, will_need
 
 INDEX_VERSION = 2
 
@@ -41,6 +42,7 @@ class VideoIndex:
     arrays: dict[str, np.ndarray]  # name -> (N_clips, ...) per-clip rows, e.g. fp16 states
     video_arrays: dict[str, np.ndarray] = field(default_factory=dict)  # name -> (V, ...)
     meta: dict[str, Any] = field(default_factory=dict)  # family, family_version, model fingerprint
+    random_reads: bool = field(default=False, compare=False)  # advised random: padded() asks for its rows first
 
     def __post_init__(self) -> None:
         v = len(self.video_ids)
@@ -63,6 +65,7 @@ class VideoIndex:
         (:func:`exceeds_memory`): rows that fit are better read around (at 100k videos, 3.5 GB, a cold start's first 25
         queries faulted 2,100-2,600 pages each advised and 28 not; p50 70-487 against 46-69 ms). Returns the number of
         arrays advised."""
+        self.random_reads = True
         return advise("MADV_RANDOM", *self.arrays.values(), *self.video_arrays.values())
 
     def __len__(self) -> int:
@@ -84,8 +87,11 @@ class VideoIndex:
         return self.arrays[name]
 
     def padded(self, name: str, videos: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        """Rows of ``videos`` padded to the longest: ((K, T, ...) float32, mask (K, T) bool)."""
+        """Rows of ``videos`` padded to the longest: ((K, T, ...) float32, mask (K, T) bool). Rows advised random
+        (:meth:`advise_random`) are asked for first, all at once (``search.prefetch.will_need``)."""
         src = self.array(name)
+        if self.random_reads:
+            will_need(src, self.offsets, videos)
         n = self.n_clips[videos]
         t = int(n.max()) if len(n) else 1
         out = np.zeros((len(videos), t, *src.shape[1:]), np.float32)
@@ -373,19 +379,8 @@ def advise(advice: str, *arrays: Any) -> int:
     where the system lacks it); returns how many were advised."""
     flag, n = getattr(_mmap, advice, None), 0
     for a in arrays:
-        m = _mapping(a)
+        m = mapping(a)
         if m is not None and flag is not None:
             m.madvise(flag)
             n += 1
     return n
-
-
-def _mapping(a: Any) -> Any:
-    """The ``mmap`` under a memory-mapped array (or a view of one), else None."""
-    while a is not None:
-        if isinstance(a, _mmap.mmap):
-            return a
-        if isinstance(a, np.memmap) and getattr(a, "_mmap", None) is not None:
-            return a._mmap
-        a = getattr(a, "base", None)
-    return None

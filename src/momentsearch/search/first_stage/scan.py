@@ -19,8 +19,9 @@ What is exact: the scores returned always are; a video of the true top k is retu
 approximate score ranks within the top ``rescore``. ``benchmarks/first_stage_scale.py`` measures
 recall@100 against exact search for each ``rescore``; :func:`default_rescore` is the rule ``auto``
 uses. Parameters: ``m``, ``coarse``, ``bits`` (build; defaults d/4 at most 32, :func:`default_coarse`, 8),
-``rescore``, ``refine``, ``threads`` and ``loops`` (search); ``rows=int8`` and ``exact`` (the int8 tier between
-the codes and the fp16 rows, :mod:`~momentsearch.search.first_stage.scan_rows8`).
+``rescore``, ``refine``, ``threads`` and ``loops`` (search); ``rows=int8``, ``exact`` and ``int8_batch`` (the int8 tier
+between the codes and the fp16 rows, whose pass over every clip replaces the codes' for a batch of ``int8_batch``
+queries or more, :mod:`~momentsearch.search.first_stage.scan_rows8`).
 
 Files, one folder per built stage written as a set: ``manifest.json`` (a :class:`ScanManifest`),
 ``codebooks.npy`` (S, m, 2**bits, d/m) float32, per stream ``codes_s{s}.npy`` (N, m) uint8 in index row
@@ -53,6 +54,7 @@ from momentsearch.search import fastscan
 from momentsearch.search.first_stage.pools import pad, score_pools
 from momentsearch.search.first_stage.scan_loops import compiled, scan_loops
 from momentsearch.search.index import VideoIndex
+from momentsearch.search.prefetch import will_need
 from momentsearch.search.stages import Queries, VectorSource
 
 Tier = tuple[np.ndarray, list[np.ndarray]]  # codebooks (S, m, 2**bits, d/m) and per stream (N, m) uint8 codes
@@ -192,7 +194,7 @@ class ScanFirstStage:
     def __init__(self, source: VectorSource, codebooks: np.ndarray, codes: list[np.ndarray], rescore: int | None = None,
                  threads: int | None = None, folder: Path | None = None, loops: str = "auto",
                  coarse: Tier | None = None, refine: int | None = None, blocks: list[list[np.ndarray]] | None = None,
-                 rows8: Any = None, exact: int | None = None):
+                 rows8: Any = None, exact: int | None = None, int8_batch: int | None = None):
         self.source = source
         self.codebooks = np.ascontiguousarray(codebooks, np.float32)  # (S, m, 2**bits, d/m)
         self.bits = int(self.codebooks.shape[2]).bit_length() - 1
@@ -203,17 +205,17 @@ class ScanFirstStage:
         self.n_videos = len(self.offsets) - 1
         self.rescore, self.folder = rescore, folder
         self.rows8, self.exact = rows8, exact  # the int8 tier (scan_rows8.Rows8) and the videos read in fp16 after it
+        self.int8_batch = int8_batch  # batches of this many queries or more: the int8 rows' pass instead of the codes'
         self.threads = max(1, threads or min(4, os.cpu_count() or 1))
-        ranges = _ranges(self.offsets, self.threads)
+        self._ranges = ranges = _ranges(self.offsets, self.threads)
         self._pool = ThreadPoolExecutor(self.threads) if self.threads > 1 else None
         self.loops = scan_loops(codes, self.offsets, ranges, self._pool, loops,
                                 None if self.coarse is None else self.coarse[1], blocks, self.bits)  # runs the passes
         self.stats = {"queries": 0, "uncertified": 0, "rounds": 0, "candidates": 0}
 
     def luts(self, q: np.ndarray, tier: int = 0) -> np.ndarray:
-        """(B, S, d) query vectors -> (B, S, m, 256) tables of sub-vector inner products (tier 1: the coarse
-        codebooks'); with 7-bit codes the unused upper half holds each table's minimum (no code reads it, and
-        the byte quantization's shift and scale stay those of the 128 entries)."""
+        """(B, S, d) query vectors -> (B, S, m, 256) tables of sub-vector inner products (tier 1: the coarse codebooks');
+        7-bit codes: the unused upper half holds each table's minimum (the byte quantization's shift and scale stay)."""
         books = self.codebooks if tier == 0 else self.coarse[0]  # type: ignore[index]
         s, m, c, sub = books.shape
         q = np.asarray(q, np.float32)
@@ -254,15 +256,18 @@ class ScanFirstStage:
             return score_pools(self.source, q, pools, self.n_videos, k)
         k = min(k, self.n_videos)
         r = min(self.n_videos, max(k, self.rescore or default_rescore(k, self.n_videos)))
-        every = np.arange(self.n_videos)
-        cands = self.candidates(q, r) if r < self.n_videos else [every] * len(q)
-        if self.rows8 is not None:  # the int8 rows first, the fp16 rows of the best ``exact`` only
-            cands = [self.rows8.top(q[i], c, max(k, self.exact or 2 * k), self._pool) for i, c in enumerate(cands)]
+        every, n8 = np.arange(self.n_videos), max(k, self.exact or 2 * k)
+        if self.rows8 is not None and len(q) >= (self.int8_batch or self.rows8.batch):  # one pass of the int8 rows
+            cands = self.rows8.candidates(q, n8, self._ranges, self._pool)
+        else:
+            cands = self.candidates(q, r) if r < self.n_videos else [every] * len(q)
+            if self.rows8 is not None:  # the int8 rows first, the fp16 rows of the best ``exact`` only
+                cands = [self.rows8.top(q[i], c, n8, self._pool) for i, c in enumerate(cands)]
+        if self.rows8 is not None:  # the rows on disk: every query's reads started at once (search.prefetch)
+            will_need(self.source.index.array(self.source.array), self.offsets, np.concatenate(cands))
         rows = [self.loops.exact_top(self.source, q[i], c, k) for i, c in enumerate(cands)]
-        self.stats["queries"] += len(q)
-        self.stats["uncertified"] += len(q) if r < self.n_videos else 0
-        self.stats["candidates"] += r * len(q)
-        self.stats["rounds"] += len(q)
+        for key, n in (("queries", 1), ("uncertified", r < self.n_videos), ("candidates", r), ("rounds", 1)):
+            self.stats[key] += n * len(q)
         return pad(rows, k)
 
     @property

@@ -34,21 +34,25 @@ def build_scan(source: VectorSource, folder: Path, params: dict[str, str], progr
         refine = int(params.pop("refine", 0)) or None
         bits = int(params.pop("bits", 8))
         exact = int(params.pop("exact", 0)) or None
+        int8_batch = int(params.pop("int8_batch", 0)) or None
     except ValueError:
-        raise FirstStageError("scan: m, rescore, threads, coarse, refine, bits and exact must be whole numbers") from None
+        raise FirstStageError("scan: m, rescore, threads, coarse, refine, bits, exact and int8_batch must be whole "
+                              "numbers") from None
     rows = params.pop("rows", "") or default_rows(source.index)
     if rows not in ("fp16", "int8"):
         raise FirstStageError(f"scan: rows={rows!r}; known: fp16 (the index's rows re-scored), int8 (a tier of int8 "
                               "rows first, the fp16 rows of the best `exact` videos last)")
-    if exact is not None and rows != "int8":
-        raise FirstStageError("scan: exact= is the videos read in fp16 after the int8 rows: give it with rows=int8")
+    if (exact is not None or int8_batch is not None) and rows != "int8":
+        raise FirstStageError("scan: exact= (the videos read in fp16 after the int8 rows) and int8_batch= (the smallest "
+                              "batch scored from the int8 rows instead of the codes) need rows=int8")
     if bits not in (7, 8):
         raise FirstStageError(f"scan: bits={bits}; known: 8 (256 centroids a sub-quantizer), 7 (128)")
     loops = params.pop("loops", "auto")
     if loops not in ("auto", "compiled", "numba"):
         raise FirstStageError(f"scan: loops={loops!r}; known: auto, compiled, numba")
     if params:
-        raise FirstStageError(f"scan: unknown parameter(s) {sorted(params)}; known: m, rescore, threads, loops, coarse, refine, bits, rows, exact")
+        raise FirstStageError(f"scan: unknown parameter(s) {sorted(params)}; known: m, rescore, threads, loops, coarse, refine, bits, rows, exact, "
+                              "int8_batch")
     if m < 1 or dim % m:
         raise FirstStageError(f"scan: m={m} must divide the vectors' dimension {dim} (e.g. m={default_m(dim)})")
     index = source.index
@@ -58,7 +62,8 @@ def build_scan(source: VectorSource, folder: Path, params: dict[str, str], progr
         raise FirstStageError(f"scan: coarse={coarse_m} must be below m={m} and divide the dimension {dim} (0: none)")
     where = folder / stage_key(source, m, coarse_m, bits)
     layout = layout_key(index)
-    kw: dict[str, Any] = {"rescore": rescore, "threads": threads, "loops": loops, "refine": refine, "exact": exact}
+    kw: dict[str, Any] = {"rescore": rescore, "threads": threads, "loops": loops, "refine": refine, "exact": exact,
+                          "int8_batch": int8_batch}
     if rows == "int8":
         kw["rows8"] = load_or_build(source, folder, layout, progress)
     stage = ScanFirstStage.load(where, source, layout, **kw)

@@ -13,7 +13,13 @@ factor ``mult`` (N, S) float32: s, divided by the fp16 row's norm for a cosine r
 ``mult * <q, rows>`` approximates the exact score with an error of about 0.4 % of the row's largest entry a
 dimension. The tier is memory-mapped, advised random, and read into memory at load (``MADV_WILLNEED``) when it
 takes less than half of the machine's memory. Folder ``rows8_<key>/`` beside the stage's, written as a set: ``manifest.json``, ``rows.npy``,
-``mult.npy``; built again when the index's videos change (a grown index).
+``mult.npy``, ``rowsum.npy`` ((N, S) int32: each row's sum, which the batched pass needs); built again when the index's
+videos change (a grown index).
+
+**A batch's pass** (:meth:`Rows8.candidates`): for a batch of at least :func:`default_batch` queries the int8 rows of
+every clip are scored instead of the codes, 16 queries at a time (``fastscan.scan_i8``: AMX tile products of 16 clips
+by 16 queries, or AVX-512 VNNI), each row read once for the batch; the best ``exact`` videos of those scores go to the
+fp16 rows. The codes' pass costs each query its look-ups; this pass costs the batch the bytes of the rows.
 """
 
 from __future__ import annotations
@@ -32,11 +38,11 @@ from momentsearch.fileio import atomic_dir, write_json
 from momentsearch.readers import check_array, read_json_object, read_npy
 from momentsearch.search import fastscan
 from momentsearch.search.first_stage.scan import top_indices
-from momentsearch.search.first_stage.scan_loops import scores_in_halves
+from momentsearch.search.first_stage.scan_loops import run_jobs, scores_in_halves
 from momentsearch.search.index import VideoIndex, advise, exceeds_memory, memory_bytes
 from momentsearch.search.stages import VectorSource
 
-ROWS8_VERSION = 1
+ROWS8_VERSION = 2  # 2: rowsum.npy
 BUILD_CLIPS = 262_144  # clips quantized at a time
 
 
@@ -45,6 +51,18 @@ def default_rows(index: VideoIndex) -> str:
     1M videos (33 GB of rows, 24 GB of memory), served: 7.3 requests/s under 16 clients against 5.6 and p50 214
     against 312 ms at batch 1; where the rows fit, the fp16 re-score reads memory and the tier only adds a pass."""
     return "int8" if exceeds_memory(index.nbytes) and fastscan.available() else "fp16"
+
+
+def default_batch() -> int:
+    """The smallest batch whose int8 pass replaces the codes' (see the module's docstring): 6 with AMX, 12 with
+    AVX-512 VNNI alone, never without either. Measured at the generated 1M (``benchmarks/first_stage_scale.py
+    --batch``): the pass costs a batch 370-390 ms whatever its size (93, 47 and 24 ms a query at batch 4, 8 and 16)
+    and the codes about 75 ms a query (80, 71 and 76), so the pass wins from 5 or 6 queries; VNNI's pass took twice
+    AMX's at 100k (77 against 37-42 ms), so twice the batch."""
+    if not fastscan.available():
+        return 1 << 30
+    paths = fastscan.simd_paths()
+    return 6 if paths.get("amx") else 12 if paths.get("vnni") else 1 << 30
 
 
 def _error(message: str) -> FirstStageError:
@@ -92,18 +110,39 @@ def quantize(x: np.ndarray, cosine: bool) -> tuple[np.ndarray, np.ndarray]:
 class Rows8:
     """The int8 rows of an index's clips, memory-mapped and advised random."""
 
-    def __init__(self, rows: np.ndarray, mult: np.ndarray, offsets: np.ndarray, folder: Path | None = None):
+    def __init__(self, rows: np.ndarray, mult: np.ndarray, offsets: np.ndarray, folder: Path | None = None,
+                 rowsum: np.ndarray | None = None):
         self.rows, self.mult, self.folder = rows, mult, folder
+        self.rowsum = fastscan.row_sums(rows) if rowsum is None else rowsum
         self.offsets = np.ascontiguousarray(offsets, np.int64)
-        advise("MADV_RANDOM", rows, mult)  # a video's rows are 3 pages: no read-around
-        if rows.nbytes + mult.nbytes < memory_bytes() // 2:
-            advise("MADV_WILLNEED", rows, mult)  # read in the background now, so that the tier is in memory
+        self.batch = default_batch()  # the smallest batch this tier scores whole (ScanFirstStage.int8_batch overrides)
+        advise("MADV_RANDOM", rows, mult, self.rowsum)  # a video's rows are 3 pages: no read-around
+        if rows.nbytes + mult.nbytes + self.rowsum.nbytes < memory_bytes() // 2:
+            advise("MADV_WILLNEED", rows, mult, self.rowsum)  # read in the background now: the tier in memory
 
     def scores(self, q: np.ndarray, videos: np.ndarray, pool: ThreadPoolExecutor | None = None) -> np.ndarray:
         """(U,) approximate scores of ``videos`` (``q`` (S, d)); split in two over ``pool``."""
         videos = np.ascontiguousarray(videos, np.int64)
         return scores_in_halves(pool, len(videos),
                                 lambda part: fastscan.rescore_i8(self.rows, self.mult, q, self.offsets, videos[part]))
+
+    def approximate(self, q: np.ndarray, ranges: list[tuple[int, int]], pool: ThreadPoolExecutor | None = None
+                    ) -> np.ndarray:
+        """(B, S, d) queries -> (B, V) scores of every video from the int8 rows, the queries quantized to int8 too:
+        16 queries a pass, each pass's video ``ranges`` over ``pool``."""
+        out = np.empty((len(q), len(self.offsets) - 1), np.float32)
+        for a in range(0, len(q), fastscan.LANES):
+            part = q[a: a + fastscan.LANES]
+            qpack, qscale = fastscan.quantize_queries(part)
+            view = out[a: a + len(part)]
+            run_jobs(pool, lambda r: fastscan.scan_i8(self.rows, self.mult, self.rowsum, qpack, qscale, len(part),
+                                                      self.offsets, r[0], r[1], view), ranges)
+        return out
+
+    def candidates(self, q: np.ndarray, n: int, ranges: list[tuple[int, int]], pool: ThreadPoolExecutor | None = None
+                   ) -> list[np.ndarray]:
+        """Each query's ``n`` videos of best int8 score over every video (sorted ids): the batch's pass."""
+        return [np.sort(top_indices(a, n)) for a in self.approximate(q, ranges, pool)]
 
     def top(self, q: np.ndarray, videos: np.ndarray, n: int, pool: ThreadPoolExecutor | None = None) -> np.ndarray:
         """The ``n`` of ``videos`` with the best int8 scores, sorted by id."""
@@ -122,14 +161,16 @@ class Rows8:
         with atomic_dir(folder) as tmp:
             rows = np.lib.format.open_memmap(tmp / "rows.npy", "w+", np.int8, (n, s, d))
             mult = np.lib.format.open_memmap(tmp / "mult.npy", "w+", np.float32, (n, s))
+            rowsum = np.lib.format.open_memmap(tmp / "rowsum.npy", "w+", np.int32, (n, s))
             for a in range(0, n, BUILD_CLIPS):
                 b = min(n, a + BUILD_CLIPS)
                 rows[a:b], mult[a:b] = quantize(full[a:b], source.cosine)
+                rowsum[a:b] = fastscan.row_sums(rows[a:b])
                 if progress and (a // BUILD_CLIPS) % 32 == 31:
                     say(f"  scan: int8 rows {b:,}/{n:,} clips")
-            rows.flush()
-            mult.flush()
-            del rows, mult
+            for a in (rows, mult, rowsum):
+                a.flush()
+            del rows, mult, rowsum
             write_json(tmp / "manifest.json", asdict(Rows8Manifest(ROWS8_VERSION, s, d, n, layout, source.cosine)))
         loaded = Rows8.load(folder, source, layout)
         assert loaded is not None
@@ -154,10 +195,14 @@ class Rows8:
         mult = check_array(read_npy(path, _error, mmap=True), str(path), _error, ndim=2, kinds="f", length=n)
         if mult.dtype != np.float32 or mult.shape[1] != man.n_streams:
             raise _error(f"{path}: {mult.dtype} factors of shape {mult.shape}, expected float32 ({n}, {man.n_streams})")
-        for path, a in ((folder / "rows.npy", rows), (folder / "mult.npy", mult)):
-            if not a.flags.c_contiguous:  # the compiled re-score reads rows in C order
-                raise _error(f"{path}: stored in Fortran order, expected C order")
-        return Rows8(rows, mult, source.index.offsets, folder)
+        path = folder / "rowsum.npy"
+        rowsum = check_array(read_npy(path, _error, mmap=True), str(path), _error, ndim=2, kinds="i", length=n)
+        if rowsum.dtype != np.int32 or rowsum.shape[1] != man.n_streams:
+            raise _error(f"{path}: {rowsum.dtype} sums of shape {rowsum.shape}, expected int32 ({n}, {man.n_streams})")
+        for name, a in (("rows.npy", rows), ("mult.npy", mult), ("rowsum.npy", rowsum)):
+            if not a.flags.c_contiguous:  # the compiled loops read them in C order
+                raise _error(f"{folder / name}: stored in Fortran order, expected C order")
+        return Rows8(rows, mult, source.index.offsets, folder, rowsum)
 
 
 def load_or_build(source: VectorSource, folder: Path, layout: str, progress: bool = False) -> Rows8:
