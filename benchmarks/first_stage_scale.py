@@ -35,6 +35,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import momentsearch  # noqa: F401  (first: its OpenMP default, GOMP_SPINCOUNT, applies before torch loads)
@@ -55,41 +56,7 @@ from momentsearch.search.index import VideoIndex  # noqa: E402
 from momentsearch.serving.checkpoint import load_checkpoint  # noqa: E402
 from momentsearch.text.queries import CachedTextFeatures  # noqa: E402
 
-SPECS = [("scan", {"loops": "numba", "coarse": "0", "rescore": "1000"}),  # the loop before the compiled one
-         ("scan", {"coarse": "0", "rescore": "500"}), ("scan", {"coarse": "0", "rescore": "1000"}),
-         ("scan", {"coarse": "0", "rescore": "2000"}),  # one pass of the 32-byte codes
-         ("scan", {"coarse": "16", "rescore": "1000"}), ("scan", {"coarse": "16", "rescore": "2000"}),  # the funnel
-         ("scan", {"coarse": "16", "rescore": "2500"}),
-         ("faiss:IVF4096,Flat", {"nprobe": "128", "clips_per_video": "16"})]
-EXTRA_SPECS = [("scan", {"m": "16", "rescore": "1000"}), ("scan", {"m": "16", "rescore": "2000"}),
-               ("scan", {"m": "16", "rescore": "2500"}), ("scan", {"m": "16", "rescore": "3000"}),
-               ("scan", {"m": "16", "rescore": "4000"}),
-               # 7-bit codes (128 centroids: one look-up instruction for 64 clips), by --only scan:bits=7
-               ("scan", {"bits": "7", "coarse": "0", "rescore": "1000"}),
-               ("scan", {"bits": "7", "coarse": "0", "rescore": "1500"}),
-               ("scan", {"bits": "7", "coarse": "0", "rescore": "2000"}),
-               ("scan", {"bits": "7", "coarse": "0", "rescore": "3000"}),
-               # the int8 tier between the codes and the fp16 rows, by --only scan:rows=int8 (the default where the
-               # rows exceed memory, scan_rows8.default_rows), beside the fp16 rows named as such
-               ("scan", {"coarse": "16", "rows": "fp16", "rescore": "2500"}),
-               ("scan", {"coarse": "0", "rows": "int8", "rescore": "1000", "exact": "100"}),
-               ("scan", {"coarse": "0", "rows": "int8", "rescore": "2000", "exact": "100"}),
-               ("scan", {"coarse": "0", "rows": "int8", "rescore": "2000", "exact": "200"}),
-               ("scan", {"coarse": "16", "rows": "int8", "rescore": "2500", "exact": "100"}),
-               ("scan", {"coarse": "16", "rows": "int8", "rescore": "2500", "exact": "200"}),
-               ("faiss:Flat", {}),  # by --only: slow (Flat) or long to build (HNSW: 15 min at 100k)
-               ("faiss:HNSW32", {"efSearch": "800", "clips_per_video": "8"}),
-               ("faiss:HNSW32", {"efSearch": "1600", "clips_per_video": "16"}),
-               ("faiss:HNSW32", {"efSearch": "3200", "clips_per_video": "32"}),
-               ("faiss:HNSW32", {"efSearch": "6400", "clips_per_video": "64"}),
-               ("milvus", {"index_type": "IVF_FLAT", "nlist": "4096", "nprobe": "128", "clips_per_video": "16"}),
-               # rounds grown until certified (issue 71): an exhaustive FLAT, and HNSW on a server
-               ("milvus", {"index_type": "FLAT", "clips_per_video": "8"}),
-               ("milvus", {"index_type": "HNSW", "M": "16", "efConstruction": "64", "clips_per_video": "8"}),
-               ("milvus", {"index_type": "HNSW", "M": "16", "efConstruction": "64", "clips_per_video": "32"}),
-               ("milvus", {"index_type": "HNSW", "M": "16", "efConstruction": "64", "ef": "4096",
-                           "clips_per_video": "8"})]
-BUILD_KEYS = ("nlist", "index_type", "m", "M", "efConstruction", "coarse", "loops", "bits", "rows")
+from _scale_specs import BUILD_KEYS, EXTRA_SPECS, SPECS  # noqa: E402
 BATCH = 16  # the batched rows: a batch of this many queries, as the service's batcher makes under load
 
 
@@ -99,10 +66,20 @@ def bandwidth_gib_s(gib: float = 2.0, repeat: int = 5) -> float:
     return a.nbytes / best / 2**30
 
 
-def _timed_sum(a: np.ndarray) -> float:
+def _timed_sum(a: np.ndarray, threads: int = 1) -> float:
     t = time.perf_counter()
-    a.sum()
+    if threads == 1:
+        a.sum()
+    else:  # NumPy's sum releases the GIL: each thread reads its part
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(np.sum, np.array_split(a, threads)))
     return time.perf_counter() - t
+
+
+def bandwidth2_gib_s(gib: float = 2.0, repeat: int = 5) -> float:
+    """What both cores read together (the int8 pass runs on both): two halves summed on two threads."""
+    a = np.ones(int(gib * 2**30 / 4), np.float32)
+    return a.nbytes / min(_timed_sum(a, 2) for _ in range(repeat)) / 2**30
 
 
 def read_bytes(spec: str, params: dict[str, str], index: VideoIndex, stage: object) -> float:
@@ -205,6 +182,7 @@ def query_batches(args: argparse.Namespace, root: Path, ckpt: object) -> list:
 
 
 def main() -> None:
+    global BATCH
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--videos", type=int, default=100_000)
     ap.add_argument("--copies", type=int, default=1, help="perturbed copies of the corpus (10: 1M videos from 100k)")
@@ -222,8 +200,10 @@ def main() -> None:
     ap.add_argument("--advise-random", action="store_true",
                     help="advise the index's mapped rows MADV_RANDOM, as a serving process does once a first stage is "
                          "built (without it the kernel's read-around, 8 MB here, fills the page cache with neighbours)")
+    ap.add_argument("--batch", type=int, default=BATCH, help="the batched rows' batch (the service's under load: 16)")
     ap.add_argument("--probe", default="", help=argparse.SUPPRESS)  # the serving probe's child process
     args = ap.parse_args()
+    BATCH = args.batch
     torch.set_num_threads(2)
     args.work.mkdir(parents=True, exist_ok=True)
     if args.index is not None:
@@ -295,7 +275,7 @@ def main() -> None:
     for spec, params in specs:
         spec_used = f"milvus:{args.milvus_uri}" if spec == "milvus" and args.milvus_uri else spec
         label = (("milvus server" if args.milvus_uri else "milvus-lite") if spec == "milvus" else spec) + "".join(
-            f" {k}={v}" for k, v in params.items() if k != "nlist")
+            f" {k}={v}" for k, v in params.items() if k != "nlist") + (f" (batch {BATCH})" if BATCH != 16 else "")
         build_key = (spec_used, tuple(sorted((k, v) for k, v in params.items() if k in BUILD_KEYS)))
         if build_key not in stages:
             for old in list(stages):  # one stage in memory at a time, as a server holds it (rows of one build are
@@ -310,6 +290,7 @@ def main() -> None:
         stage = stages[build_key]
         if spec == "scan":
             stage.rescore, stage.exact = int(params["rescore"]), int(params.get("exact", 0)) or None
+            stage.int8_batch = int(params.get("int8_batch", 0)) or None
         stage.retrieve(ask(*batches[0]), 100)  # warm-up (the scan's loop compiles here on a first run)
         stage.stats.update(queries=0, uncertified=0, candidates=0)
         got, lat = [], []
@@ -321,11 +302,11 @@ def main() -> None:
                         stage.stats["candidates"] / max(1, stage.stats["queries"]),
                         read_bytes(spec, params, index, stage)))
         if spec == "scan":  # batches of BATCH: the ms a query; the same candidates as one query at a time
-            lat_b, same = [], 0
+            lat_b, same, got_b = [], 0, []
             for a in range(0, len(batches) - BATCH + 1, BATCH):
                 t = time.perf_counter()
                 queries = ask(*joined(batches[a: a + BATCH]))  # timed: the query network, as at batch 1
-                stage.retrieve(queries, 100)
+                got_b += list(stage.retrieve(queries, 100)[1])
                 lat_b.append(1000 * (time.perf_counter() - t) / BATCH)
                 qv = retriever.query_vectors(queries)  # the same vectors, a batch and one by one
                 r = stage.rescore
@@ -333,7 +314,13 @@ def main() -> None:
                 same += sum(together is not None and np.array_equal(together[i], stage.candidates(qv[i: i + 1], r)[0])
                             for i in range(BATCH))
             n = len(lat_b) * BATCH
-            rows[-1].update({f"ms/query at batch {BATCH}": float(np.median(lat_b)),
+            if stage.rows8 is not None and BATCH >= (stage.int8_batch or stage.rows8.batch):  # the int8 pass
+                r8 = stage.rows8
+                per_batch = r8.rows.nbytes + r8.mult.nbytes + r8.rowsum.nbytes + BATCH * (
+                    stage.exact or 200) * index.arrays["h1"][0].nbytes * len(index.arrays["h1"]) / len(index)
+                rows[-1][f"floor ms/query at batch {BATCH}"] = 1000 * per_batch / BATCH / 2**30 / bandwidth2_gib_s()
+            rows[-1].update({f"ms/query at batch {BATCH}": float(np.median(lat_b)), "batch": BATCH,
+                             f"recall@100 at batch {BATCH}": recall(got_b, truth[: len(got_b)]),
                              "same candidates batched": f"{same}/{n}" if not stage.funnel else "n/a (one pass)"})
         log(str(rows[-1]))
     for stage in stages.values():
