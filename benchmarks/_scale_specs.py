@@ -26,6 +26,8 @@ EXTRA_SPECS = [("scan", {"m": "16", "rescore": "1000"}), ("scan", {"m": "16", "r
                ("scan", {"coarse": "16", "rows": "int8", "rescore": "2500", "exact": "200"}),
                # the int8 rows' pass over every clip for the whole batch (scan_rows8.Rows8.candidates), from batch 1
                ("scan", {"coarse": "16", "rows": "int8", "rescore": "2500", "exact": "200", "int8_batch": "1"}),
+               ("scan", {"coarse": "0", "rows": "int8", "rescore": "1000", "exact": "200", "int8_batch": "1"}),
+               ("scan", {"coarse": "0", "rows": "fp16", "rescore": "1000"}),  # the codes without the tier
                ("scan", {"coarse": "16", "rows": "int8", "rescore": "2500", "exact": "300", "int8_batch": "1"}),
                ("scan", {"coarse": "16", "rows": "int8", "rescore": "2500", "exact": "200", "int8_batch": "100000"}),
                ("faiss:Flat", {}),  # by --only: slow (Flat) or long to build (HNSW: 15 min at 100k)

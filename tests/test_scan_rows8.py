@@ -108,13 +108,20 @@ def test_the_int8_tiers_parameters_are_checked(tmp_path: Path):
         build_first_stage(retr, index, "scan", tmp_path, {"rows": "int8", "exact": "many"})
 
 
-def test_the_tier_is_added_where_the_rows_exceed_memory(tmp_path: Path, monkeypatch):
-    """``default_rows``: fp16 where the index's rows fit in memory; int8 where they do not (a million videos' 33 GB
-    on 24 GB), and then `scan` with no parameter builds and serves the tier."""
+def test_the_tier_is_added_where_the_rows_exceed_memory_or_the_cpu_has_amx(tmp_path: Path, monkeypatch):
+    """``default_rows``: without AMX, fp16 where the index's rows fit in memory and int8 where they do not (a million
+    videos' 33 GB on 24 GB); with AMX, int8 above AMX_MIN_CLIPS clips (its batch pass beats the codes from 6 queries);
+    then `scan` with no parameter builds and serves the tier."""
     import momentsearch.search.index as index_module
     from momentsearch.search.first_stage import scan_rows8
 
     index, protos = structured(300)
+    paths = fastscan.simd_paths()
+    monkeypatch.setattr(fastscan, "simd_paths", lambda: {**paths, "amx": True})
+    assert scan_rows8.default_rows(index) == "fp16"  # 6,000-odd clips: below AMX_MIN_CLIPS
+    monkeypatch.setattr(scan_rows8, "AMX_MIN_CLIPS", int(index.offsets[-1]) - 1)
+    assert scan_rows8.default_rows(index) == "int8"
+    monkeypatch.setattr(fastscan, "simd_paths", lambda: {**paths, "amx": False})
     assert scan_rows8.default_rows(index) == "fp16"
     assert build_first_stage(retriever(index), index, "scan", tmp_path).rows8 is None
     monkeypatch.setattr(index_module, "memory_bytes", lambda: index.nbytes - 1)

@@ -44,20 +44,26 @@ from momentsearch.search.stages import VectorSource
 
 ROWS8_VERSION = 2  # 2: rowsum.npy
 BUILD_CLIPS = 262_144  # clips quantized at a time
+AMX_MIN_CLIPS = 1_000_000  # with AMX the tier is added above this many clips (below, a batch's codes pass is cheap)
 
 
 def default_rows(index: VideoIndex) -> str:
-    """``int8`` where the index's memory-mapped rows take more than this machine's memory, else ``fp16``. Measured at
-    1M videos (33 GB of rows, 24 GB of memory), served: 7.3 requests/s under 16 clients against 5.6 and p50 214
-    against 312 ms at batch 1; where the rows fit, the fp16 re-score reads memory and the tier only adds a pass."""
-    return "int8" if exceeds_memory(index.nbytes) and fastscan.available() else "fp16"
+    """``int8`` where the index's memory-mapped rows take more than this machine's memory, or where the CPU has AMX
+    (its batch pass) and the index holds more than AMX_MIN_CLIPS clips, else ``fp16``. Measured at 1M videos (33 GB of rows, 24 GB of memory), served: 7.3 requests/s
+    under 16 clients against 5.6 and p50 214 against 312 ms at batch 1, before the batch pass; at 100k (rows in
+    memory), with AMX: 82.9 requests/s against 62.6, p99 228 against 337 ms, batch 1 unchanged (34.3 against 35.6 ms).
+    Without AMX where the rows fit, the fp16 re-score reads memory and the tier only adds a pass."""
+    if not fastscan.available():
+        return "fp16"
+    amx = fastscan.simd_paths().get("amx") and int(index.offsets[-1]) > AMX_MIN_CLIPS
+    return "int8" if exceeds_memory(index.nbytes) or amx else "fp16"
 
 
 def default_batch() -> int:
     """The smallest batch whose int8 pass replaces the codes' (see the module's docstring): 6 with AMX, 12 with
     AVX-512 VNNI alone, never without either. Measured at the generated 1M (``benchmarks/first_stage_scale.py
     --batch``): the pass costs a batch 370-390 ms whatever its size (93, 47 and 24 ms a query at batch 4, 8 and 16)
-    and the codes about 75 ms a query (80, 71 and 76), so the pass wins from 5 or 6 queries; VNNI's pass took twice
+    and the codes 63-80 ms a query (80, 71 and 63), so the pass wins from 5 or 6 queries; VNNI's pass took twice
     AMX's at 100k (77 against 37-42 ms), so twice the batch."""
     if not fastscan.available():
         return 1 << 30
