@@ -84,20 +84,17 @@ def test_the_int8_pass_approximates_the_float_scores_and_checks_its_arguments():
         fastscan.scan_i8(rows, mult, fastscan.row_sums(rows), qpack, qscale, 3, bad, 0, 100, out)
 
 
-def test_a_batch_through_the_int8_pass_keeps_recall_exact_scores_and_its_own_batch_1_answers(tmp_path: Path):
+def test_a_batch_through_the_int8_pass_keeps_recall_exact_scores_and_its_own_batch_1_answers(tmp_path: Path,
+                                                                                             monkeypatch):
     index, protos = structured(3000, seed=4)
     retr = retriever(index)
     tokens, mask = queries(protos, b=40, seed=5)  # 40: three passes of up to 16 queries
     ref_s, ref_v = ExactFirstStage(retr).retrieve(Queries(tokens, mask), 100)
     stage = build_first_stage(retr, index, "scan", tmp_path, {"rescore": "1000", "rows": "int8", "int8_batch": "1"})
     assert isinstance(stage, ScanFirstStage) and stage.rows8 is not None and stage.int8_batch == 1
-    calls = []
-    scan_i8 = fastscan.scan_i8
-    stage.rows8.candidates.__func__.__globals__["fastscan"].scan_i8 = lambda *a: calls.append(a[5]) or scan_i8(*a)
-    try:
-        s, v = stage.retrieve(Queries(tokens, mask), 100)
-    finally:
-        fastscan.scan_i8 = scan_i8
+    calls, scan_i8 = [], fastscan.scan_i8
+    monkeypatch.setattr(fastscan, "scan_i8", lambda *a: calls.append(a[5]) or scan_i8(*a))
+    s, v = stage.retrieve(Queries(tokens, mask), 100)
     assert sorted(set(calls)) == [8, 16]  # 16 + 16 + 8 queries, each pass split over the stage's threads
     assert recall(v, ref_v) >= 0.99, recall(v, ref_v)
     for i in range(40):  # the scores returned are the exact ones (the fp16 rows of the best 200)

@@ -88,11 +88,29 @@ __attribute__((target("avx512f,avx512vnni"))) static inline void dots4(const int
     acc[3] = a3;
 }
 
-__attribute__((target("avx512f,avx512vnni"))) static inline __m512 row_score(__m512i acc, int32_t rowsum, float f)
+/* a clip row's 16 scores: (acc - 128 * its sum) times its factor, the same in both SIMD paths */
+__attribute__((target("avx512f"))) static inline __m512 row_score(__m512i acc, int32_t rowsum, float f)
 {
     __m512i dot = _mm512_sub_epi32(acc, _mm512_set1_epi32(rowsum * 128));
     return _mm512_mul_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(f));
 }
+
+/* video v's score: the mean over streams of best[s] times the queries' scales, written for the nq queries; best[s]
+ * reset for the next video */
+__attribute__((target("avx512f"))) static inline void finish(__m512 *best, const float *qscale, int S, int nq,
+                                                              int64_t v, int64_t V, float *out)
+{
+    float lanes[LANES] __attribute__((aligned(64)));
+    __m512 total = _mm512_setzero_ps();
+    for (int s = 0; s < S; s++) {
+        total = _mm512_add_ps(total, _mm512_mul_ps(best[s], _mm512_loadu_ps(qscale + s * LANES)));
+        best[s] = _mm512_set1_ps(-INFINITY);
+    }
+    _mm512_store_ps(lanes, _mm512_div_ps(total, _mm512_set1_ps((float)S)));
+    for (int b = 0; b < nq; b++)
+        out[(size_t)b * V + v] = lanes[b];
+}
+
 
 __attribute__((target("avx512f,avx512vnni"))) static void scan_i8_vnni(
     const int8_t *rows, const float *mult, const int32_t *rowsum, int S, int d, const uint8_t *qpack,
@@ -100,18 +118,18 @@ __attribute__((target("avx512f,avx512vnni"))) static void scan_i8_vnni(
 {
     int G = d / 4;
     size_t row_len = (size_t)S * d;
-    float lanes[LANES] __attribute__((aligned(64)));
+    __m512 best[64];
+    for (int s = 0; s < S; s++)
+        best[s] = _mm512_set1_ps(-INFINITY);
     for (int64_t v = lo; v < hi; v++) {
-        __m512 total = _mm512_setzero_ps();
         for (int s = 0; s < S; s++) {
             const uint8_t *Q = qpack + (size_t)s * G * 64;
-            __m512 best = _mm512_set1_ps(-INFINITY);
             int64_t c = off[v], e = off[v + 1];
             for (; c + 4 <= e; c += 4) {
                 __m512i acc[4];
                 dots4(rows + (size_t)c * row_len + (size_t)s * d, row_len, Q, G, acc);
                 for (int j = 0; j < 4; j++)
-                    best = _mm512_max_ps(best, row_score(acc[j], rowsum[(c + j) * S + s], mult[(c + j) * S + s]));
+                    best[s] = _mm512_max_ps(best[s], row_score(acc[j], rowsum[(c + j) * S + s], mult[(c + j) * S + s]));
             }
             for (; c < e; c++) {
                 const int8_t *r = rows + (size_t)c * row_len + (size_t)s * d;
@@ -119,13 +137,10 @@ __attribute__((target("avx512f,avx512vnni"))) static void scan_i8_vnni(
                 for (int g = 0; g < G; g++)
                     acc = _mm512_dpbusd_epi32(acc, _mm512_loadu_si512((const void *)(Q + (size_t)g * 64)),
                                               _mm512_set1_epi32(word_at(r + 4 * g)));
-                best = _mm512_max_ps(best, row_score(acc, rowsum[c * S + s], mult[c * S + s]));
+                best[s] = _mm512_max_ps(best[s], row_score(acc, rowsum[c * S + s], mult[c * S + s]));
             }
-            total = _mm512_add_ps(total, _mm512_mul_ps(best, _mm512_loadu_ps(qscale + s * LANES)));
         }
-        _mm512_store_ps(lanes, _mm512_div_ps(total, _mm512_set1_ps((float)S)));
-        for (int b = 0; b < nq; b++)
-            out[(size_t)b * V + v] = lanes[b];
+        finish(best, qscale, S, nq, v, V, out);
     }
 }
 
@@ -146,23 +161,8 @@ __attribute__((target("avx512f"))) static inline void fold(const int32_t *cbuf, 
 {
     for (int s = 0; s < S; s++) {
         __m512i acc = _mm512_load_si512((const void *)(cbuf + (size_t)s * 256 + j * 16));
-        __m512i dot = _mm512_sub_epi32(acc, _mm512_set1_epi32(rowsum[c * S + s] * 128));
-        best[s] = _mm512_max_ps(best[s], _mm512_mul_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(mult[c * S + s])));
+        best[s] = _mm512_max_ps(best[s], row_score(acc, rowsum[c * S + s], mult[c * S + s]));
     }
-}
-
-__attribute__((target("avx512f"))) static inline void finish(__m512 *best, const float *qscale, int S, int nq,
-                                                              int64_t v, int64_t V, float *out)
-{
-    float lanes[LANES] __attribute__((aligned(64)));
-    __m512 total = _mm512_setzero_ps();
-    for (int s = 0; s < S; s++) {
-        total = _mm512_add_ps(total, _mm512_mul_ps(best[s], _mm512_loadu_ps(qscale + s * LANES)));
-        best[s] = _mm512_set1_ps(-INFINITY);
-    }
-    _mm512_store_ps(lanes, _mm512_div_ps(total, _mm512_set1_ps((float)S)));
-    for (int b = 0; b < nq; b++)
-        out[(size_t)b * V + v] = lanes[b];
 }
 
 /* the next tile's rows are prefetched into L1 (a tile load waits for each of its lines; measured at 100k videos,
@@ -297,7 +297,7 @@ void ms_scan_i8(const int8_t *rows, const float *mult, const int32_t *rowsum, in
                 const float *qscale, int nq, const int64_t *off, int64_t lo, int64_t hi, int64_t V, float *out)
 {
 #if MS_X86
-    if (ms_have_amx && d % 64 == 0 && S <= 64 && scan_i8_amx(rows, mult, rowsum, S, d, qpack, qscale, nq, off, lo, hi, V, out))
+    if (ms_have_amx && d % 64 == 0 && scan_i8_amx(rows, mult, rowsum, S, d, qpack, qscale, nq, off, lo, hi, V, out))
         return;
     if (ms_have_vnni) {
         scan_i8_vnni(rows, mult, rowsum, S, d, qpack, qscale, nq, off, lo, hi, V, out);

@@ -161,14 +161,21 @@ def rescore_i8_numpy(rows: np.ndarray, mult: np.ndarray, q: np.ndarray, offsets:
 LANES = 16  # queries a pass of scan_i8 scores at once
 
 
+def to_int8(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Float vectors (..., d) -> int8 round(x / s) with s = max|x| / 127 per vector (1 for a zero vector), and s and
+    max|x| (...): the int8 tier's rows and the int8 pass's queries are both quantized so."""
+    x = np.asarray(x, np.float32)
+    amax = np.abs(x).max(-1)
+    scale = np.where(amax > 0, amax / 127.0, 1.0).astype(np.float32)
+    return np.clip(np.rint(x / scale[..., None]), -127, 127).astype(np.int8), scale, amax
+
+
 def quantize_queries(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(B, S, d) float queries, B <= 16 -> the (S, d/4, 16, 4) uint8 ``qpack`` :func:`scan_i8` reads (qi + 128, qi
     = round(q / scale) in int8, one scale per query and stream) and the (S, 16) float32 scales (1 in unused lanes)."""
-    q = np.asarray(q, np.float32)
-    b, s, d = q.shape
-    amax = np.abs(q).max(-1)  # (B, S)
-    scale = np.where(amax > 0, amax / 127.0, 1.0).astype(np.float32)
-    qi = np.clip(np.rint(q / scale[..., None]), -127, 127).astype(np.int16)
+    b, s, d = np.shape(q)
+    qi, scale, _ = to_int8(q)  # (B, S, d), (B, S)
+    qi = qi.astype(np.int16)
     pack = np.full((s, d // 4, LANES, 4), 128, np.uint8)
     pack[:, :, :b] = (qi + 128).astype(np.uint8).transpose(1, 0, 2).reshape(s, b, d // 4, 4).transpose(0, 2, 1, 3)
     scales = np.ones((s, LANES), np.float32)

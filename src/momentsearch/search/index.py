@@ -86,12 +86,17 @@ class VideoIndex:
                                    f"(built by {self.meta.get('family', 'an unknown family')})")
         return self.arrays[name]
 
+    def ask_for(self, name: str, videos: np.ndarray) -> int:
+        """Where the rows are advised random (:meth:`advise_random`: they exceed memory), ask the kernel for the rows
+        of ``videos`` in ``name`` all at once (``search.prefetch.will_need``) before they are read; returns the
+        ranges asked for (0 where the rows are read around)."""
+        return will_need(self.array(name), self.offsets, videos) if self.random_reads else 0
+
     def padded(self, name: str, videos: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         """Rows of ``videos`` padded to the longest: ((K, T, ...) float32, mask (K, T) bool). Rows advised random
         (:meth:`advise_random`) are asked for first, all at once (``search.prefetch.will_need``)."""
         src = self.array(name)
-        if self.random_reads:
-            will_need(src, self.offsets, videos)
+        self.ask_for(name, videos)
         n = self.n_clips[videos]
         t = int(n.max()) if len(n) else 1
         out = np.zeros((len(videos), t, *src.shape[1:]), np.float32)

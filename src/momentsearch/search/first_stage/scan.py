@@ -54,7 +54,6 @@ from momentsearch.search import fastscan
 from momentsearch.search.first_stage.pools import pad, score_pools
 from momentsearch.search.first_stage.scan_loops import compiled, scan_loops
 from momentsearch.search.index import VideoIndex
-from momentsearch.search.prefetch import will_need
 from momentsearch.search.stages import Queries, VectorSource
 
 Tier = tuple[np.ndarray, list[np.ndarray]]  # codebooks (S, m, 2**bits, d/m) and per stream (N, m) uint8 codes
@@ -263,8 +262,7 @@ class ScanFirstStage:
             cands = self.candidates(q, r) if r < self.n_videos else [every] * len(q)
             if self.rows8 is not None:  # the int8 rows first, the fp16 rows of the best ``exact`` only
                 cands = [self.rows8.top(q[i], c, n8, self._pool) for i, c in enumerate(cands)]
-        if self.rows8 is not None:  # the rows on disk: every query's reads started at once (search.prefetch)
-            will_need(self.source.index.array(self.source.array), self.offsets, np.concatenate(cands))
+        self.source.index.ask_for(self.source.array, np.concatenate(cands))  # rows on disk: every read started at once
         rows = [self.loops.exact_top(self.source, q[i], c, k) for i, c in enumerate(cands)]
         for key, n in (("queries", 1), ("uncertified", r < self.n_videos), ("candidates", r), ("rounds", 1)):
             self.stats[key] += n * len(q)

@@ -104,9 +104,7 @@ def rows8_key(source: VectorSource) -> str:
 def quantize(x: np.ndarray, cosine: bool) -> tuple[np.ndarray, np.ndarray]:
     """(n, S, d) float rows -> (n, S, d) int8 rows and (n, S) float32 factors (see the module's docstring)."""
     x = np.asarray(x, np.float32)
-    amax = np.abs(x).max(-1)
-    scale = np.where(amax > 0, amax / 127.0, 1.0).astype(np.float32)
-    q = np.clip(np.rint(x / scale[..., None]), -127, 127).astype(np.int8)
+    q, scale, amax = fastscan.to_int8(x)
     mult = np.where(amax > 0, scale, 0.0).astype(np.float32)
     if cosine:
         mult = mult / np.maximum(np.sqrt(np.einsum("nsd,nsd->ns", x, x)), 1e-12)
@@ -116,10 +114,9 @@ def quantize(x: np.ndarray, cosine: bool) -> tuple[np.ndarray, np.ndarray]:
 class Rows8:
     """The int8 rows of an index's clips, memory-mapped and advised random."""
 
-    def __init__(self, rows: np.ndarray, mult: np.ndarray, offsets: np.ndarray, folder: Path | None = None,
-                 rowsum: np.ndarray | None = None):
-        self.rows, self.mult, self.folder = rows, mult, folder
-        self.rowsum = fastscan.row_sums(rows) if rowsum is None else rowsum
+    def __init__(self, rows: np.ndarray, mult: np.ndarray, rowsum: np.ndarray, offsets: np.ndarray,
+                 folder: Path | None = None):
+        self.rows, self.mult, self.rowsum, self.folder = rows, mult, rowsum, folder
         self.offsets = np.ascontiguousarray(offsets, np.int64)
         self.batch = default_batch()  # the smallest batch this tier scores whole (ScanFirstStage.int8_batch overrides)
         advise("MADV_RANDOM", rows, mult, self.rowsum)  # a video's rows are 3 pages: no read-around
@@ -208,7 +205,7 @@ class Rows8:
         for name, a in (("rows.npy", rows), ("mult.npy", mult), ("rowsum.npy", rowsum)):
             if not a.flags.c_contiguous:  # the compiled loops read them in C order
                 raise _error(f"{folder / name}: stored in Fortran order, expected C order")
-        return Rows8(rows, mult, source.index.offsets, folder, rowsum)
+        return Rows8(rows, mult, rowsum, source.index.offsets, folder)
 
 
 def load_or_build(source: VectorSource, folder: Path, layout: str, progress: bool = False) -> Rows8:
