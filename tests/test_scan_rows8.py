@@ -106,6 +106,8 @@ def test_the_int8_tiers_parameters_are_checked(tmp_path: Path):
         build_first_stage(retr, index, "scan", tmp_path, {"int8_batch": "8"})
     with pytest.raises(FirstStageError, match=r"must be whole numbers"):
         build_first_stage(retr, index, "scan", tmp_path, {"rows": "int8", "exact": "many"})
+    with pytest.raises(FirstStageError, match=r"int8_batch=-3 must be at least 1 \(0: the default\)"):
+        build_first_stage(retr, index, "scan", tmp_path, {"rows": "int8", "int8_batch": "-3"})
 
 
 def test_the_tier_is_added_where_the_rows_exceed_memory_or_the_cpu_has_amx(tmp_path: Path, monkeypatch):

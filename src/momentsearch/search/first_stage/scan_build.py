@@ -42,6 +42,8 @@ def build_scan(source: VectorSource, folder: Path, params: dict[str, str], progr
     if rows not in ("fp16", "int8"):
         raise FirstStageError(f"scan: rows={rows!r}; known: fp16 (the index's rows re-scored), int8 (a tier of int8 "
                               "rows first, the fp16 rows of the best `exact` videos last)")
+    if (exact is not None and exact < 1) or (int8_batch is not None and int8_batch < 1):
+        raise FirstStageError(f"scan: exact={exact} and int8_batch={int8_batch} must be at least 1 (0: the default)")
     if (exact is not None or int8_batch is not None) and rows != "int8":
         raise FirstStageError("scan: exact= (the videos read in fp16 after the int8 rows) and int8_batch= (the smallest "
                               "batch scored from the int8 rows instead of the codes) need rows=int8")
