@@ -104,6 +104,10 @@ def main() -> None:
     ap.add_argument("--val-split", default="val")
     ap.add_argument("--seeds", type=int, nargs="+", default=None, help="only these seeds (default: the experiment's)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--xml-from", type=Path, default=None,
+                    help="minute_bias.py's JSON for this experiment (default benchmarks/results/bias_<experiment>.json, "
+                         "if there): XML's test scores per seed, read back from its paired contrasts, for two-stage at "
+                         "the tuned alpha against XML")
     ap.add_argument("--max-queries", type=int, default=400,
                     help="a fixed random subset of each split's queries (0: all), as minute_bias.py takes")
     add_continuation_flags(ap)
@@ -132,10 +136,29 @@ def main() -> None:
                                                args.max_queries))
             t["tuned_alpha"], t["common_alpha"] = best, common
             test.append(t)
-    report(val, test, args, exp)
+    bias = args.xml_from or ROOT / "benchmarks" / "results" / f"bias_{exp.name}.json"
+    report(val, test, args, exp, xml_scores(bias, test) if bias.exists() else None)
 
 
-def report(val: list[dict], test: list[dict], args: argparse.Namespace, exp: ExperimentConfig) -> None:
+def xml_scores(bias: Path, test: list[dict]) -> list[dict[str, float]]:
+    """XML's test score per seed and metric, recovered from ``minute_bias.py``'s paired contrasts: XML = two-stage at
+    alpha = 1 − (two-stage − XML). Both scripts rank the same checkpoints, queries and videos the same way; that is
+    checked by requiring its "Shared-Norm − two-stage" per seed to equal this run's to 1e-6, else an error."""
+    c = json.loads(bias.read_text())["contrasts"]
+    sn_ts, ts_xml = c["MINUTE (Shared-Norm, Eq. 13) − MINUTE (two-stage, Eqs. 5-7)"], c["MINUTE (two-stage, Eqs. 5-7) − XML"]
+    out: list[dict[str, float]] = [{} for _ in test]
+    for m in METRICS:
+        ours = [t["shared_norm"][m] - t["two_stage@1"][m] for t in test]
+        if len(ts_xml[m]["per_seed"]) != len(test) or not np.allclose(ours, sn_ts[m]["per_seed"], atol=1e-6):
+            raise SystemExit(f"{bias}: its Shared-Norm − two-stage on {m} per seed {sn_ts[m]['per_seed']} is not this "
+                             f"run's {ours}: not the same checkpoints, seeds or queries")
+        for i, t in enumerate(test):
+            out[i][m] = t["two_stage@1"][m] - ts_xml[m]["per_seed"][i]
+    return out
+
+
+def report(val: list[dict], test: list[dict], args: argparse.Namespace, exp: ExperimentConfig,
+           xml: list[dict[str, float]] | None = None) -> None:
     mean_val = {a: float(np.mean([v[name("two_stage", a)]["VCMR 0.5-r1"] for v in val])) for a in args.alphas}
     print("validation VCMR 0.5-r1 (top 100 videos), two-stage scoring, by alpha (mean over seeds; per seed)")
     for a in args.alphas:
@@ -147,7 +170,10 @@ def report(val: list[dict], test: list[dict], args: argparse.Namespace, exp: Exp
     print(f"tuned alpha per seed: {tuned}")
     print(f"one alpha for every seed (best mean validation score): {test[0]['common_alpha']}")
 
-    def col(t: dict, which: str) -> dict[str, float]:
+    def col(i: int, which: str) -> dict[str, float]:
+        t = test[i]
+        if which == "xml":
+            return xml[i]  # type: ignore[index]
         if which == "sn":
             return t["shared_norm"]
         alpha = {"tuned": t["tuned_alpha"], "common": t["common_alpha"], "one": 1.0}[which]
@@ -157,9 +183,13 @@ def report(val: list[dict], test: list[dict], args: argparse.Namespace, exp: Exp
             "Shared-Norm − two-stage at the one tuned alpha": ("sn", "common"),
             "Shared-Norm − two-stage at alpha = 1": ("sn", "one"),
             "two-stage at each seed's tuned alpha − at alpha = 1": ("tuned", "one")}
+    if xml is not None:
+        rows.update({"two-stage at each seed's tuned alpha − XML": ("tuned", "xml"),
+                     "two-stage at the one tuned alpha − XML": ("common", "xml"),
+                     "Shared-Norm − XML": ("sn", "xml")})
     contrasts: dict[str, dict[str, object]] = {}
     for label, (x, y) in rows.items():
-        cells = {m: paired([col(t, x)[m] for t in test], [col(t, y)[m] for t in test]) for m in METRICS}
+        cells = {m: paired([col(i, x)[m] for i in range(len(test))], [col(i, y)[m] for i in range(len(test))]) for m in METRICS}
         contrasts[label] = {m: p.as_dict() for m, p in cells.items()}
         print(f"\n{label}")
         for m, p in cells.items():
@@ -172,6 +202,8 @@ def report(val: list[dict], test: list[dict], args: argparse.Namespace, exp: Exp
         "validation_shared_norm": sn_val,
         "tuned_alpha_per_seed": tuned,
         "test": test, "contrasts": contrasts,
+        "xml_test_per_seed": xml, "xml_from": "XML = two-stage at alpha 1 − minute_bias.py's (two-stage − XML), per seed"
+        if xml is not None else None,
         "covers": "training seeds on one benchmark draw; the test queries are fixed",
     }
     write_json(ROOT / "benchmarks" / "results" / f"minute_alpha_{exp.name}.json", summary)
