@@ -22,7 +22,7 @@ Q = "a white square"
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory):
     searcher = momentsearch.load(build_served_index(tmp_path_factory.mktemp("v1")), device="cpu", first_stage="exact")
-    with TestClient(create_app(searcher, max_batch=8, max_wait_ms=2)) as client:
+    with TestClient(create_app(searcher, max_batch=8, max_wait_ms=2, batch_wait="fixed")) as client:
         yield searcher, client
 
 

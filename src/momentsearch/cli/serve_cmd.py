@@ -28,7 +28,11 @@ def serve_cmd(
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
     max_batch: Annotated[int, typer.Option("--max-batch", min=1, help="Concurrent queries searched as one batch.")] = 32,
     max_wait_ms: Annotated[float, typer.Option("--max-wait-ms", min=0.0, help=(
-        "How long a batch waits for more queries (0: none; queries that arrive while a batch is searched form the next)."))] = 0.0,
+        "How long a batch may wait for more queries (0: never; queries that arrive while a batch is searched form the "
+        "next)."))] = 15.0,
+    batch_wait: Annotated[str, typer.Option("--batch-wait", help=(
+        "adaptive: wait only while the batch is smaller than the last one (a lone client never waits); fixed: "
+        "always wait --max-wait-ms for up to --max-batch."))] = "adaptive",
     batch_workers: Annotated[int, typer.Option("--batch-workers", min=1, help=(
         "Threads that each search a batch (2: one encodes or answers its batch while the other searches)."))] = 1,
     api_key: Annotated[Optional[str], typer.Option(
@@ -81,7 +85,7 @@ def serve_cmd(
 
     serve(index_dir, ServiceSettings(
         host=host, port=port, first_stage=first_stage, first_stage_params=parse_params(param), device=device,
-        max_batch=max_batch, max_wait_ms=max_wait_ms, batch_workers=batch_workers, api_key=api_key, allow_unauthenticated=allow_unauthenticated,
+        max_batch=max_batch, max_wait_ms=max_wait_ms, batch_wait=batch_wait, batch_workers=batch_workers, api_key=api_key, allow_unauthenticated=allow_unauthenticated,
         cors_origins=tuple(cors_origin or ()), ssl_keyfile=ssl_keyfile, ssl_certfile=ssl_certfile,
         timeout_ms=timeout_ms, access_log=access_log, reload_index=reload_index, watch=watch,
         watch_interval=watch_interval, ray=ray, replicas=replicas))

@@ -42,13 +42,14 @@ from momentsearch.serving.searcher import Searcher
 def create_app(searcher: Searcher, settings: ServiceSettings | None = None, metrics: Metrics | None = None,
                **changes: Any) -> FastAPI:
     """The app over ``searcher``. ``settings``: :class:`ServiceSettings` (its ``api_key``, ``cors_origins``,
-    ``max_batch``, ``max_wait_ms``, ``batch_workers``, ``timeout_ms``, ``access_log`` and ``max_body_bytes`` are read here), with
+    ``max_batch``, ``max_wait_ms``, ``batch_wait``, ``batch_workers``, ``timeout_ms``, ``access_log`` and ``max_body_bytes`` are read here), with
     ``changes`` applied (``create_app(s, max_batch=4)``); ``metrics``: counters to carry on (a swapped-in
     index's app)."""
     settings = (settings or ServiceSettings()).with_(**changes)
     metrics = metrics or Metrics()
     services = Services(searcher, QueryBatcher(searcher, settings.max_batch, settings.max_wait_ms,
-                                               on_batch=metrics.batch, workers=settings.batch_workers),
+                                               on_batch=metrics.batch, workers=settings.batch_workers,
+                                               wait=settings.batch_wait),
                         Media(searcher.corpus, searcher.video_ids), metrics, settings,
                         None if getattr(searcher, "folder", None) is None else AlertBook(searcher.folder))
     app = FastAPI(title="momentsearch", version="1", summary="Video corpus moment retrieval: text in, moments out.",

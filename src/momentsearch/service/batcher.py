@@ -1,9 +1,14 @@
 """Concurrent requests become one encoder and engine call: the requests waiting when the batcher is
-free (up to ``max_batch``; with ``max_wait_ms`` > 0 it also waits that long after the first for more)
-are searched together, grouped by the videos they may be answered from (their plan's pool). So a lone query is searched at once, and under
-load the queries that arrive while one batch is searched form the next; each gets its own top ``k``
-back, paged by its own :class:`~momentsearch.serving.plan.SearchPlan`. A request whose caller stopped waiting (its timeout, or the client went away) before its batch
-is searched is left out of it.
+free (up to ``max_batch``) are searched together, grouped by the videos they may be answered from (their plan's
+pool). Queries that arrive while one batch is searched form the next; each gets its own top ``k`` back, paged by its
+own :class:`~momentsearch.serving.plan.SearchPlan`. A request whose caller stopped waiting (its timeout, or the
+client went away) before its batch is searched is left out of it.
+
+With ``max_wait_ms`` > 0 a batch may also wait that long after its first query for more. The ``adaptive`` wait (the
+default) lasts only while the batch is smaller than the last one searched: a lone client never waits, and under load
+the clients whose answers just went out are waited for as they send their next query, so a batch stays whole
+instead of splitting into a large one and a small one (a first stage whose per-query cost falls with the batch, the
+int8 pass, gains most). ``fixed`` always waits ``max_wait_ms`` for up to ``max_batch``.
 
 ``workers`` > 1 threads each take a batch: while one is in the engine (the stages hold a lock there), the
 next batch's queries are encoded and the last one's are ranked and answered, so the pure-Python parts of a
@@ -27,6 +32,9 @@ from momentsearch.serving.searcher import Searcher
 from momentsearch.timing import PartClock
 
 
+WAITS = ("adaptive", "fixed")
+
+
 @dataclass
 class _Request:
     text: str | Query
@@ -39,11 +47,13 @@ class _Request:
 
 class QueryBatcher:
     def __init__(self, searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 0.0,
-                 on_batch: Callable[[int, float, PartClock], None] | None = None, workers: int = 1):
-        if max_batch < 1 or max_wait_ms < 0 or workers < 1:
-            raise ValueError(f"max_batch and workers must be >= 1 and max_wait_ms >= 0, got {max_batch}, {workers} "
-                             f"and {max_wait_ms}")
-        self.searcher, self.max_batch, self.max_wait = searcher, max_batch, max_wait_ms / 1000
+                 on_batch: Callable[[int, float, PartClock], None] | None = None, workers: int = 1,
+                 wait: str = "adaptive"):
+        if max_batch < 1 or max_wait_ms < 0 or workers < 1 or wait not in WAITS:
+            raise ValueError(f"max_batch and workers must be >= 1, max_wait_ms >= 0 and wait one of {WAITS}, got "
+                             f"{max_batch}, {workers}, {max_wait_ms} and {wait!r}")
+        self.searcher, self.max_batch, self.max_wait, self.wait = searcher, max_batch, max_wait_ms / 1000, wait
+        self._last = 1  # the size of the batch last searched: an adaptive wait waits for as many
         self.stats = {"requests": 0, "batches": 0, "largest_batch": 0}
         self.on_batch = on_batch  # (queries searched together, seconds, its parts): the service's metrics
         self._queue: queue.Queue[_Request | None] = queue.Queue()
@@ -68,17 +78,21 @@ class QueryBatcher:
             t.join(timeout=10)
 
     def _collect(self, first: _Request) -> list[_Request]:
+        """``first`` and what is queued behind it; then, while the wait allows, what arrives before the deadline."""
         items = [first]
         deadline = time.monotonic() + self.max_wait
+        wanted = self.max_batch if self.wait == "fixed" else min(self.max_batch, self._last)
         while len(items) < self.max_batch:
+            left = deadline - time.monotonic() if len(items) < wanted else 0.0
             try:
-                item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                item = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
             except queue.Empty:
                 break
             if item is None:
                 self._queue.put(None)  # stop after this batch
                 break
             items.append(item)
+        self._last = len(items)
         return items
 
     def _run(self) -> None:

@@ -21,7 +21,8 @@ class ServiceSettings:
     first_stage_params: dict[str, str] = field(default_factory=dict)
     device: str = "auto"
     max_batch: int = 32  # concurrent queries searched as one batch
-    max_wait_ms: float = 0.0  # how long a batch waits for more queries
+    max_wait_ms: float = 15.0  # how long a batch may wait for more queries (0: never)
+    batch_wait: str = "adaptive"  # adaptive: only while the batch is smaller than the last; fixed: always
     batch_workers: int = 1  # threads that each search a batch (2: one encodes or answers while one searches)
     log_level: str = "info"
     api_key: str | None = None  # required on every route but /livez (else $MOMENTSEARCH_API_KEY in serve())
@@ -42,7 +43,8 @@ class ServiceSettings:
     def __post_init__(self) -> None:
         checks = [("port", 1 <= self.port <= 65535, "from 1 to 65535"), ("max_batch", self.max_batch >= 1, ">= 1"),
                   ("batch_workers", self.batch_workers >= 1, ">= 1"),
-                  ("max_wait_ms", self.max_wait_ms >= 0, ">= 0"), ("timeout_ms", self.timeout_ms > 0, "> 0"),
+                  ("max_wait_ms", self.max_wait_ms >= 0, ">= 0"),
+                  ("batch_wait", self.batch_wait in ("adaptive", "fixed"), "adaptive or fixed"), ("timeout_ms", self.timeout_ms > 0, "> 0"),
                   ("watch_interval", self.watch_interval > 0, "> 0"), ("max_body_bytes", self.max_body_bytes > 0, "> 0"),
                   ("replicas", self.replicas >= 1, ">= 1"), ("max_clip_seconds", self.max_clip_seconds > 0, "> 0")]
         for name, ok, rule in checks:
