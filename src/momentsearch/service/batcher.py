@@ -31,7 +31,6 @@ from momentsearch.serving.query import Query
 from momentsearch.serving.searcher import Searcher
 from momentsearch.timing import PartClock
 
-
 WAITS = ("adaptive", "fixed")
 
 
