@@ -147,3 +147,44 @@ def test_without_the_compiled_loops_the_tier_is_refused_by_name_and_not_chosen(t
     assert default_rows(index) == "fp16"
     with pytest.raises(FirstStageError, match=r"rows=int8: its re-score is compiled.*use rows=fp16"):
         build_first_stage(retriever(index), index, "scan", tmp_path, {"rows": "int8", "loops": "numba"})
+
+
+def test_a_grown_index_carries_the_tier_over_equal_to_one_built_anew(tmp_path: Path, monkeypatch):
+    """``momentsearch index`` over a grown corpus: the kept videos' int8 rows are copied, only the new and re-encoded
+    videos' rows quantized, and the tier equals one built anew over the new index, byte for byte."""
+    from momentsearch.search.first_stage import scan_rows8
+    from momentsearch.search.first_stage.scan import layout_key
+    from momentsearch.search.first_stage.scan_build import grow_scan
+    from momentsearch.search.index import VideoIndex, concat_ragged
+
+    old, _ = structured(400, seed=6, ids=[f"v{i:04d}" for i in range(400)])
+    scan_rows8.load_or_build(retriever(old), tmp_path / "old", layout_key(old))
+    more, _ = structured(60, seed=7, ids=[f"n{i:04d}" for i in range(60)])
+    keep = [i for i in range(400) if not 50 <= i < 90]  # 40 removed
+    parts, ids, old_row = [], [], []
+    for j, i in enumerate(keep):
+        changed = j < 10  # re-encoded: new content under the same id
+        parts.append((more if changed else old).arrays["h1"][
+            slice(*(more.offsets[j: j + 2] if changed else old.offsets[i: i + 2]))])
+        ids.append(old.video_ids[i])
+        old_row.append(-1 if changed else i)
+    for j in range(10, 60):  # 50 new videos
+        parts.append(more.arrays["h1"][more.offsets[j]: more.offsets[j + 1]])
+        ids.append(more.video_ids[j])
+        old_row.append(-1)
+    rows, offsets = concat_ragged(parts)
+    new = VideoIndex(ids, np.full(len(ids), 60.0), np.full(len(ids), 2.0), offsets, {"h1": rows}, meta=old.meta)
+    fresh = sum(int(offsets[v + 1] - offsets[v]) for v, r in enumerate(old_row) if r < 0)
+    quantized: list[int] = []
+    plain = scan_rows8.quantize
+    monkeypatch.setattr(scan_rows8, "quantize", lambda x, cosine: (quantized.append(len(x)), plain(x, cosine))[1])
+    assert grow_scan(tmp_path / "old", tmp_path / "new", retriever(new), old, np.asarray(old_row)) == 1
+    assert sum(quantized) == fresh < len(rows) // 4  # only the new and re-encoded videos' clips
+    (grown,) = (tmp_path / "new").glob("rows8_*")
+    anew = scan_rows8.Rows8.build(retriever(new), tmp_path / "anew" / grown.name, layout_key(new))
+    for name, want in (("rows.npy", anew.rows), ("mult.npy", anew.mult), ("rowsum.npy", anew.rowsum)):
+        got = np.load(grown / name)
+        assert got.dtype == want.dtype and np.array_equal(got, want), name
+    loaded = scan_rows8.Rows8.load(grown, retriever(new), layout_key(new))
+    assert loaded is not None and loaded.rows.shape[0] == len(rows)  # the grown tier is the new index's
+    assert scan_rows8.Rows8.load(grown, retriever(old), layout_key(old)) is None  # and not the old one's

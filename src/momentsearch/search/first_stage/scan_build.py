@@ -17,7 +17,7 @@ from momentsearch.search.first_stage.scan import (
     layout_key,
     stage_key,
 )
-from momentsearch.search.first_stage.scan_rows8 import default_rows, load_or_build
+from momentsearch.search.first_stage.scan_rows8 import default_rows, grow_rows8, load_or_build
 from momentsearch.search.index import VideoIndex, clip_rows
 from momentsearch.search.stages import VectorSource
 
@@ -87,8 +87,8 @@ def grow_scan(old_folder: Path, new_folder: Path, source: VectorSource, old_inde
               progress: bool = False) -> int:
     """Carry every scan stage in ``old_folder`` built over ``old_index`` over to ``source``'s (the new)
     index, into ``new_folder``: ``old_rows[v]`` is new video v's row in the old index, or -1 when it is
-    new or was re-encoded. The codebooks stay; kept videos keep their codes, the others are coded.
-    Returns the number of stages carried over."""
+    new or was re-encoded. The codebooks stay; kept videos keep their codes, the others are coded; the int8
+    tier (``rows=int8``) keeps the kept videos' rows. Returns the number of stages and tiers carried over."""
     offsets = np.asarray(source.index.offsets, np.int64)
     # each new clip row's source: a row of the old codes (a kept video has as many clips), or -1 (coded now)
     src = np.full(int(offsets[-1]), -1, np.int64)
@@ -115,6 +115,9 @@ def grow_scan(old_folder: Path, new_folder: Path, source: VectorSource, old_inde
         grown.close()
         stage.close()
         done += 1
+    if old_folder.is_dir():
+        done += grow_rows8(old_folder, new_folder, source, old_index, src, layout_key(old_index),
+                           layout_key(source.index))
     return done
 
 

@@ -13,8 +13,9 @@ factor ``mult`` (N, S) float32: s, divided by the fp16 row's norm for a cosine r
 ``mult * <q, rows>`` approximates the exact score with an error of about 0.4 % of the row's largest entry a
 dimension. The tier is memory-mapped, advised random, and read into memory at load (``MADV_WILLNEED``) when it
 takes less than half of the machine's memory. Folder ``rows8_<key>/`` beside the stage's, written as a set: ``manifest.json``, ``rows.npy``,
-``mult.npy``, ``rowsum.npy`` ((N, S) int32: each row's sum, which the batched pass needs); built again when the index's
-videos change (a grown index).
+``mult.npy``, ``rowsum.npy`` ((N, S) int32: each row's sum, which the batched pass needs). A grown index carries the
+tier over (:func:`grow_rows8`): each row is quantized on its own, so the kept videos' rows are copied and only the new
+ones quantized, and the grown tier equals one built anew byte for byte.
 
 **A batch's pass** (:meth:`Rows8.candidates`): for a batch of at least :func:`default_batch` queries the int8 rows of
 every clip are scored instead of the codes, 16 queries at a time (``fastscan.scan_i8``: AMX tile products of 16 clips
@@ -154,7 +155,10 @@ class Rows8:
         return np.sort(videos[top_indices(self.scores(q, videos, pool), n)])
 
     @staticmethod
-    def build(source: VectorSource, folder: Path, layout: str, progress: bool = False) -> Rows8:
+    def build(source: VectorSource, folder: Path, layout: str, progress: bool = False,
+              carry: tuple[Rows8, np.ndarray] | None = None) -> Rows8:
+        """The tier of ``source``'s index, written to ``folder`` as a set. ``carry``: (the old index's tier, each
+        new clip row's row in it or -1): the rows it has are copied, the others quantized."""
         full = source.index.array(source.array)
         if full.ndim != 3:
             raise FirstStageError(f"scan rows=int8: the index's {source.array!r} rows are not (clips, streams, dim)")
@@ -167,8 +171,18 @@ class Rows8:
             rowsum = np.lib.format.open_memmap(tmp / "rowsum.npy", "w+", np.int32, (n, s))
             for a in range(0, n, BUILD_CLIPS):
                 b = min(n, a + BUILD_CLIPS)
-                rows[a:b], mult[a:b] = quantize(full[a:b], source.cosine)
-                rowsum[a:b] = fastscan.row_sums(rows[a:b])
+                src = np.full(b - a, -1, np.int64) if carry is None else carry[1][a:b]
+                kept, fresh = np.flatnonzero(src >= 0), a + np.flatnonzero(src < 0)
+                if len(kept):
+                    old = carry[0]  # type: ignore[index]
+                    rows[a + kept], mult[a + kept], rowsum[a + kept] = (old.rows[src[kept]], old.mult[src[kept]],
+                                                                        old.rowsum[src[kept]])
+                if len(fresh) == b - a:
+                    rows[a:b], mult[a:b] = quantize(full[a:b], source.cosine)
+                    rowsum[a:b] = fastscan.row_sums(rows[a:b])
+                elif len(fresh):
+                    r8, m8 = quantize(full[fresh], source.cosine)
+                    rows[fresh], mult[fresh], rowsum[fresh] = r8, m8, fastscan.row_sums(r8)
                 if progress and (a // BUILD_CLIPS) % 32 == 31:
                     say(f"  scan: int8 rows {b:,}/{n:,} clips")
             for a in (rows, mult, rowsum):
@@ -215,3 +229,23 @@ def load_or_build(source: VectorSource, folder: Path, layout: str, progress: boo
                               "(pip install . where a C compiler is found); use rows=fp16")
     where = folder / rows8_key(source)
     return Rows8.load(where, source, layout) or Rows8.build(source, where, layout, progress)
+
+
+def grow_rows8(old_folder: Path, new_folder: Path, source: VectorSource, old_index: VideoIndex, src: np.ndarray,
+               old_layout: str, new_layout: str) -> int:
+    """Carry the int8 tier in ``old_folder`` built over ``old_index`` over to ``source``'s (the new) index, into
+    ``new_folder``: ``src[c]`` is new clip row c's row in the old index, or -1 (a new or re-encoded video's).
+    Returns 1 when a tier was carried over, 0 when there was none (or a damaged one: the next search builds it)."""
+
+    class OldSource:  # the old tier's files are checked against the old index
+        index, array, cosine = old_index, source.array, source.cosine
+
+    old = old_folder / rows8_key(source)
+    try:
+        tier = Rows8.load(old, OldSource, old_layout) if old.is_dir() else None  # type: ignore[arg-type]
+    except FirstStageError:
+        return 0
+    if tier is None or not fastscan.available():
+        return 0
+    Rows8.build(source, new_folder / old.name, new_layout, carry=(tier, src))
+    return 1
