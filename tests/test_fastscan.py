@@ -201,3 +201,26 @@ def test_seven_bit_codes_keep_recall_and_their_manifest_and_answer_as_the_numba_
     (seven.folder / "manifest.json").write_text(json.dumps({**man, "bits": 9}))
     with pytest.raises(FirstStageError, match="bits must be 7 or 8; delete the folder"):
         build_first_stage(retr, index, "scan", tmp_path, {"bits": "7"})
+
+
+def test_the_simd_paths_follow_the_environment() -> None:
+    """``MOMENTSEARCH_SIMD`` sets a process's paths: no-amx keeps the int8 pass on VNNI (and default_batch at 12),
+    none the portable loops; an unknown value is an error that names the choices."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("from momentsearch.search import fastscan; from momentsearch.search.first_stage.scan_rows8 import "
+            "default_batch; p = fastscan.simd_paths(); print(p['amx'], p['vbmi'], default_batch())")
+
+    def run(value: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env={**os.environ, "MOMENTSEARCH_SIMD": value})
+
+    none = run("none")
+    assert none.returncode == 0 and none.stdout.split() == ["False", "False", str(1 << 30)], none.stderr
+    no_amx = run("no-amx")
+    vnni = fastscan.simd_paths()["vnni"]
+    assert no_amx.stdout.split()[0] == "False" and no_amx.stdout.split()[2] == str(12 if vnni else 1 << 30)
+    bad = run("fast")
+    assert bad.returncode != 0 and "MOMENTSEARCH_SIMD='fast': choose one of all, no-amx, none" in bad.stderr

@@ -11,6 +11,9 @@
 
 Both release the GIL: the caller splits the work over its threads. :func:`available` says whether the
 extension was built (``pip install .`` builds it where a C compiler is found, and goes on without it).
+
+``MOMENTSEARCH_SIMD`` chooses the paths for a whole process (a server, a benchmark): ``all`` (the default: what this
+CPU has), ``no-amx`` (the int8 pass on AVX-512 VNNI, as on a CPU without AMX) or ``none`` (the portable C loops).
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ except ImportError:  # pragma: no cover - a build without a C compiler
     _ext = None
 
 
+SIMD_CHOICES = {"all": (True, True), "no-amx": (True, False), "none": (False, False)}
+
+
 def available() -> bool:
     return _ext is not None
 
@@ -43,6 +49,21 @@ def set_simd(on: bool, amx: bool = True) -> dict[str, bool]:
 def simd_paths() -> dict[str, bool]:
     """Which SIMD paths are on now (as :func:`set_simd` last set them), without changing them."""
     return dict(require().simd_paths())
+
+
+def simd_from_environment() -> dict[str, bool] | None:
+    """Apply ``MOMENTSEARCH_SIMD`` (see the module's docstring); None where it is unset. An unknown value is a
+    :class:`~momentsearch.errors.ConfigError` naming the choices."""
+    import os
+
+    want = os.environ.get("MOMENTSEARCH_SIMD", "").strip().lower()
+    if not want or _ext is None:
+        return None
+    if want not in SIMD_CHOICES:
+        from momentsearch.errors import ConfigError
+
+        raise ConfigError(f"MOMENTSEARCH_SIMD={want!r}: choose one of {', '.join(SIMD_CHOICES)}")
+    return set_simd(*SIMD_CHOICES[want])
 
 
 def require() -> Any:
@@ -211,3 +232,6 @@ def scan_i8_numpy(rows: np.ndarray, mult: np.ndarray, qpack: np.ndarray, qscale:
     for k in range(s):
         total = total + best[:, :, k] * qscale[k, :nq, None]
     return total / np.float32(s)
+
+
+simd_from_environment()
