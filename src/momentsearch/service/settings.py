@@ -21,8 +21,8 @@ class ServiceSettings:
     first_stage_params: dict[str, str] = field(default_factory=dict)
     device: str = "auto"
     max_batch: int = 32  # concurrent queries searched as one batch
-    max_wait_ms: float = 15.0  # how long a batch may wait for more queries (0: never)
-    batch_wait: str = "adaptive"  # adaptive: only while the batch is smaller than the last; fixed: always
+    max_wait_ms: float = 0.0  # how long a batch may wait for more queries (0: never)
+    batch_wait: str = "adaptive"  # adaptive: only while fewer than the clients seen in the last cycle; fixed: always
     batch_workers: int = 1  # threads that each search a batch (2: one encodes or answers while one searches)
     log_level: str = "info"
     api_key: str | None = None  # required on every route but /livez (else $MOMENTSEARCH_API_KEY in serve())
