@@ -48,6 +48,7 @@ class MiniLMTokenEncoder:
         self.batch_size = batch_size
         self._model = None
         self._tok = None
+        self._fast: Any = None  # text.bert_fast.FastBert, or None: transformers' forward
 
     def _load(self) -> None:
         if self._model is not None:
@@ -62,6 +63,9 @@ class MiniLMTokenEncoder:
         d = minilm_dir()
         self._tok = AutoTokenizer.from_pretrained(d, local_files_only=True)
         self._model = AutoModel.from_pretrained(d, local_files_only=True).eval()
+        from momentsearch.text.bert_fast import FastBert
+
+        self._fast = FastBert.of(self._model)  # the same function in fewer torch calls (text/bert_fast.py)
 
     def encode(self, texts: Sequence[str], progress: bool = False) -> list[np.ndarray]:
         import torch
@@ -76,7 +80,11 @@ class MiniLMTokenEncoder:
             chunk = [t.strip() for t in texts[s: s + self.batch_size]]
             with torch.inference_mode():
                 enc = self._tok(chunk, padding=True, truncation=True, max_length=self.max_tokens, return_tensors="pt")
-                hidden = self._model(**enc).last_hidden_state.float().numpy()
+                if self._fast is not None:
+                    hidden = self._fast(enc["input_ids"], enc["attention_mask"], enc.get("token_type_ids"))
+                else:
+                    hidden = self._model(**enc).last_hidden_state
+                hidden = hidden.float().numpy()
             lengths = enc["attention_mask"].sum(1).numpy()
             out.extend(hidden[i, : lengths[i]].copy() for i in range(len(chunk)))
         return out

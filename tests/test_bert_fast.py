@@ -1,0 +1,47 @@
+"""The query encoder's fast BERT forward (``text/bert_fast.py``) computes what transformers' ``BertModel`` computes:
+all-MiniLM-L6-v2's token states for one text and for a padded batch, within float rounding; a model it does not
+cover is left to transformers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from momentsearch.text.bert_fast import FastBert
+from momentsearch.text.encoders import MiniLMTokenEncoder
+
+TEXTS = ["a person opens the door", "the man puts a cup on the table and walks slowly to the kitchen", "hi"]
+
+
+def test_minilm_token_states_equal_transformers() -> None:
+    enc = MiniLMTokenEncoder()
+    got = enc.encode(TEXTS)  # the fast forward, one padded batch
+    assert enc._fast is not None
+    with torch.inference_mode():
+        for text, mine in zip(TEXTS, got, strict=True):
+            t = enc._tok([text], truncation=True, max_length=32, return_tensors="pt")
+            want = enc._model(**t).last_hidden_state[0].numpy()
+            assert mine.shape == want.shape == (int(t["attention_mask"].sum()), 384)
+            np.testing.assert_allclose(mine, want, atol=1e-5, rtol=0)
+        alone = enc.encode([TEXTS[1]])[0]  # alone, no padding: the same states
+        np.testing.assert_allclose(alone, got[1], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("change", [{"hidden_act": "relu"}, {"position_embedding_type": "relative_key"}])
+def test_a_model_it_does_not_cover_keeps_transformers(change: dict) -> None:
+    from transformers import BertConfig, BertModel
+
+    cfg = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                     **change)
+    assert FastBert.of(BertModel(cfg).eval()) is None
+    plain = BertModel(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                 intermediate_size=32)).eval()
+    fast = FastBert.of(plain)
+    assert fast is not None
+    ids = torch.tensor([[1, 5, 7, 9, 2], [1, 4, 2, 0, 0]])
+    mask = (ids > 0).long()
+    with torch.inference_mode():
+        want = plain(input_ids=ids, attention_mask=mask).last_hidden_state
+        got = fast(ids, mask)
+    assert torch.allclose(got[0], want[0], atol=1e-5) and torch.allclose(got[1, :3], want[1, :3], atol=1e-5)
