@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).parent))
 
 from convergence import parse_versus  # noqa: E402  (a condition's name may hold '=')
+from _common import add_continuation_flags, chain_end, continuation_of  # noqa: E402
 
 from momentsearch.config import load_yaml_config  # noqa: E402
 from momentsearch.experiments import ExperimentConfig, prepare, run_config  # noqa: E402
@@ -62,7 +63,9 @@ def main() -> None:
     ap.add_argument("--versus", action="append", required=True, help="A=B: A - B paired by seed and query")
     ap.add_argument("--metric", action="append", default=[])
     ap.add_argument("--tag", default="")
+    add_continuation_flags(ap)
     args = ap.parse_args()
+    cont = continuation_of(args)
     exp = load_yaml_config(ExperimentConfig, args.experiment)
     bench, tables = prepare(exp)
     runs_dir = Path(exp.runs_dir) if exp.runs_dir else Path("runs/experiments/runs") / bench.name
@@ -71,7 +74,10 @@ def main() -> None:
 
     def results(cond: str, seed: int) -> dict[str, dict[str, float]]:
         if (cond, seed) not in cache:
-            run = Path(run_config(exp, cond, seed, bench, tables, runs_dir)["out_dir"])
+            d = run_config(exp, cond, seed, bench, tables, runs_dir)
+            if cont is not None:  # the last run of its chain of continuations, as convergence.py reads it
+                d = chain_end(d, cont, f"{cond} seed {seed}", args.experiment, args)
+            run = Path(d["out_dir"])
             if not (run / "result.json").exists():
                 sys.exit(f"error: {cond} seed {seed} has not finished ({run})")
             cache[(cond, seed)] = per_query(run)
