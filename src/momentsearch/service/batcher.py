@@ -29,12 +29,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from momentsearch.search.ranked import Hit
+from momentsearch.service.settings import BATCH_WAITS
 from momentsearch.serving.plan import SearchPlan
 from momentsearch.serving.query import Query
 from momentsearch.serving.searcher import Searcher
 from momentsearch.timing import PartClock
-
-WAITS = ("adaptive", "fixed")
 
 
 @dataclass
@@ -51,8 +50,8 @@ class QueryBatcher:
     def __init__(self, searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 0.0,
                  on_batch: Callable[[int, float, PartClock], None] | None = None, workers: int = 1,
                  wait: str = "adaptive"):
-        if max_batch < 1 or max_wait_ms < 0 or workers < 1 or wait not in WAITS:
-            raise ValueError(f"max_batch and workers must be >= 1, max_wait_ms >= 0 and wait one of {WAITS}, got "
+        if max_batch < 1 or max_wait_ms < 0 or workers < 1 or wait not in BATCH_WAITS:
+            raise ValueError(f"max_batch and workers must be >= 1, max_wait_ms >= 0 and wait one of {BATCH_WAITS}, got "
                              f"{max_batch}, {workers}, {max_wait_ms} and {wait!r}")
         self.searcher, self.max_batch, self.max_wait, self.wait = searcher, max_batch, max_wait_ms / 1000, wait
         # the clients seen in the last cycle: the batch last searched and the requests queued when it was answered

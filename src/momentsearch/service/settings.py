@@ -11,6 +11,7 @@ from momentsearch.errors import ConfigError
 
 MAX_BODY_BYTES = 1 << 20  # a request body over this is a 413
 DEFAULT_TIMEOUT_MS = 30_000.0
+BATCH_WAITS = ("adaptive", "fixed")  # how a batch waits for more queries (service.batcher)
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class ServiceSettings:
         checks = [("port", 1 <= self.port <= 65535, "from 1 to 65535"), ("max_batch", self.max_batch >= 1, ">= 1"),
                   ("batch_workers", self.batch_workers >= 1, ">= 1"),
                   ("max_wait_ms", self.max_wait_ms >= 0, ">= 0"),
-                  ("batch_wait", self.batch_wait in ("adaptive", "fixed"), "adaptive or fixed"), ("timeout_ms", self.timeout_ms > 0, "> 0"),
+                  ("batch_wait", self.batch_wait in BATCH_WAITS, " or ".join(BATCH_WAITS)), ("timeout_ms", self.timeout_ms > 0, "> 0"),
                   ("watch_interval", self.watch_interval > 0, "> 0"), ("max_body_bytes", self.max_body_bytes > 0, "> 0"),
                   ("replicas", self.replicas >= 1, ">= 1"), ("max_clip_seconds", self.max_clip_seconds > 0, "> 0")]
         for name, ok, rule in checks:

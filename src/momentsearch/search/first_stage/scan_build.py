@@ -97,8 +97,8 @@ def grow_scan(old_folder: Path, new_folder: Path, source: VectorSource, old_inde
     fresh = np.flatnonzero(src < 0)
     done = 0
 
-    class OldSource:  # the old stage's files are checked against the old index's layout
-        index, array, n_streams = old_index, source.array, source.n_streams
+    class OldSource:  # the old stage's and tier's files are checked against the old index's layout
+        index, array, n_streams, cosine = old_index, source.array, source.n_streams, source.cosine
 
     for old in sorted(old_folder.glob("scan_*")) if old_folder.is_dir() else []:
         try:
@@ -115,10 +115,7 @@ def grow_scan(old_folder: Path, new_folder: Path, source: VectorSource, old_inde
         grown.close()
         stage.close()
         done += 1
-    if old_folder.is_dir():
-        done += grow_rows8(old_folder, new_folder, source, old_index, src, layout_key(old_index),
-                           layout_key(source.index))
-    return done
+    return done + grow_rows8(old_folder, new_folder, source, OldSource, src)  # type: ignore[arg-type]
 
 
 def _grown_codes(source: VectorSource, books: np.ndarray, codes: list[np.ndarray], src: np.ndarray, fresh: np.ndarray,

@@ -38,7 +38,7 @@ from momentsearch.errors import FirstStageError
 from momentsearch.fileio import atomic_dir, write_json
 from momentsearch.readers import check_array, read_json_object, read_npy
 from momentsearch.search import fastscan
-from momentsearch.search.first_stage.scan import top_indices
+from momentsearch.search.first_stage.scan import layout_key, top_indices
 from momentsearch.search.first_stage.scan_loops import run_jobs, scores_in_halves
 from momentsearch.search.index import VideoIndex, advise, exceeds_memory, memory_bytes
 from momentsearch.search.stages import VectorSource
@@ -171,16 +171,13 @@ class Rows8:
             rowsum = np.lib.format.open_memmap(tmp / "rowsum.npy", "w+", np.int32, (n, s))
             for a in range(0, n, BUILD_CLIPS):
                 b = min(n, a + BUILD_CLIPS)
-                src = np.full(b - a, -1, np.int64) if carry is None else carry[1][a:b]
-                kept, fresh = np.flatnonzero(src >= 0), a + np.flatnonzero(src < 0)
-                if len(kept):
-                    old = carry[0]  # type: ignore[index]
-                    rows[a + kept], mult[a + kept], rowsum[a + kept] = (old.rows[src[kept]], old.mult[src[kept]],
-                                                                        old.rowsum[src[kept]])
-                if len(fresh) == b - a:
-                    rows[a:b], mult[a:b] = quantize(full[a:b], source.cosine)
-                    rowsum[a:b] = fastscan.row_sums(rows[a:b])
-                elif len(fresh):
+                fresh: slice | np.ndarray = slice(a, b)  # the rows quantized now: all, or those the old tier lacks
+                if carry is not None:
+                    old, src = carry[0], carry[1][a:b]
+                    kept, fresh = a + np.flatnonzero(src >= 0), a + np.flatnonzero(src < 0)
+                    at = src[src >= 0]
+                    rows[kept], mult[kept], rowsum[kept] = old.rows[at], old.mult[at], old.rowsum[at]
+                if isinstance(fresh, slice) or len(fresh):
                     r8, m8 = quantize(full[fresh], source.cosine)
                     rows[fresh], mult[fresh], rowsum[fresh] = r8, m8, fastscan.row_sums(r8)
                 if progress and (a // BUILD_CLIPS) % 32 == 31:
@@ -231,21 +228,20 @@ def load_or_build(source: VectorSource, folder: Path, layout: str, progress: boo
     return Rows8.load(where, source, layout) or Rows8.build(source, where, layout, progress)
 
 
-def grow_rows8(old_folder: Path, new_folder: Path, source: VectorSource, old_index: VideoIndex, src: np.ndarray,
-               old_layout: str, new_layout: str) -> int:
-    """Carry the int8 tier in ``old_folder`` built over ``old_index`` over to ``source``'s (the new) index, into
-    ``new_folder``: ``src[c]`` is new clip row c's row in the old index, or -1 (a new or re-encoded video's).
-    Returns 1 when a tier was carried over, 0 when there was none (or a damaged one: the next search builds it)."""
-
-    class OldSource:  # the old tier's files are checked against the old index
-        index, array, cosine = old_index, source.array, source.cosine
-
+def grow_rows8(old_folder: Path, new_folder: Path, source: VectorSource, old_source: VectorSource,
+               src: np.ndarray) -> int:
+    """Carry the int8 tier in ``old_folder``, built over ``old_source``'s index, over to ``source``'s (the new)
+    index, into ``new_folder``: ``src[c]`` is new clip row c's row in the old index, or -1 (a new or re-encoded
+    video's). Returns 1 when a tier was carried over, 0 when there was none (or a damaged one: the next search builds
+    it)."""
     old = old_folder / rows8_key(source)
+    if not (old.is_dir() and fastscan.available()):
+        return 0
     try:
-        tier = Rows8.load(old, OldSource, old_layout) if old.is_dir() else None  # type: ignore[arg-type]
+        tier = Rows8.load(old, old_source, layout_key(old_source.index))
     except FirstStageError:
         return 0
-    if tier is None or not fastscan.available():
+    if tier is None:
         return 0
-    Rows8.build(source, new_folder / old.name, new_layout, carry=(tier, src))
+    Rows8.build(source, new_folder / old.name, layout_key(source.index), carry=(tier, src))
     return 1
