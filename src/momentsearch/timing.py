@@ -14,7 +14,8 @@ import contextlib
 import time
 from collections.abc import Iterator
 
-# the parts of one search, in the order a query meets them (the service adds "http" and "batch_wait")
+# the parts of one search, in the order a query meets them (the service adds "http" and "batch_wait"); "encode" is
+# the text encoder and the model's query network (the engine's ``stages.queries``)
 PARTS = ("encode", "first_stage", "rerank", "localize", "nms", "rank")
 
 

@@ -92,7 +92,8 @@ class SearchEngine:
         n = self.n_moments if n_moments is None else n_moments
         if n < 1:
             raise QueryError(f"n_moments must be >= 1, got {n}")
-        q = self.stages.queries(tokens, token_mask)  # the model's query network, once: every stage reads q
+        with part(clock, "encode"):  # the model's query network, once: every stage reads q
+            q = self.stages.queries(tokens, token_mask)
         with part(clock, "first_stage"):
             top_vr, videos = self.first_stage.retrieve(q, self.k_videos, pools)  # (B, K) each
         return self.rank(query_ids, q, top_vr, videos, n, clock, moments_only)
