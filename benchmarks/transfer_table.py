@@ -1,16 +1,17 @@
-"""Which verdicts transfer from templated to real captions (issue 43 item 5): each claim paired by seed on the
-synthetic `converge` preset (configs/experiments/synthetic_claims.yaml) and on the real-caption `charades` preset
-(configs/experiments/charades_claims.yaml), the same conditions, budget (40 epochs) and seeds.
+"""Which verdicts transfer from templated to real captions (issue 43 item 5; issue 75 part 5): each claim paired by
+seed on the synthetic `converge` preset (configs/experiments/synthetic_claims.yaml), on the real-caption `charades`
+preset (charades_claims.yaml: one random picture per action class) and on `charades_vo` (charades_vo_claims.yaml:
+pictures built from each class's verb and object), the same conditions, budget (40 epochs) and seeds.
 
 For every claim "A beats B" and metric: the mean of the per-seed differences A - B on the test split, their sd,
 the 95 % t interval and the verdict of ``experiments/stats.py`` (borne out / refuted only when the interval
-excludes 0), and how many of A's and B's runs pass the trend test of benchmarks/convergence.py (when its JSON is
-there). Prints the Markdown table and writes benchmarks/results/transfer_table.json.
+excludes 0), over the seeds both arms ran, and how many of A's and B's runs pass the trend test and the
+equivalence rule over 20 epochs. It reads the runs' test numbers and validation curves that
+benchmarks/convergence.py stored (``benchmarks/results/convergence_<experiment>.json``), so it needs no run folder.
+Prints the Markdown table and writes benchmarks/results/transfer_table.json.
 
-    momentsearch experiment configs/experiments/synthetic_claims.yaml --jobs 2
-    momentsearch experiment configs/experiments/charades_claims.yaml --jobs 2
-    python benchmarks/convergence.py configs/experiments/synthetic_claims.yaml
-    python benchmarks/convergence.py configs/experiments/charades_claims.yaml
+    momentsearch experiment configs/experiments/charades_vo_claims.yaml --jobs 2     # and the other two
+    python benchmarks/convergence.py configs/experiments/charades_vo_claims.yaml       # and the other two
     python benchmarks/transfer_table.py
 """
 
@@ -30,9 +31,10 @@ from _common import interval  # noqa: E402
 from momentsearch.experiments.stats import paired  # noqa: E402
 from momentsearch.fileio import write_json  # noqa: E402
 
-PRESETS = {"synthetic": "synthetic_claims", "real captions": "charades_claims"}
-# (claim, A, B): A and B name a condition of both experiments; "truth" is the synthetic oracle in one and the
-# action-class table in the other
+PRESETS = {"synthetic": "synthetic_claims", "real captions": "charades_claims",
+           "real captions, related pictures": "charades_vo_claims"}
+# (claim, A, B): A and B name a condition of every experiment; "truth" is the synthetic oracle in one and the
+# action-class table in the others (an oracle ceiling on real captions: the features are drawn from those labels)
 CLAIMS = [
     ("+PR beats XML", "+PR (np-vp 0.7)", "XML"),
     ("C = Psi beats C = 1", "+PR (np-vp 0.7)", "+PR C=1 (np-vp 0.7)"),
@@ -40,60 +42,70 @@ CLAIMS = [
     ("Wray's T = 0.5 on BoW beats instance-based", "T=0.5 (BoW)", "XML"),
     ("T = 0.5 on the truth beats instance-based", "T=0.5 (truth)", "XML"),
 ]
-ALIASES = {"T=0.5 (truth)": ("T=0.5 (truth)", "T=0.5 (class truth)")}
-METRICS = ["VCMR 0.5-r1", "VCMR 0.5-r10", "nDCG VCMR 0.5"]
+ALIASES = {"T=0.5 (truth)": ("T=0.5 (truth)", "T=0.5 (class truth)", "T=0.5 (class truth, oracle ceiling)")}
+METRICS = ["VCMR 0.5-r1", "VCMR 0.5-r10", "MP-VCMR 0.5-r1", "nDCG VCMR 0.5", "nDCG VR 2-way"]
 
 
-def _condition(results: dict[str, Any], name: str) -> dict[str, Any] | None:
-    for n in ALIASES.get(name, (name,)):
-        if n in results["conditions"]:
-            return results["conditions"][n]
-    return None
+def _runs(conv: dict[str, Any], name: str) -> dict[int, dict[str, Any]]:
+    """The stored runs of a condition, by seed."""
+    names = ALIASES.get(name, (name,))
+    return {int(r["seed"]): r for r in conv["runs"] if r["condition"] in names}
 
 
-def _converged(conv: dict[str, Any] | None, name: str) -> str:
-    if conv is None:
-        return "?"
-    runs = [r for r in conv["runs"] if r["condition"] in ALIASES.get(name, (name,))]
-    return f"{sum(bool(r['converged']) for r in runs)}/{len(runs)}" if runs else "?"
+def _passing(runs: dict[int, dict[str, Any]], seeds: list[int]) -> tuple[int, int]:
+    """Of those seeds' runs: how many pass the trend test (as stored) and the equivalence rule over 20 epochs."""
+    from momentsearch.experiments.continuation import curve_flatness
+
+    trend = equiv = 0
+    for s in seeds:
+        r = runs[s]
+        trend += bool(r.get("converged"))
+        curves = {k: v for k, v in (r.get("curves") or {}).items() if isinstance(v, list) and v}
+        if curves:
+            flat = curve_flatness(curves, int(r.get("vr_phase_end") or len(next(iter(curves.values())))), 20, 0.1)
+            equiv += all(f.converged for f in flat.values())
+    return trend, equiv
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--runs", type=Path, default=ROOT / "runs" / "experiments", help="the experiments' folder")
-    args = ap.parse_args()
-    results, convergence = {}, {}
+    ap.parse_args()
+    convergence = {}
     for preset, name in PRESETS.items():
-        path = args.runs / name / "results.json"
+        path = ROOT / "benchmarks" / "results" / f"convergence_{name}.json"
         if not path.is_file():
-            sys.exit(f"{path}: not found; run `momentsearch experiment configs/experiments/{name}.yaml` first")
-        results[preset] = json.loads(path.read_text())
-        conv = ROOT / "benchmarks" / "results" / f"convergence_{name}.json"
-        convergence[preset] = json.loads(conv.read_text()) if conv.is_file() else None
+            sys.exit(f"{path}: not found; run `momentsearch experiment configs/experiments/{name}.yaml`, then "
+                     f"`python benchmarks/convergence.py configs/experiments/{name}.yaml`")
+        convergence[preset] = json.loads(path.read_text())
     rows: list[dict[str, Any]] = []
     for claim, a, b in CLAIMS:
         for metric in METRICS:
             row: dict[str, Any] = {"claim": claim, "metric": metric}
-            for preset in PRESETS:
-                ca, cb = _condition(results[preset], a), _condition(results[preset], b)
-                if ca is None or cb is None or metric not in ca or metric not in cb:
+            for preset, conv in convergence.items():
+                ra, rb = _runs(conv, a), _runs(conv, b)
+                seeds = sorted(set(ra) & set(rb))
+                if not seeds or any(metric not in ra[s]["test"] or metric not in rb[s]["test"] for s in seeds):
                     row[preset] = None
                     continue
-                p = paired(ca[metric]["runs"], cb[metric]["runs"])
-                row[preset] = {"mean": p.mean, "std": p.std, "low": p.low, "high": p.high, "n": p.n,
+                p = paired([ra[s]["test"][metric] for s in seeds], [rb[s]["test"][metric] for s in seeds])
+                (ta, ea), (tb, eb) = _passing(ra, seeds), _passing(rb, seeds)
+                row[preset] = {"mean": p.mean, "std": p.std, "low": p.low, "high": p.high, "n": p.n, "seeds": seeds,
                                "verdict": p.verdict, "per_seed": list(p.diffs), "cell": p.cell(),
-                               "converged": f"{_converged(convergence[preset], a)}, {_converged(convergence[preset], b)}"}
+                               "trend test": f"{ta}/{len(seeds)}, {tb}/{len(seeds)}",
+                               "equivalence 20": f"{ea}/{len(seeds)}, {eb}/{len(seeds)}"}
             rows.append(row)
-    print("| claim | metric | synthetic: A − B [95 % t interval] | verdict | real captions: A − B [95 % t interval] "
-          "| verdict |")
-    print("|---|---|---:|---|---:|---|")
+    print("| claim | metric | " + " | ".join(f"{p}: A − B [95 % t interval] | verdict" for p in PRESETS) + " |")
+    print("|---|---|" + "---:|---|" * len(PRESETS))
     for r in rows:
-        cells = [(interval(r[p]), r[p]["verdict"]) if r[p] else
-                 ("not run", "") for p in PRESETS]
-        print(f"| {r['claim']} | {r['metric']} | {cells[0][0]} | {cells[0][1]} | {cells[1][0]} | {cells[1][1]} |")
+        cells = [f"{interval(r[p])} (n={r[p]['n']}) | {r[p]['verdict']}" if r[p] else "not run | " for p in PRESETS]
+        print(f"| {r['claim']} | {r['metric']} | " + " | ".join(cells) + " |")
+    print("\nruns passing (A's, B's) the trend test / the equivalence rule over 20 epochs:")
+    for claim, a, b in CLAIMS:
+        r = next(x for x in rows if x["claim"] == claim)
+        print(f"- {claim}: " + "; ".join(f"{p} {r[p]['trend test']} / {r[p]['equivalence 20']}"
+                                         for p in PRESETS if r[p]))
     out = ROOT / "benchmarks" / "results" / "transfer_table.json"
-    write_json(out, {"command": "python benchmarks/transfer_table.py", "experiments": PRESETS,
-                     "seeds": {p: results[p]["seeds"] for p in PRESETS}, "rows": rows})
+    write_json(out, {"command": "python benchmarks/transfer_table.py", "experiments": PRESETS, "rows": rows})
     print(f"\nwrote {out}")
 
 
