@@ -66,6 +66,24 @@ def test_check_inputs_records_a_new_run_and_refuses_a_changed_one(tiny_benchmark
         check_inputs(run, cfg, record=False)
 
 
+def test_a_proxy_table_named_by_its_file_is_digested_with_its_parts(tiny_benchmark: Path, tmp_path: Path) -> None:
+    """A text proxy's table is named by its .npz (``{kind: proxy}``: relevance.table ends in .npz); its parts share
+    the stem. It was refused as "no files with the prefix" (the glob looked for NAME.npz.*), which stopped every
+    run of Wray's thresholds on a proxy inside ``momentsearch experiment``."""
+    np.savez(tmp_path / "proxy_bow.npz", s=np.ones(3))
+    np.savez(tmp_path / "proxy_bow.qq.npz", s=np.ones(2))
+    (tmp_path / "proxy_bow.stats.json").write_text("{}")  # a report, left out
+    cfg = {"dataset": {"benchmark": str(tiny_benchmark)},
+           "model": {"name": "xml", "relevance": {"table": str(tmp_path / "proxy_bow.npz")}}}
+    first = run_inputs(cfg)["table:relevance.table"]
+    (tmp_path / "proxy_bow.stats.json").write_text('{"changed": 1}')
+    assert run_inputs(cfg)["table:relevance.table"] == first
+    np.savez(tmp_path / "proxy_bow.qq.npz", s=np.zeros(2))  # a part of the table changed
+    assert run_inputs(cfg)["table:relevance.table"] != first
+    np.savez(tmp_path / "proxy_bow.npz", s=np.zeros(3))
+    assert run_inputs(cfg)["table:relevance.table"] != first
+
+
 @pytest.mark.slow
 def test_a_run_over_a_regenerated_benchmark(tiny_benchmark: Path, tmp_path: Path) -> None:
     """Generated again from the same config, the benchmark is the same input and the run is kept; generated

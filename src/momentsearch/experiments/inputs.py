@@ -115,6 +115,8 @@ def run_inputs(cfg: dict[str, Any]) -> dict[str, str]:
                            ("true_negatives_table", model.get("true_negatives_table", ""))):
         if prefix:
             p = Path(prefix)
+            if p.is_file():  # a table named by its file (a text proxy's .npz): the files sharing its stem
+                p = p.with_suffix("")
             parts = sorted(f for f in p.parent.glob(glob.escape(p.name) + ".*")
                            if f.is_file() and not f.name.endswith(SKIPPED_SUFFIXES))
             if not parts:
