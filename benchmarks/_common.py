@@ -129,3 +129,14 @@ def chain_end(d: dict[str, Any], cont: Continuation | None, run: str, experiment
     except ConfigError as e:
         raise SystemExit(f"error: {run}: {e}") from None
     return d
+
+
+def stored_flatness(run: dict[str, Any], window: int, tolerance: float) -> dict[str, Any]:
+    """The equivalence rule (``experiments.stats.flatness``) on each validation curve a stored run row of
+    benchmarks/convergence.py keeps (VR up to the end of its phase): curve name -> its flatness."""
+    from momentsearch.experiments.continuation import curve_flatness
+
+    curves = {k: v for k, v in (run.get("curves") or {}).items() if isinstance(v, list) and v}
+    if not curves:
+        return {}
+    return curve_flatness(curves, int(run.get("vr_phase_end") or len(next(iter(curves.values())))), window, tolerance)

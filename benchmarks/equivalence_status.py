@@ -22,12 +22,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import report  # noqa: E402
+from _common import report, stored_flatness  # noqa: E402
 
 
 def main() -> None:
-    from momentsearch.experiments.continuation import curve_flatness
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--window", type=int, default=20)
     ap.add_argument("--tolerance", type=float, default=0.1)
@@ -43,10 +41,8 @@ def main() -> None:
             fails: Counter[str] = Counter()
             trend_ok = equiv_ok = 0
             for r in runs:
-                curves = {k: v for k, v in r["curves"].items() if isinstance(v, list) and v}
-                flat = curve_flatness(curves, int(r.get("vr_phase_end") or len(next(iter(curves.values())))),
-                                      args.window, args.tolerance)
-                ok = all(f.converged for f in flat.values())
+                flat = stored_flatness(r, args.window, args.tolerance)
+                ok = bool(flat) and all(f.converged for f in flat.values())
                 equiv_ok += ok
                 trend_ok += bool(r.get("converged"))
                 fails.update(k for k, f in flat.items() if not f.converged)

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import interval  # noqa: E402
+from _common import interval, stored_flatness  # noqa: E402
 from momentsearch.experiments.stats import paired  # noqa: E402
 from momentsearch.fileio import write_json  # noqa: E402
 
@@ -54,16 +54,11 @@ def _runs(conv: dict[str, Any], name: str) -> dict[int, dict[str, Any]]:
 
 def _passing(runs: dict[int, dict[str, Any]], seeds: list[int]) -> tuple[int, int]:
     """Of those seeds' runs: how many pass the trend test (as stored) and the equivalence rule over 20 epochs."""
-    from momentsearch.experiments.continuation import curve_flatness
-
     trend = equiv = 0
     for s in seeds:
-        r = runs[s]
-        trend += bool(r.get("converged"))
-        curves = {k: v for k, v in (r.get("curves") or {}).items() if isinstance(v, list) and v}
-        if curves:
-            flat = curve_flatness(curves, int(r.get("vr_phase_end") or len(next(iter(curves.values())))), 20, 0.1)
-            equiv += all(f.converged for f in flat.values())
+        trend += bool(runs[s].get("converged"))
+        flat = stored_flatness(runs[s], 20, 0.1)
+        equiv += bool(flat) and all(f.converged for f in flat.values())
     return trend, equiv
 
 
