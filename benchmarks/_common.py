@@ -102,14 +102,30 @@ def add_continuation_flags(ap: Any) -> None:
                     "each (condition, seed) is read from the last run of its chain of continuations")
     ap.add_argument("--max-epochs", type=int, default=0, help="as `momentsearch experiment --max-epochs`")
     ap.add_argument("--trend-window", type=int, default=10, help="the last epochs of the trend test")
+    ap.add_argument("--convergence", default="trend", choices=("trend", "equivalence"),
+                    help="as `momentsearch experiment --convergence`: the rule that ended each chain")
+    ap.add_argument("--tolerance", type=float, default=None,
+                    help="as `momentsearch experiment --tolerance` (the equivalence rule's points per epoch)")
 
 
 def continuation_of(args: Any) -> Continuation | None:
-    """The ``Continuation`` those flags name, or None without them."""
+    """The ``Continuation`` those flags name, or None without them. The rule must be the experiment's: a chain
+    continued until the equivalence rule passed is read to its end only under that rule (the trend test would
+    stop at its first run that passes the trend test)."""
     from momentsearch.experiments import Continuation
+    from momentsearch.experiments.stats import EQUIVALENCE_TOLERANCE
 
-    return Continuation(args.continue_rising, args.max_epochs, args.trend_window) \
-        if args.continue_rising or args.max_epochs else None
+    if not (args.continue_rising or args.max_epochs):
+        return None
+    tol = EQUIVALENCE_TOLERANCE if args.tolerance is None else args.tolerance
+    return Continuation(args.continue_rising, args.max_epochs, args.trend_window, args.convergence, tol)
+
+
+def _rule_flags(args: Any) -> str:
+    if getattr(args, "convergence", "trend") == "trend":
+        return ""
+    return f" --convergence {args.convergence} --trend-window {args.trend_window}" + (
+        "" if args.tolerance is None else f" --tolerance {args.tolerance}")
 
 
 def chain_end(d: dict[str, Any], cont: Continuation | None, run: str, experiment: Path, args: Any) -> dict[str, Any]:
@@ -123,7 +139,8 @@ def chain_end(d: dict[str, Any], cont: Continuation | None, run: str, experiment
     if missing is not None:
         raise SystemExit(f"error: {run} still rises at {d['epochs']} epochs and its continuation to "
                          f"{missing['epochs']} has not finished; run `momentsearch experiment {experiment} "
-                         f"--continue-rising {args.continue_rising} --max-epochs {args.max_epochs}` first")
+                         f"--continue-rising {args.continue_rising} --max-epochs {args.max_epochs}"
+                         f"{_rule_flags(args)}` first")
     try:
         check_inputs(Path(d["out_dir"]), d, record=False)
     except ConfigError as e:

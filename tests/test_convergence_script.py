@@ -101,3 +101,42 @@ def test_stored_rows_stand_in_for_runs_whose_folders_are_gone(tmp_path: Path) ->
     path.write_text("{")
     with pytest.raises(SystemExit, match=r"convergence_exp.json"):
         read_stored(path, "exp")
+
+
+def test_the_scripts_read_a_chain_under_the_rule_that_continued_it(tmp_path: Path) -> None:
+    """A run passing the trend test at 30 epochs but not the equivalence rule was continued to 50 by
+    `momentsearch experiment --convergence equivalence`: the scripts read the 50-epoch run only when told that
+    rule (under the trend test the chain ends at 30), and name the flags that finish a missing continuation."""
+    import argparse
+
+    from benchmarks._common import add_continuation_flags, chain_end, continuation_of
+    from momentsearch.experiments import run_digest
+
+    def history(n: int) -> list[dict]:  # VCMR 0.5-r1 rises 0.3 an epoch to epoch 30, then stays; the rest alternate
+        return [{"epoch": i + 1, "selection": 5.0,
+                 "val": {"VR": {"r1": 20.0 + i % 2, "r10": 50.0 + i % 2},
+                         "VCMR": {"0.5-r1": 5.0 + 0.3 * min(i, 29), "0.5-r10": 30.0 + i % 2}}} for i in range(n)]
+
+    def finished(d: dict, hist: list[dict]) -> None:
+        run = Path(d["out_dir"])
+        run.mkdir(parents=True)
+        (run / "history.json").write_text(json.dumps(hist))
+        (run / "result.json").write_text(json.dumps({"metrics": {}, "train_seconds": 1.0}))
+
+    d = {"epochs": 30, "seed": 0, "model": {"name": "xml"}, "out_dir": ""}
+    d["out_dir"] = str(tmp_path / run_digest(d) / "seed0")
+    finished(d, history(30))  # R@1 rises 0.3 an epoch, the r10 curves do not: trend passes, equivalence fails
+    ap = argparse.ArgumentParser()
+    add_continuation_flags(ap)
+    trend = ap.parse_args(["--continue-rising", "20", "--max-epochs", "80", "--trend-window", "20"])
+    equiv = ap.parse_args(["--continue-rising", "20", "--max-epochs", "80", "--trend-window", "20",
+                           "--convergence", "equivalence"])
+    assert chain_end(d, continuation_of(trend), "XML seed 0", Path("exp.yaml"), trend) == d
+    with pytest.raises(SystemExit, match=r"to 50 has not finished; run `momentsearch experiment exp.yaml "
+                                         r"--continue-rising 20 --max-epochs 80 --convergence equivalence "
+                                         r"--trend-window 20` first"):
+        chain_end(d, continuation_of(equiv), "XML seed 0", Path("exp.yaml"), equiv)
+    longer = {**d, "epochs": 50, "out_dir": ""}
+    longer["out_dir"] = str(tmp_path / run_digest(longer) / "seed0")
+    finished(longer, history(50))  # flat over its last 20 epochs
+    assert chain_end(d, continuation_of(equiv), "XML seed 0", Path("exp.yaml"), equiv)["epochs"] == 50
