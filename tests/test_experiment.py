@@ -291,3 +291,36 @@ conditions:
     bad.write_text(cfg.read_text().replace("top_k: 0}", "top_k: 0, threshold: 0.5}"))
     with pytest.raises(ConfigError, match="score_with 'bow' must name one of its proxy tables stored without"):
         run_experiment(bad, jobs=1)
+
+
+@pytest.mark.slow
+def test_a_failing_run_is_said_at_once_and_no_run_starts_after_it(tiny_benchmark: Path, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """With two processes, a run that fails (here: a stopped run whose benchmark changed) is reported when it
+    fails, the runs not yet handed to a process never start, the running ones finish and are kept, and the
+    error names the run and says that the same command resumes. Until 2026-12-03 the pool trained every
+    remaining run first (for a 30-run experiment, hours) and only then raised."""
+    from momentsearch.config import load_yaml_config
+    from momentsearch.experiments.runner import ExperimentConfig, prepare, run_config
+
+    train = _train_yaml(tmp_path / "train.yaml")
+    cfg = tmp_path / "exp.yaml"
+    cfg.write_text(_head("t", train, tiny_benchmark, tmp_path / "out", tmp_path / "runs", "[0, 1, 2, 3, 4]")
+                   + "conditions:\n  XML: {}\n  XML lr 0.002: {lr: 0.002}\n")
+    exp = load_yaml_config(ExperimentConfig, cfg)
+    bench, tables = prepare(exp)
+    bad = Path(run_config(exp, "XML lr 0.002", 0, bench, tables, tmp_path / "runs")["out_dir"])
+    (bad / "checkpoints").mkdir(parents=True)  # a stopped run, trained on a benchmark since generated again
+    (bad / "checkpoints" / "last.pt").write_bytes(b"")
+    (bad / "inputs.json").write_text(json.dumps({"benchmark": "0" * 32}))
+    with pytest.raises(Exception) as e:
+        run_experiment(cfg, jobs=2)
+    assert "experiment 't': XML lr 0.002 seed 0 failed; every finished run is kept, so the same command again " \
+           "trains only the runs still missing" in e.value.__notes__
+    said = capsys.readouterr().out
+    assert "XML lr 0.002 seed 0 failed: ConfigError: " in said and "benchmark changed" in said and "runs not yet started will not start" in said
+    trained = {p.parent.name for p in (tmp_path / "runs").glob("*/seed*/result.json")}
+    # 10 runs: a run starts only when a process is free, so beside the failing one only XML seed 0 (and seed 1,
+    # if seed 0 finished first) can have trained
+    assert {"seed0"} <= trained <= {"seed0", "seed1"}
+    assert (bad / "inputs.json").read_text() == json.dumps({"benchmark": "0" * 32})  # nothing stored is lost

@@ -249,7 +249,8 @@ def run_experiment(config: Path, jobs: int = 2, only: list[str] | None = None,
                    continuation: Continuation | None = None) -> dict[str, Any]:
     """Train and evaluate every (condition, seed) run of an experiment, then write its report. With
     ``continuation`` a run the trend test finds still rising is continued (``experiments.continuation``) and the
-    last run of its chain is the one reported."""
+    last run of its chain is the one reported. A run that fails (``jobs`` > 1) is said at once and no run
+    starts after it; the runs already training finish and are kept, then its error is raised."""
     from momentsearch.experiments.report import write_report
 
     exp = load_yaml_config(ExperimentConfig, config)
@@ -295,15 +296,34 @@ def run_experiment(config: Path, jobs: int = 2, only: list[str] | None = None,
                 while step is not None:
                     step = settle(c, s, step, run_one(step, exp.eval_split, pools))
             continue
+        failed: list[tuple[str, BaseException]] = []
+        waiting = list(wave)  # handed to a process only when one is free: a failure stops everything not yet begun
         with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-            pending = {pool.submit(run_one, d, exp.eval_split, pools): (c, s, d) for c, s, d in wave}
-            while pending:
+            pending: dict[Any, tuple[str, int, dict[str, Any]]] = {}
+            while waiting or pending:
+                while waiting and len(pending) < jobs and not failed:
+                    c, s, d = waiting.pop(0)
+                    pending[pool.submit(run_one, d, exp.eval_split, pools)] = (c, s, d)
+                if not pending:
+                    break
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for f in done:
                     c, s, d = pending.pop(f)
+                    if (e := f.exception()) is not None:  # said now; no run starts after it
+                        failed.append((f"{c} seed {s}", e))
+                        tqdm.write(f"{c} seed {s} failed: {type(e).__name__}: {e}" + (
+                            f"; {len(waiting)} runs not yet started will not start" if waiting else "") +
+                            (f"; waiting for the {len(pending)} running" if pending else ""))
+                        continue
                     nxt = settle(c, s, d, f.result())
                     if nxt is not None:
-                        pending[pool.submit(run_one, nxt, exp.eval_split, pools)] = (c, s, nxt)
+                        waiting.append((c, s, nxt))
+        if failed:
+            bar.close()
+            name, e = failed[0]
+            e.add_note(f"experiment {exp.name!r}: {', '.join(n for n, _ in failed)} failed; every finished run is "
+                       f"kept, so the same command again trains only the runs still missing")
+            raise e
     bar.close()
     runs = [(c, s, final[(c, s)]) for c, s, _ in runs]  # the last run of each chain
     if exp.mvmr is not None and exp.mvmr.retriever:  # Table 2: the retriever's model of the same seed in front
