@@ -306,7 +306,7 @@ def experiment_cmd(
     tolerance: Annotated[float, typer.Option(help="The equivalence rule's points per epoch.")] = 0.1,
 ) -> None:
     """Train every condition of an experiment over its seeds; one table (mean ± std) and a PNG.
-    Finished runs are kept, so rerunning resumes an interrupted experiment."""
+    Finished runs are kept, so rerunning resumes an interrupted experiment; after a run fails no run starts."""
     require_models()
     from momentsearch.errors import ConfigError
     from momentsearch.experiments import Continuation, run_experiment
