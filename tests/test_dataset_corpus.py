@@ -49,6 +49,39 @@ def test_a_corpus_with_inline_annotations_still_reads(tiny_benchmark: Path, tmp_
     assert {v: old.annotations(v) for v in old.video_ids} == notes and old.fingerprint == c.fingerprint
 
 
+def test_the_captions_file_is_asked_into_memory_only_where_it_fits(tiny_benchmark: Path, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch):
+    """A service labels each result with its video's captions, one line of annotations.jsonl each: read cold
+    they cost a 100k index's served query about 3 ms. At start the service asks the kernel for the whole file
+    (posix_fadvise WILLNEED) when it is at most a tenth of memory; never for a larger one, nor for a corpus with
+    its captions inline. What is read is unchanged."""
+    import os
+
+    from momentsearch.service import app as service_app
+
+    asked: list[tuple[str, int, int, int]] = []
+    monkeypatch.setattr(os, "posix_fadvise", lambda fd, a, n, advice: asked.append((os.readlink(f"/proc/self/fd/{fd}"), a, n, advice)))
+    c = write_dataset_corpus(open_dataset(DatasetConfig(benchmark=str(tiny_benchmark))), "test", tmp_path / "c")
+    size = (tmp_path / "c" / NOTES).stat().st_size
+    before = {v: c.annotations(v) for v in c.video_ids}
+    assert c.warm_annotations(size - 1) == 0 and asked == []  # larger than the limit: not asked for
+    assert c.warm_annotations(size) == size
+    assert asked == [(str(tmp_path / "c" / NOTES), 0, 0, os.POSIX_FADV_WILLNEED)]
+    assert {v: c.annotations(v) for v in c.video_ids} == before
+
+    class Searcher:  # what create_app reads of a searcher before serving
+        corpus, video_ids, folder = CorpusFolder.open(tmp_path / "c"), c.video_ids, None
+
+    asked.clear()
+    monkeypatch.setattr(service_app, "memory_bytes", lambda: service_app.WARM_FRACTION * size)
+    service_app.create_app(Searcher()).state.batcher.close()  # type: ignore[arg-type]
+    assert [a[0] for a in asked] == [str(tmp_path / "c" / NOTES)]
+    asked.clear()
+    monkeypatch.setattr(service_app, "memory_bytes", lambda: service_app.WARM_FRACTION * size - 1)
+    service_app.create_app(Searcher()).state.batcher.close()  # type: ignore[arg-type]
+    assert asked == []
+
+
 def test_damaged_annotations_are_named(tiny_benchmark: Path, tmp_path: Path):
     c = write_dataset_corpus(open_dataset(DatasetConfig(benchmark=str(tiny_benchmark))), "val", tmp_path / "c")
     first, second = c.video_ids[:2]

@@ -88,9 +88,10 @@ def test_sigkill_under_load_then_restart_serves_the_same(tmp_path) -> None:
         # The same moments in the same order. Scores agree to float32 rounding only: the hammer's concurrent
         # copies of QUERIES[0] reach the restarted server in micro-batches (with "ready?" among them), the
         # query cache keeps that embedding, and MiniLM over a batch of another shape rounds differently in the
-        # last bits (CI saw 3e-9 on scores near 3e-3).
+        # last bits (CI saw 3e-9 on scores near 3e-3; an AMD EPYC with training beside it, 4e-7: Eq. 3's
+        # exp(alpha s_vr) multiplies a last-bit change of the cosine by alpha, a relative 1.3e-4).
         assert [[m[:3] for m in q] for q in after] == [[m[:3] for m in q] for q in before]
-        assert [[m[3] for m in q] for q in after] == [pytest.approx([m[3] for m in q], rel=1e-5) for q in before]
+        assert [[m[3] for m in q] for q in after] == [pytest.approx([m[3] for m in q], rel=1e-3) for q in before]
     finally:
         for p in (first, second):
             if p is not None and p.poll() is None:

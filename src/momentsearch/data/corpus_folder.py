@@ -215,10 +215,22 @@ class CorpusFolder:
         inline = self.entry(video_id).get("annotations")
         if inline is not None or self.manifest.annotations is None:
             return inline or []
+        return self._open_notes().get(self._row[video_id], video_id)
+
+    def _open_notes(self) -> CorpusNotes:
         if self._notes is None:
-            self._notes = CorpusNotes(self.root, self.manifest.annotations["count"])
+            self._notes = CorpusNotes(self.root, self.manifest.annotations["count"])  # type: ignore[index]
             self._row.update((v["id"], i) for i, v in enumerate(self.manifest.videos))
-        return self._notes.get(self._row[video_id], video_id)
+        return self._notes
+
+    def warm_annotations(self, limit_bytes: int) -> int:
+        """Have the kernel read the captions' file (``annotations.jsonl``) into memory in the background when it
+        holds at most ``limit_bytes``: a service labelling results then reads no line from disk. Returns the bytes
+        asked for (0: no such file, larger than the limit, or no such advice here)."""
+        if self.manifest.annotations is None:
+            return 0
+        notes = self._open_notes()
+        return notes.nbytes if notes.nbytes <= limit_bytes and notes.will_need() else 0
 
     def videos(self) -> list[Video]:
         return [Video(v["id"], float(v["duration"]), clip_length=float(v["clip_length"]),

@@ -26,6 +26,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from momentsearch.search.index import memory_bytes
 from momentsearch.service.batcher import QueryBatcher
 from momentsearch.service.deps import Services
 from momentsearch.service.errors import add_error_handlers
@@ -38,6 +39,8 @@ from momentsearch.service.settings import ServiceSettings
 from momentsearch.serving.alerts import AlertBook
 from momentsearch.serving.searcher import Searcher
 
+WARM_FRACTION = 10  # the corpus's captions file is read into memory at start when it is at most memory / this
+
 
 def create_app(searcher: Searcher, settings: ServiceSettings | None = None, metrics: Metrics | None = None,
                **changes: Any) -> FastAPI:
@@ -47,6 +50,8 @@ def create_app(searcher: Searcher, settings: ServiceSettings | None = None, metr
     index's app)."""
     settings = (settings or ServiceSettings()).with_(**changes)
     metrics = metrics or Metrics()
+    if searcher.corpus is not None:  # the captions a result is labelled with, read into memory where they fit
+        searcher.corpus.warm_annotations(memory_bytes() // WARM_FRACTION)
     services = Services(searcher, QueryBatcher(searcher, settings.max_batch, settings.max_wait_ms,
                                                on_batch=metrics.batch, workers=settings.batch_workers,
                                                wait=settings.batch_wait),
