@@ -120,6 +120,13 @@ def test_bounded_localization_by_hand() -> None:
             done = sum(map(len, want_cols))
             assert np.array_equal(got.score[:, :done], full.score[:, :done])
             assert np.array_equal(got.valid[:, :done], full.valid[:, :done]) and not got.valid[:, done:].any()
+        # blocks of 3, then 6 would leave 1 video: after the first, a remainder smaller than it joins the block before
+        bounded.FIRST_BLOCK = 3
+        asked.clear()
+        got = bounded_moments(localize, bound, valid, videos, 8, 0.7)
+        assert asked == [[0, 1, 2], [3, 4, 5, 6, 7, 8, 9]]
+        full = localize(np.arange(1), np.arange(10))
+        assert np.array_equal(got.score, full.score) and np.array_equal(got.valid, full.valid)
     finally:
         bounded.FIRST_BLOCK = old
 

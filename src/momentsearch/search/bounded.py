@@ -2,7 +2,8 @@
 
 A localizer may state ``score_bound(video_scores (B, K)) -> (B, K)``: no moment of a candidate video scores
 above it (XML: s_vcmr = s_tl exp(alpha s_vr) with s_tl = P_st P_ed <= 1, so exp(alpha s_vr)). The engine then
-localizes each query's candidates in blocks, best bound first (16 videos, then 32, 64, ...), and stops a
+localizes each query's candidates in blocks, best bound first (32 videos, then 64, 128, ...; after the first,
+a remainder smaller than the first block joins the block before it: 100 candidates are 32 + 68), and stops a
 query as soon as its ``n``-th moment after NMS scores above the bound of its next video: that video and
 every later one can only add moments scoring below the ``n``-th, which NMS in score order never lets
 displace a kept moment. The top ``n`` moments are those of localizing every candidate; the video ranking
@@ -36,6 +37,8 @@ def bounded_moments(localize: Callable[[np.ndarray, np.ndarray], Proposals], bou
     a, width = 0, FIRST_BLOCK
     while len(open_) and a < k:
         z = min(k, a + width)
+        if a and k - z < FIRST_BLOCK:  # a remainder smaller than the first block joins a later block
+            z = k
         got = localize(open_, np.arange(a, z))
         blocks.append((open_, a, z, got))
         done_cols[open_] = z
