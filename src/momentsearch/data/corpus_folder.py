@@ -224,13 +224,16 @@ class CorpusFolder:
         return self._notes
 
     def warm_annotations(self, limit_bytes: int) -> int:
-        """Have the kernel read the captions' file (``annotations.jsonl``) into memory in the background when it
-        holds at most ``limit_bytes``: a service labelling results then reads no line from disk. Returns the bytes
-        asked for (0: no such file, larger than the limit, or no such advice here)."""
+        """Read the captions' file (``annotations.jsonl``) once in the background when it holds at most
+        ``limit_bytes``, so that the page cache holds it: a service labelling results then reads no line from disk.
+        Returns the bytes asked for (0: no such file, or larger than the limit)."""
         if self.manifest.annotations is None:
             return 0
         notes = self._open_notes()
-        return notes.nbytes if notes.nbytes <= limit_bytes and notes.will_need() else 0
+        if notes.nbytes > limit_bytes:
+            return 0
+        notes.will_need()
+        return notes.nbytes
 
     def videos(self) -> list[Video]:
         return [Video(v["id"], float(v["duration"]), clip_length=float(v["clip_length"]),
