@@ -85,8 +85,8 @@ def test_the_captions_file_is_read_into_memory_only_where_it_fits(tiny_benchmark
 
     monkeypatch.setattr(Path, "open", counting_open)
     threads: list = []
-    real_need = CorpusNotes.will_need
-    monkeypatch.setattr(CorpusNotes, "will_need", lambda self: threads.append(real_need(self)) or threads[-1])
+    real_need = CorpusNotes.read_in_background
+    monkeypatch.setattr(CorpusNotes, "read_in_background", lambda self: threads.append(real_need(self)) or threads[-1])
     assert c.warm_annotations(size - 1) == 0 and threads == []  # larger than the limit: not read
     assert c.warm_annotations(size) == size
     threads[0].join(10)

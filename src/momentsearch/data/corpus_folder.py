@@ -232,7 +232,7 @@ class CorpusFolder:
         notes = self._open_notes()
         if notes.nbytes > limit_bytes:
             return 0
-        notes.will_need()
+        notes.read_in_background()
         return notes.nbytes
 
     def videos(self) -> list[Video]:

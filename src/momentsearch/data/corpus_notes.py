@@ -6,9 +6,10 @@ A generated million has 9.6 M captions: inside the manifest they made it about 7
     annotations.jsonl         one line per video, in the manifest's order: [[start, end, text], ...]
     annotations.offsets.npy   int64, (videos + 1,): where each video's line starts (the last: the file's size)
 
-The service reads one line when it labels a result (a seek and a read); it asks the kernel to read the whole
-file once in the background when the service starts (:meth:`CorpusNotes.will_need`), where it is small beside the
-machine's memory: at 100k videos (56 MB) a request's ten lines read cold cost about 3 ms, warm 0.4. The manifest's ``annotations`` names
+The service reads one line when it labels a result (a seek and a read); where the file is small beside the
+machine's memory it reads the whole file once in the background when it starts
+(:meth:`CorpusNotes.read_in_background`), so that those lines come from the page cache: at 100k videos (56 MB) a
+request's ten lines read cold cost about 3 ms, warm 0.4. The manifest's ``annotations`` names
 both files and the count; :class:`CorpusNotes` checks the offsets against the file before the first read, and
 a line that does not parse is a :class:`~momentsearch.errors.CorpusFolderError` naming the video and the file.
 """
@@ -79,7 +80,7 @@ class CorpusNotes:
     def nbytes(self) -> int:
         return int(self._offsets[-1])
 
-    def will_need(self) -> threading.Thread:
+    def read_in_background(self) -> threading.Thread:
         """Read the whole file once in a background thread, so that the page cache holds it (``posix_fadvise``
         WILLNEED alone read only 8 MB of a 56 MB file here). Returns the thread (a daemon; ``join`` to wait)."""
         def read() -> None:

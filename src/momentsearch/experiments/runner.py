@@ -289,14 +289,16 @@ def run_experiment(config: Path, jobs: int = 2, only: list[str] | None = None,
                 tqdm.write(f"{c} seed {s}: still rising at {d['epochs']} epochs; continued to {nxt['epochs']}")
         return nxt
 
+    failed: list[tuple[str, BaseException]] = []  # (jobs > 1) runs that raised: no run starts after the first
     for wave in waves:
+        if failed:
+            break
         if jobs <= 1:
             for c, s, d in wave:
                 step: dict[str, Any] | None = d
                 while step is not None:
                     step = settle(c, s, step, run_one(step, exp.eval_split, pools))
             continue
-        failed: list[tuple[str, BaseException]] = []
         waiting = list(wave)  # handed to a process only when one is free: a failure stops everything not yet begun
         with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
             pending: dict[Any, tuple[str, int, dict[str, Any]]] = {}
@@ -318,13 +320,12 @@ def run_experiment(config: Path, jobs: int = 2, only: list[str] | None = None,
                     nxt = settle(c, s, d, f.result())
                     if nxt is not None:
                         waiting.append((c, s, nxt))
-        if failed:
-            bar.close()
-            name, e = failed[0]
-            e.add_note(f"experiment {exp.name!r}: {', '.join(n for n, _ in failed)} failed; every finished run is "
-                       f"kept, so the same command again trains only the runs still missing")
-            raise e
     bar.close()
+    if failed:
+        e = failed[0][1]
+        e.add_note(f"experiment {exp.name!r}: {', '.join(n for n, _ in failed)} failed; every finished run is "
+                   f"kept, so the same command again trains only the runs still missing")
+        raise e
     runs = [(c, s, final[(c, s)]) for c, s, _ in runs]  # the last run of each chain
     if exp.mvmr is not None and exp.mvmr.retriever:  # Table 2: the retriever's model of the same seed in front
         ckpt = {s: Path(d["out_dir"]) / "checkpoints" / "best.pt" for c, s, d in runs if c == exp.mvmr.retriever}
