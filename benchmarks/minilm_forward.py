@@ -1,0 +1,141 @@
+"""Two other forwards of MiniLM for a served query at batch 1, against the one served
+(:class:`~momentsearch.text.bert_fast.FastBert`, float32 through torch's MKL ``F.linear``): what a query's
+encoding saves, and what the answers lose (docs/served_100k.md: tried and not kept).
+
+    python benchmarks/minilm_forward.py --index /tmp/index100k [--queries 300]
+
+* ``float32, oneDNN prepacked``: the same float32 function, each linear layer's weight reordered once for
+  oneDNN (``torch.ops.mkldnn._reorder_linear_weight``, inductor's private op) and run with its bias (and the
+  feed-forward's GELU) fused (``_linear_pointwise``): equal up to float rounding (about 5e-6);
+* ``bfloat16``: each linear layer's weight in bfloat16 and its input cast to it (float32 accumulation, bias,
+  residuals and layer norms stay float32).
+
+The forwards take turns query by query (the order rotated every query) over ``--queries`` distinct queries of
+``query_cost.py``, each encoded afresh (the text cache emptied), k 10. Reported: the ``encode`` part's median
+each way, and against the served forward's top-10 moment lists how many are identical, keep their first moment,
+and the mean share of moments both hold (a moment: video, start and end). Writes ``results/minilm_forward.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import report  # noqa: E402
+
+
+def bf16_forward(fast):  # noqa: ANN001, ANN201 - a FastBert in, its bfloat16 twin out
+    import torch
+    import torch.nn.functional as F
+
+    from momentsearch.text.bert_fast import FastBert
+
+    class BF16Bert(FastBert):
+        def __call__(self, input_ids, attention_mask, token_type_ids=None):  # noqa: ANN001, ANN204
+            w, d, h, eps = self.w, self.dim, self.heads, self.eps
+            b, t = input_ids.shape
+            x = (w["embeddings.word_embeddings.weight"][input_ids] + w["embeddings.position_embeddings.weight"][:t]
+                 + w["embeddings.token_type_embeddings.weight"][0])
+            x = F.layer_norm(x, (d,), w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
+
+            def lin(name, v):  # noqa: ANN001, ANN202
+                return F.linear(v.to(torch.bfloat16), w[name + ".weight"]).float() + w[name + ".bias"]
+
+            def norm(name, v):  # noqa: ANN001, ANN202
+                return F.layer_norm(v, (d,), w[name + ".weight"], w[name + ".bias"], eps)
+
+            for i in range(self.layers):
+                p = f"encoder.layer.{i}."
+                q, k, v = (lin(p + f"attention.self.{n}", x).view(b, t, h, -1).transpose(1, 2)
+                           for n in ("query", "key", "value"))
+                a = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, t, d)
+                x = norm(p + "attention.output.LayerNorm", x + lin(p + "attention.output.dense", a))
+                x = norm(p + "output.LayerNorm", x + lin(p + "output.dense", F.gelu(lin(p + "intermediate.dense", x))))
+            return x
+
+    weights = {k: (v.to(torch.bfloat16) if k.startswith("encoder.layer") and k.endswith(".weight")
+                   and "LayerNorm" not in k else v) for k, v in fast.w.items()}
+    return BF16Bert(weights, fast.layers, fast.heads, fast.eps)
+
+
+def onednn_forward(fast):  # noqa: ANN001, ANN201 - a FastBert in, its prepacked oneDNN twin out
+    import torch
+    import torch.nn.functional as F
+
+    from momentsearch.text.bert_fast import FastBert
+
+    linear = torch.ops.mkldnn._linear_pointwise
+
+    class OneDNNBert(FastBert):
+        def __call__(self, input_ids, attention_mask, token_type_ids=None):  # noqa: ANN001, ANN204
+            w, d, h, eps = self.w, self.dim, self.heads, self.eps
+            b, t = input_ids.shape
+            x = (w["embeddings.word_embeddings.weight"][input_ids] + w["embeddings.position_embeddings.weight"][:t]
+                 + w["embeddings.token_type_embeddings.weight"][0])
+            x = F.layer_norm(x, (d,), w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
+
+            def lin(name, v, act="none"):  # noqa: ANN001, ANN202
+                return linear(v, packed[name], w[name + ".bias"], act, [None], "none" if act == "gelu" else "")
+
+            def norm(name, v):  # noqa: ANN001, ANN202
+                return F.layer_norm(v, (d,), w[name + ".weight"], w[name + ".bias"], eps)
+
+            for i in range(self.layers):
+                p = f"encoder.layer.{i}."
+                q, k, v = (lin(p + f"attention.self.{n}", x).view(b, t, h, -1).transpose(1, 2)
+                           for n in ("query", "key", "value"))
+                a = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, t, d)
+                x = norm(p + "attention.output.LayerNorm", x + lin(p + "attention.output.dense", a))
+                x = norm(p + "output.LayerNorm", x + lin(p + "output.dense", lin(p + "intermediate.dense", x, "gelu")))
+            return x
+
+    packed = {k[: -len(".weight")]: torch.ops.mkldnn._reorder_linear_weight(v, 1) for k, v in fast.w.items()
+              if k.startswith("encoder.layer") and k.endswith(".weight") and "LayerNorm" not in k}
+    return OneDNNBert(fast.w, fast.layers, fast.heads, fast.eps)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--index", required=True)
+    ap.add_argument("--queries", type=int, default=300)
+    args = ap.parse_args()
+    from query_cost import QUERIES
+
+    import momentsearch
+    from momentsearch.timing import PartClock
+
+    searcher = momentsearch.load(args.index, device="cpu")
+    tokens = searcher.queries.encoder.tokens  # the family's MiniLMTokens' MiniLMTokenEncoder
+    for text in QUERIES[:30]:  # warm: lazy caches, MiniLM loaded
+        searcher.search_many([text], k=10)
+    served = "float32 (served: MKL)"
+    forwards = {served: tokens._fast, "float32, oneDNN prepacked": onednn_forward(tokens._fast),
+                "bfloat16": bf16_forward(tokens._fast)}
+    names = list(forwards)
+    encode = {name: [] for name in forwards}
+    lists = {name: [] for name in forwards}
+    for i, text in enumerate(QUERIES[5000: 5000 + args.queries]):
+        for name in names[i % 3:] + names[: i % 3]:
+            tokens._fast = forwards[name]
+            searcher.queries._lru.clear()
+            clock = PartClock()
+            hits = searcher.search_many([text], k=10, clock=clock)[0]
+            encode[name].append(1000 * clock.seconds["encode"])
+            lists[name].append([(h.video_id, round(h.start, 2), round(h.end, 2)) for h in hits])
+    tokens._fast = forwards[served]
+    rows = []
+    for name in names:
+        pairs = list(zip(lists[served], lists[name], strict=True))
+        rows.append({"MiniLM forward": name, "encode p50 ms": statistics.median(encode[name]),
+                     "identical top-10 lists": sum(a == b for a, b in pairs),
+                     "same first moment": sum(a[0] == b[0] for a, b in pairs),
+                     "moments kept": statistics.mean(len(set(a) & set(b)) / max(len(a), 1) for a, b in pairs)})
+    report("minilm_forward", rows, f"python benchmarks/minilm_forward.py --index {args.index} --queries {args.queries}",
+           extra={"queries": args.queries})
+
+
+if __name__ == "__main__":
+    main()
