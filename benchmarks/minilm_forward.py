@@ -34,27 +34,9 @@ def bf16_forward(fast):  # noqa: ANN001, ANN201 - a FastBert in, its bfloat16 tw
     from momentsearch.text.bert_fast import FastBert
 
     class BF16Bert(FastBert):
-        def __call__(self, input_ids, attention_mask, token_type_ids=None):  # noqa: ANN001, ANN204
-            w, d, h, eps = self.w, self.dim, self.heads, self.eps
-            b, t = input_ids.shape
-            x = (w["embeddings.word_embeddings.weight"][input_ids] + w["embeddings.position_embeddings.weight"][:t]
-                 + w["embeddings.token_type_embeddings.weight"][0])
-            x = F.layer_norm(x, (d,), w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
-
-            def lin(name, v):  # noqa: ANN001, ANN202
-                return F.linear(v.to(torch.bfloat16), w[name + ".weight"]).float() + w[name + ".bias"]
-
-            def norm(name, v):  # noqa: ANN001, ANN202
-                return F.layer_norm(v, (d,), w[name + ".weight"], w[name + ".bias"], eps)
-
-            for i in range(self.layers):
-                p = f"encoder.layer.{i}."
-                q, k, v = (lin(p + f"attention.self.{n}", x).view(b, t, h, -1).transpose(1, 2)
-                           for n in ("query", "key", "value"))
-                a = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, t, d)
-                x = norm(p + "attention.output.LayerNorm", x + lin(p + "attention.output.dense", a))
-                x = norm(p + "output.LayerNorm", x + lin(p + "output.dense", F.gelu(lin(p + "intermediate.dense", x))))
-            return x
+        def linear(self, name, v, gelu=False):  # noqa: ANN001, ANN201
+            y = F.linear(v.to(torch.bfloat16), self.w[name + ".weight"]).float() + self.w[name + ".bias"]
+            return F.gelu(y) if gelu else y
 
     weights = {k: (v.to(torch.bfloat16) if k.startswith("encoder.layer") and k.endswith(".weight")
                    and "LayerNorm" not in k else v) for k, v in fast.w.items()}
@@ -63,34 +45,15 @@ def bf16_forward(fast):  # noqa: ANN001, ANN201 - a FastBert in, its bfloat16 tw
 
 def onednn_forward(fast):  # noqa: ANN001, ANN201 - a FastBert in, its prepacked oneDNN twin out
     import torch
-    import torch.nn.functional as F
 
     from momentsearch.text.bert_fast import FastBert
 
     linear = torch.ops.mkldnn._linear_pointwise
 
     class OneDNNBert(FastBert):
-        def __call__(self, input_ids, attention_mask, token_type_ids=None):  # noqa: ANN001, ANN204
-            w, d, h, eps = self.w, self.dim, self.heads, self.eps
-            b, t = input_ids.shape
-            x = (w["embeddings.word_embeddings.weight"][input_ids] + w["embeddings.position_embeddings.weight"][:t]
-                 + w["embeddings.token_type_embeddings.weight"][0])
-            x = F.layer_norm(x, (d,), w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
-
-            def lin(name, v, act="none"):  # noqa: ANN001, ANN202
-                return linear(v, packed[name], w[name + ".bias"], act, [None], "none" if act == "gelu" else "")
-
-            def norm(name, v):  # noqa: ANN001, ANN202
-                return F.layer_norm(v, (d,), w[name + ".weight"], w[name + ".bias"], eps)
-
-            for i in range(self.layers):
-                p = f"encoder.layer.{i}."
-                q, k, v = (lin(p + f"attention.self.{n}", x).view(b, t, h, -1).transpose(1, 2)
-                           for n in ("query", "key", "value"))
-                a = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, t, d)
-                x = norm(p + "attention.output.LayerNorm", x + lin(p + "attention.output.dense", a))
-                x = norm(p + "output.LayerNorm", x + lin(p + "output.dense", lin(p + "intermediate.dense", x, "gelu")))
-            return x
+        def linear(self, name, v, gelu=False):  # noqa: ANN001, ANN201
+            return linear(v, packed[name], self.w[name + ".bias"], "gelu" if gelu else "none", [None],
+                          "none" if gelu else "")
 
     packed = {k[: -len(".weight")]: torch.ops.mkldnn._reorder_linear_weight(v, 1) for k, v in fast.w.items()
               if k.startswith("encoder.layer") and k.endswith(".weight") and "LayerNorm" not in k}

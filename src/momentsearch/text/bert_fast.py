@@ -52,17 +52,22 @@ class FastBert:
         # a padded batch: keys past a text's end are not attended to (a text alone needs no mask)
         mask = None if bool(attention_mask.all()) else attention_mask.bool()[:, None, None, :]
 
-        def lin(name: str, v: torch.Tensor) -> torch.Tensor:
-            return F.linear(v, w[name + ".weight"], w[name + ".bias"])
-
         def norm(name: str, v: torch.Tensor) -> torch.Tensor:
             return F.layer_norm(v, (d,), w[name + ".weight"], w[name + ".bias"], eps)
 
+        lin = self.linear
         for i in range(self.layers):
             p = f"encoder.layer.{i}."
             q, k, v = (lin(p + f"attention.self.{n}", x).view(b, t, h, -1).transpose(1, 2)
                        for n in ("query", "key", "value"))
             a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask).transpose(1, 2).reshape(b, t, d)
             x = norm(p + "attention.output.LayerNorm", x + lin(p + "attention.output.dense", a))
-            x = norm(p + "output.LayerNorm", x + lin(p + "output.dense", F.gelu(lin(p + "intermediate.dense", x))))
+            x = norm(p + "output.LayerNorm", x + lin(p + "output.dense", lin(p + "intermediate.dense", x, gelu=True)))
         return x
+
+    def linear(self, name: str, v: torch.Tensor, gelu: bool = False) -> torch.Tensor:
+        """The linear layer ``name`` (its ``.weight`` and ``.bias``) of ``v``, then GELU when ``gelu`` (the
+        feed-forward's first layer); another forward of the same network overrides this alone
+        (``benchmarks/minilm_forward.py``)."""
+        y = F.linear(v, self.w[name + ".weight"], self.w[name + ".bias"])
+        return F.gelu(y) if gelu else y
