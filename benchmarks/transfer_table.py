@@ -1,7 +1,9 @@
 """Which verdicts transfer from templated to real captions (issue 43 item 5; issue 75 part 5): each claim paired by
 seed on the synthetic `converge` preset (configs/experiments/synthetic_claims.yaml), on the real-caption `charades`
 preset (charades_claims.yaml: one random picture per action class) and on `charades_vo` (charades_vo_claims.yaml:
-pictures built from each class's verb and object), the same conditions, budget (40 epochs) and seeds.
+pictures built from each class's verb and object), the same conditions, budget (40 epochs) and seeds; and
+`charades_vo` once more with every run continued by the equivalence rule (20 epochs a step, cap 80: the
+``--tag converged`` JSON).
 
 For every claim "A beats B" and metric: the mean of the per-seed differences A - B on the test split, their sd,
 the 95 % t interval and the verdict of ``experiments/stats.py`` (borne out / refuted only when the interval
@@ -12,6 +14,10 @@ Prints the Markdown table and writes benchmarks/results/transfer_table.json.
 
     momentsearch experiment configs/experiments/charades_vo_claims.yaml --jobs 2     # and the other two
     python benchmarks/convergence.py configs/experiments/charades_vo_claims.yaml       # and the other two
+    momentsearch experiment configs/experiments/charades_vo_claims.yaml --jobs 2 --continue-rising 20 \
+        --max-epochs 80 --convergence equivalence --trend-window 20
+    python benchmarks/convergence.py configs/experiments/charades_vo_claims.yaml --continue-rising 20 \
+        --max-epochs 80 --convergence equivalence --trend-window 20 --tag converged
     python benchmarks/transfer_table.py
 """
 
@@ -31,8 +37,11 @@ from _common import interval, stored_flatness  # noqa: E402
 from momentsearch.experiments.stats import paired  # noqa: E402
 from momentsearch.fileio import write_json  # noqa: E402
 
-PRESETS = {"synthetic": "synthetic_claims", "real captions": "charades_claims",
-           "real captions, related pictures": "charades_vo_claims"}
+# column -> (experiment, the tag of its convergence JSON: "" for 40 epochs)
+PRESETS = {"synthetic": ("synthetic_claims", ""), "real captions": ("charades_claims", ""),
+           "real captions, related pictures": ("charades_vo_claims", ""),
+           "related pictures, continued to convergence": ("charades_vo_claims", "converged")}
+CONTINUED = "--continue-rising 20 --max-epochs 80 --convergence equivalence --trend-window 20"
 # (claim, A, B): A and B name a condition of every experiment; "truth" is the synthetic oracle in one and the
 # action-class table in the others (an oracle ceiling on real captions: the features are drawn from those labels)
 CLAIMS = [
@@ -66,11 +75,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.parse_args()
     convergence = {}
-    for preset, name in PRESETS.items():
-        path = ROOT / "benchmarks" / "results" / f"convergence_{name}.json"
+    for preset, (name, tag) in PRESETS.items():
+        path = ROOT / "benchmarks" / "results" / f"convergence_{name}{'_' + tag if tag else ''}.json"
         if not path.is_file():
-            sys.exit(f"{path}: not found; run `momentsearch experiment configs/experiments/{name}.yaml`, then "
-                     f"`python benchmarks/convergence.py configs/experiments/{name}.yaml`")
+            more = f" {CONTINUED}" if tag else ""
+            sys.exit(f"{path}: not found; run `momentsearch experiment configs/experiments/{name}.yaml --jobs 2{more}`, "
+                     f"then `python benchmarks/convergence.py configs/experiments/{name}.yaml{more}"
+                     f"{' --tag ' + tag if tag else ''}`")
         convergence[preset] = json.loads(path.read_text())
     rows: list[dict[str, Any]] = []
     for claim, a, b in CLAIMS:
@@ -100,7 +111,9 @@ def main() -> None:
         print(f"- {claim}: " + "; ".join(f"{p} {r[p]['trend test']} / {r[p]['equivalence 20']}"
                                          for p in PRESETS if r[p]))
     out = ROOT / "benchmarks" / "results" / "transfer_table.json"
-    write_json(out, {"command": "python benchmarks/transfer_table.py", "experiments": PRESETS, "rows": rows})
+    write_json(out, {"command": "python benchmarks/transfer_table.py",
+                     "experiments": {p: {"experiment": n, "tag": tag} for p, (n, tag) in PRESETS.items()},
+                     "rows": rows})
     print(f"\nwrote {out}")
 
 
