@@ -87,6 +87,7 @@ def test_progress_lines_go_to_stdout_until_the_application_takes_them(capsys: py
     assert capsys.readouterr().out == "epoch 2\n"
 
 
+@pytest.mark.slow  # two fresh interpreters import momentsearch: 5.2 s on a slow draw of the EPYC
 def test_importing_momentsearch_shortens_openmp_spinning_but_keeps_a_users_setting():
     """``GOMP_SPINCOUNT`` 10,000 unless the user set it (docs/first_stage.md: the scan's threads get their cores)."""
     import os
