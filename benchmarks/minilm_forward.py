@@ -27,6 +27,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import report  # noqa: E402
 
 
+def linear_layers(weights):  # noqa: ANN001, ANN201 - FastBert's weights in, its linear layers' weight names out
+    return [k for k in weights if k.startswith("encoder.layer") and k.endswith(".weight") and "LayerNorm" not in k]
+
+
 def bf16_forward(fast):  # noqa: ANN001, ANN201 - a FastBert in, its bfloat16 twin out
     import torch
     import torch.nn.functional as F
@@ -38,8 +42,7 @@ def bf16_forward(fast):  # noqa: ANN001, ANN201 - a FastBert in, its bfloat16 tw
             y = F.linear(v.to(torch.bfloat16), self.w[name + ".weight"]).float() + self.w[name + ".bias"]
             return F.gelu(y) if gelu else y
 
-    weights = {k: (v.to(torch.bfloat16) if k.startswith("encoder.layer") and k.endswith(".weight")
-                   and "LayerNorm" not in k else v) for k, v in fast.w.items()}
+    weights = {**fast.w, **{k: fast.w[k].to(torch.bfloat16) for k in linear_layers(fast.w)}}
     return BF16Bert(weights, fast.layers, fast.heads, fast.eps)
 
 
@@ -55,8 +58,7 @@ def onednn_forward(fast):  # noqa: ANN001, ANN201 - a FastBert in, its prepacked
             return linear(v, packed[name], self.w[name + ".bias"], "gelu" if gelu else "none", [None],
                           "none" if gelu else "")
 
-    packed = {k[: -len(".weight")]: torch.ops.mkldnn._reorder_linear_weight(v, 1) for k, v in fast.w.items()
-              if k.startswith("encoder.layer") and k.endswith(".weight") and "LayerNorm" not in k}
+    packed = {k[: -len(".weight")]: torch.ops.mkldnn._reorder_linear_weight(fast.w[k], 1) for k in linear_layers(fast.w)}
     return OneDNNBert(fast.w, fast.layers, fast.heads, fast.eps)
 
 

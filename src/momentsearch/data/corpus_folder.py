@@ -226,7 +226,7 @@ class CorpusFolder:
     def warm_annotations(self, limit_bytes: int) -> int:
         """Read the captions' file (``annotations.jsonl``) once in the background when it holds at most
         ``limit_bytes``, so that the page cache holds it: a service labelling results then reads no line from disk.
-        Returns the bytes asked for (0: no such file, or larger than the limit)."""
+        Returns the bytes it reads (0: no such file, or larger than the limit)."""
         if self.manifest.annotations is None:
             return 0
         notes = self._open_notes()
