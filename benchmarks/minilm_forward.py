@@ -1,9 +1,11 @@
-"""Two other forwards of MiniLM for a served query at batch 1, against the one served
-(:class:`~momentsearch.text.bert_fast.FastBert`, float32 through torch's MKL ``F.linear``): what a query's
-encoding saves, and what the answers lose (docs/served_100k.md: tried and not kept).
+"""Forwards of MiniLM for a served query at batch 1, against float32 through torch's MKL ``F.linear``
+(:class:`~momentsearch.text.bert_fast.FastBert` with ``small=False``, served until 2026-12-03): what a query's
+encoding saves, and what the answers lose (docs/served_100k.md).
 
     python benchmarks/minilm_forward.py --index /tmp/index100k [--queries 300]
 
+* ``float32, small-row kernel`` (served): each linear layer's weight packed once for
+  :class:`~momentsearch.text.small_linear.SmallLinear` (AVX-512 register tiles on the calling thread);
 * ``float32, oneDNN prepacked``: the same float32 function, each linear layer's weight reordered once for
   oneDNN (``torch.ops.mkldnn._reorder_linear_weight``, inductor's private op) and run with its bias (and the
   feed-forward's GELU) fused (``_linear_pointwise``): equal up to float rounding (about 5e-6);
@@ -12,7 +14,7 @@ encoding saves, and what the answers lose (docs/served_100k.md: tried and not ke
 
 The forwards take turns query by query (the order rotated every query) over ``--queries`` distinct queries of
 ``query_cost.py``, each encoded afresh (the text cache emptied), k 10. Reported: the ``encode`` part's median
-each way, and against the served forward's top-10 moment lists how many are identical, keep their first moment,
+each way, and against the MKL forward's top-10 moment lists how many are identical, keep their first moment,
 and the mean share of moments both hold (a moment: video, start and end). Writes ``results/minilm_forward.json``.
 """
 
@@ -43,7 +45,7 @@ def bf16_forward(fast):  # noqa: ANN001, ANN201 - a FastBert in, its bfloat16 tw
             return F.gelu(y) if gelu else y
 
     weights = {**fast.w, **{k: fast.w[k].to(torch.bfloat16) for k in linear_layers(fast.w)}}
-    return BF16Bert(weights, fast.layers, fast.heads, fast.eps)
+    return BF16Bert(weights, fast.layers, fast.heads, fast.eps, small=False)
 
 
 def onednn_forward(fast):  # noqa: ANN001, ANN201 - a FastBert in, its prepacked oneDNN twin out
@@ -59,7 +61,7 @@ def onednn_forward(fast):  # noqa: ANN001, ANN201 - a FastBert in, its prepacked
                           "none" if gelu else "")
 
     packed = {k[: -len(".weight")]: torch.ops.mkldnn._reorder_linear_weight(fast.w[k], 1) for k in linear_layers(fast.w)}
-    return OneDNNBert(fast.w, fast.layers, fast.heads, fast.eps)
+    return OneDNNBert(fast.w, fast.layers, fast.heads, fast.eps, small=False)
 
 
 def main() -> None:
@@ -76,24 +78,30 @@ def main() -> None:
     tokens = searcher.queries.encoder.tokens  # the family's MiniLMTokens' MiniLMTokenEncoder
     for text in QUERIES[:30]:  # warm: lazy caches, MiniLM loaded
         searcher.search_many([text], k=10)
-    served = "float32 (served: MKL)"
-    forwards = {served: tokens._fast, "float32, oneDNN prepacked": onednn_forward(tokens._fast),
-                "bfloat16": bf16_forward(tokens._fast)}
+    from momentsearch.text.bert_fast import FastBert
+
+    fast = tokens._fast
+    if fast.small is None:
+        raise SystemExit("the small-row kernel is not available here (momentsearch.text.small_linear.available())")
+    base = "float32, torch F.linear (MKL)"
+    forwards = {base: FastBert(fast.w, fast.layers, fast.heads, fast.eps, small=False),
+                "float32, small-row kernel (served)": fast, "float32, oneDNN prepacked": onednn_forward(fast),
+                "bfloat16": bf16_forward(fast)}
     names = list(forwards)
     encode = {name: [] for name in forwards}
     lists = {name: [] for name in forwards}
     for i, text in enumerate(QUERIES[5000: 5000 + args.queries]):
-        for name in names[i % 3:] + names[: i % 3]:
+        for name in names[i % len(names):] + names[: i % len(names)]:
             tokens._fast = forwards[name]
             searcher.queries._lru.clear()
             clock = PartClock()
             hits = searcher.search_many([text], k=10, clock=clock)[0]
             encode[name].append(1000 * clock.seconds["encode"])
             lists[name].append([(h.video_id, round(h.start, 2), round(h.end, 2)) for h in hits])
-    tokens._fast = forwards[served]
+    tokens._fast = fast
     rows = []
     for name in names:
-        pairs = list(zip(lists[served], lists[name], strict=True))
+        pairs = list(zip(lists[base], lists[name], strict=True))
         rows.append({"MiniLM forward": name, "encode p50 ms": statistics.median(encode[name]),
                      "identical top-10 lists": sum(a == b for a, b in pairs),
                      "same first moment": sum(a[0] == b[0] for a, b in pairs),

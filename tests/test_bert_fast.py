@@ -1,6 +1,7 @@
 """The query encoder's fast BERT forward (``text/bert_fast.py``) computes what transformers' ``BertModel`` computes:
 all-MiniLM-L6-v2's token states for one text and for a padded batch, within float rounding; a model it does not
-cover is left to transformers."""
+cover is left to transformers. At batch 1 the linear layers run through the compiled small-row kernel
+(``text/small_linear.py``): the same states as torch's F.linear and transformers'."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import torch
 
 from momentsearch.text.bert_fast import FastBert
 from momentsearch.text.encoders import MiniLMTokenEncoder
+from momentsearch.text.small_linear import MAX_ROWS
 
 TEXTS = ["a person opens the door", "the man puts a cup on the table and walks slowly to the kitchen", "hi"]
 
@@ -45,3 +47,23 @@ def test_a_model_it_does_not_cover_keeps_transformers(change: dict) -> None:
         want = plain(input_ids=ids, attention_mask=mask).last_hidden_state
         got = fast(ids, mask)
     assert torch.allclose(got[0], want[0], atol=1e-5) and torch.allclose(got[1, :3], want[1, :3], atol=1e-5)
+
+
+def test_minilm_through_it_equals_torch_and_transformers():
+    enc = MiniLMTokenEncoder()
+    enc._load()
+    fast = enc._fast
+    assert fast.small is not None and len(fast.small) == 36  # 6 layers x (q, k, v, out, intermediate, output)
+    plain = FastBert(fast.w, fast.layers, fast.heads, fast.eps, small=False)
+    texts = ["a person opens the fridge", "someone puts a cup on the table, then walks slowly to the kitchen door"]
+    with torch.inference_mode():
+        for text in texts:  # 7 and 17 rows: the small kernel
+            t = enc._tok([text], return_tensors="pt")
+            got = fast(t["input_ids"], t["attention_mask"])
+            assert torch.allclose(got, plain(t["input_ids"], t["attention_mask"]), atol=1e-5, rtol=0)
+            want = enc._model(**t).last_hidden_state
+            assert torch.allclose(got, want, atol=1e-5, rtol=0)
+        t = enc._tok(texts * 2, padding=True, return_tensors="pt")  # 4 x 17 = 68 rows: F.linear, the same states
+        assert t["input_ids"].numel() > MAX_ROWS
+        got = fast(t["input_ids"], t["attention_mask"])
+        assert torch.allclose(got[1], fast(t["input_ids"][1:2], t["attention_mask"][1:2])[0], atol=1e-5, rtol=0)

@@ -5,6 +5,9 @@ dropout that does nothing at inference): a served query is one sentence of about
 take a fraction of that. :class:`FastBert` reads the same weights and computes the same function with
 ``F.linear``, ``F.scaled_dot_product_attention``, ``F.layer_norm`` and ``F.gelu`` only: the last hidden states,
 equal to ``BertModel``'s up to float rounding (tested: within 1e-5 on all-MiniLM-L6-v2, padded batches included).
+A product of at most ``small_linear.MAX_ROWS`` token rows (a query or a few) goes to :class:`SmallLinear`, its
+weight packed once, where it is compiled for this CPU (``small_linear.available()``): about 2x torch's ``F.linear``
+at batch 1 (``benchmarks/minilm_forward.py``); larger batches keep ``F.linear``.
 :meth:`FastBert.of` returns None for a model it does not cover (another architecture, position embedding or
 activation), and the caller keeps transformers' forward.
 """
@@ -16,13 +19,19 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from momentsearch.text.small_linear import MAX_ROWS, SmallLinear, available
+
 
 class FastBert:
     """``(input_ids (B, T), attention_mask (B, T)) -> last hidden states (B, T, D)`` of a BERT encoder."""
 
-    def __init__(self, weights: dict[str, torch.Tensor], layers: int, heads: int, eps: float):
+    def __init__(self, weights: dict[str, torch.Tensor], layers: int, heads: int, eps: float, small: bool = True):
         self.w, self.layers, self.heads, self.eps = weights, layers, heads, eps
         self.dim = weights["embeddings.word_embeddings.weight"].shape[1]
+        # each linear layer's weight packed for a few rows (None: F.linear for every size)
+        self.small = {k[: -len(".weight")]: SmallLinear(v, weights.get(k[: -len(".weight")] + ".bias"))
+                      for k, v in weights.items() if k.startswith("encoder.layer.") and k.endswith(".weight")
+                      and v.dim() == 2} if small and available() else None
 
     @classmethod
     def of(cls, model: Any) -> FastBert | None:
@@ -69,5 +78,8 @@ class FastBert:
         """The linear layer ``name`` (its ``.weight`` and ``.bias``) of ``v``, then GELU when ``gelu`` (the
         feed-forward's first layer); another forward of the same network overrides this alone
         (``benchmarks/minilm_forward.py``)."""
-        y = F.linear(v, self.w[name + ".weight"], self.w[name + ".bias"])
+        if self.small is not None and v.numel() <= MAX_ROWS * v.shape[-1]:
+            y = self.small[name](v)
+        else:
+            y = F.linear(v, self.w[name + ".weight"], self.w[name + ".bias"])
         return F.gelu(y) if gelu else y
