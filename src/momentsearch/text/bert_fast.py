@@ -5,7 +5,7 @@ dropout that does nothing at inference): a served query is one sentence of about
 take a fraction of that. :class:`FastBert` reads the same weights and computes the same function with
 ``F.linear``, ``F.scaled_dot_product_attention``, ``F.layer_norm`` and ``F.gelu`` only: the last hidden states,
 equal to ``BertModel``'s up to float rounding (tested: within 1e-5 on all-MiniLM-L6-v2, padded batches included).
-A product of at most ``small_linear.MAX_ROWS`` token rows (a query or a few) goes to :class:`SmallLinear`, its
+A product of at most ``small_linear.MAX_ROWS`` token rows (a query) goes to :class:`SmallLinear`, its
 weight packed once, where it is compiled for this CPU (``small_linear.available()``): about 2x torch's ``F.linear``
 at batch 1 (``benchmarks/minilm_forward.py``); larger batches keep ``F.linear``.
 :meth:`FastBert.of` returns None for a model it does not cover (another architecture, position embedding or
