@@ -1,9 +1,11 @@
 """The code's own rules, enforced in make test: imports sorted and no ``print`` in library code (ruff, as
-pyproject's ``[tool.ruff]`` says), and no private name (``_x``) imported from another module of the package."""
+pyproject's ``[tool.ruff]`` says), no private name (``_x``) imported from another module of the package, and every
+relative link of the Markdown docs (a file, a heading's anchor) resolving."""
 
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -99,3 +101,34 @@ def test_importing_momentsearch_shortens_openmp_spinning_but_keeps_a_users_setti
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**env, "GOMP_SPINCOUNT": "300000"}, check=True)
     assert out.stdout.strip() == "300000"
+
+
+def _slug(heading: str) -> str:
+    """A Markdown heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def markdown_link_errors(root: Path) -> list[str]:
+    """Each relative link of the ``*.md`` files under ``root`` (outside runs/, .venv/, .git/) whose file, or whose
+    ``#anchor`` in a Markdown file, does not exist."""
+    files = [p for p in root.rglob("*.md") if not {"runs", ".venv", ".git", "node_modules"} & set(p.relative_to(root).parts)]
+    anchors = {p.resolve(): {_slug(line.lstrip("#")) for line in p.read_text().splitlines() if line.startswith("#")}
+               for p in files}
+    errors = []
+    for p in files:
+        for link in re.findall(r"\]\(([^)\s]+)\)", p.read_text()):
+            if link.startswith(("http:", "https:", "mailto:")):
+                continue
+            path, _, frag = link.partition("#")
+            target = (p.parent / path).resolve() if path else p.resolve()
+            if not target.exists():
+                errors.append(f"{p.relative_to(root)}: no file {link}")
+            elif frag and target.suffix == ".md" and frag not in anchors.get(target, set()):
+                errors.append(f"{p.relative_to(root)}: no heading #{frag} in {path or p.name}")
+    return errors
+
+
+def test_every_relative_link_in_the_docs_resolves(tmp_path: Path) -> None:
+    assert markdown_link_errors(ROOT) == []
+    (tmp_path / "a.md").write_text("# The first one, at last\n[ok](#the-first-one-at-last) [gone](b.md) [no](#nope)\n")
+    assert markdown_link_errors(tmp_path) == ["a.md: no file b.md", "a.md: no heading #nope in a.md"]
