@@ -1,18 +1,23 @@
 """``search.prefetch.will_need``: the listed videos' rows of a memory-mapped array are read in before they are touched
-(checked with mincore after the file's pages were dropped from the page cache), the others are not."""
+(checked with mincore after the file's pages were dropped from the page cache), the others are not. ``populate``: a
+mapped array's every page is read in and mapped, so that reading it takes no page fault (getrusage), by
+MADV_POPULATE_READ and by the page-by-page read it falls back to; ``serve`` does it for rows that fit."""
 
 from __future__ import annotations
 
 import ctypes
 import mmap
 import os
+import resource
+import threading
 import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
-from momentsearch.search.prefetch import will_need
+from momentsearch.search.prefetch import populate, populate_in_background, will_need
 
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -62,3 +67,44 @@ def test_an_index_advised_random_asks_for_a_lists_rows_before_padding_them(tmp_p
     y, mask2 = index.padded("h2", np.array([3, 0]))
     assert asked == [[3, 0]] and torch.equal(x, y) and torch.equal(mask, mask2)
     assert y[0, :2, 0].tolist() == [32.0, 36.0] and mask2.tolist() == [[True, True, False], [True, True, True]]
+
+
+def dropped(path: Path) -> np.ndarray:
+    """``path``'s array memory-mapped, its pages out of the page cache first."""
+    fd = os.open(path, os.O_RDONLY)
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+    return np.load(path, mmap_mode="r")
+
+
+def faults_reading(a: np.ndarray) -> int:
+    """The page faults (minor and major) this process takes to read every page of ``a``."""
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    flat = np.ndarray((a.nbytes,), np.uint8, buffer=a)
+    int(flat[:: mmap.PAGESIZE].max()) + int(flat[-1])
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    return after.ru_minflt - before.ru_minflt + after.ru_majflt - before.ru_majflt
+
+
+@pytest.mark.parametrize("advice", [True, False])
+def test_populate_maps_every_page_so_reading_takes_no_fault(tmp_path: Path, advice: bool):
+    np.save(tmp_path / "rows.npy", np.ones((8192, 128), np.float16))  # 2 MB: 512 pages
+    cold = dropped(tmp_path / "rows.npy")
+    assert resident(cold, 0, len(cold)) < 0.05 and faults_reading(cold) >= 512 // 16  # 16 pages a fault at most
+    a = dropped(tmp_path / "rows.npy")  # a new mapping of the same file, out of the page cache again
+    assert populate(a, advice=advice)
+    assert resident(a, 0, len(a)) == 1 and faults_reading(a) == 0
+    assert not populate(np.ones((10, 4)))  # not memory-mapped: nothing to map
+
+
+def test_serve_maps_rows_that_fit_in_the_background(tmp_path: Path):
+    np.save(tmp_path / "rows.npy", np.ones((4096, 128), np.float16))  # 1 MB
+    a = dropped(tmp_path / "rows.npy")
+    assert populate_in_background([a, np.ones(3)], limit_bytes=a.nbytes - 1) == 0  # over the limit: left alone
+    assert resident(a, 0, len(a)) < 0.05
+    assert populate_in_background([a, np.ones(3)], limit_bytes=a.nbytes) == a.nbytes
+    for t in threading.enumerate():
+        if t.name == "momentsearch-rows":
+            t.join(10)
+    assert resident(a, 0, len(a)) == 1 and faults_reading(a) == 0

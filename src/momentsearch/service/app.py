@@ -26,7 +26,8 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from momentsearch.search.index import memory_bytes
+from momentsearch.search.index import VideoIndex, memory_bytes
+from momentsearch.search.prefetch import populate_in_background
 from momentsearch.service.batcher import QueryBatcher
 from momentsearch.service.deps import Services
 from momentsearch.service.errors import add_error_handlers
@@ -40,6 +41,7 @@ from momentsearch.serving.alerts import AlertBook
 from momentsearch.serving.searcher import Searcher
 
 WARM_FRACTION = 10  # the corpus's captions file is read into memory at start when it is at most memory / this
+ROWS_FRACTION = 2  # the index's memory-mapped rows are mapped in at start when they hold at most memory / this
 
 
 def create_app(searcher: Searcher, settings: ServiceSettings | None = None, metrics: Metrics | None = None,
@@ -52,6 +54,9 @@ def create_app(searcher: Searcher, settings: ServiceSettings | None = None, metr
     metrics = metrics or Metrics()
     if searcher.corpus is not None:  # the captions a result is labelled with, read into memory where they fit
         searcher.corpus.warm_annotations(memory_bytes() // WARM_FRACTION)
+    index = getattr(searcher, "index", None)  # its rows mapped in the background: no query takes their page faults
+    if isinstance(index, VideoIndex):
+        populate_in_background([*index.arrays.values(), *index.video_arrays.values()], memory_bytes() // ROWS_FRACTION)
     services = Services(searcher, QueryBatcher(searcher, settings.max_batch, settings.max_wait_ms,
                                                on_batch=metrics.batch, workers=settings.batch_workers,
                                                wait=settings.batch_wait),
