@@ -67,3 +67,16 @@ def test_minilm_through_it_equals_torch_and_transformers():
         assert t["input_ids"].numel() > MAX_ROWS
         got = fast(t["input_ids"], t["attention_mask"])
         assert torch.allclose(got[1], fast(t["input_ids"][1:2], t["attention_mask"][1:2])[0], atol=1e-5, rtol=0)
+
+
+def test_a_model_not_in_float32_keeps_f_linear() -> None:
+    from transformers import BertConfig, BertModel
+
+    model = BertModel(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                 intermediate_size=32)).eval().double()
+    fast = FastBert.of(model)
+    assert fast is not None and fast.small is None  # the small-row kernel is float32 only
+    ids = torch.tensor([[1, 5, 7, 2]])
+    with torch.inference_mode():
+        want = model(input_ids=ids, attention_mask=torch.ones_like(ids)).last_hidden_state
+        assert torch.allclose(fast(ids, torch.ones_like(ids)), want, atol=1e-10)

@@ -28,10 +28,14 @@ class FastBert:
     def __init__(self, weights: dict[str, torch.Tensor], layers: int, heads: int, eps: float, small: bool = True):
         self.w, self.layers, self.heads, self.eps = weights, layers, heads, eps
         self.dim = weights["embeddings.word_embeddings.weight"].shape[1]
-        # each linear layer's weight packed for a few rows (None: F.linear for every size)
-        self.small = {k[: -len(".weight")]: SmallLinear(v, weights.get(k[: -len(".weight")] + ".bias"))
-                      for k, v in weights.items() if k.startswith("encoder.layer.") and k.endswith(".weight")
-                      and v.dim() == 2} if small and available() else None
+        emb = weights["embeddings.word_embeddings.weight"]
+        # each linear layer's weight packed for a few rows (None: F.linear for every size); the kernel is the CPU's,
+        # for float32
+        self.small: dict[str, SmallLinear] | None = None
+        if small and available() and emb.device.type == "cpu" and emb.dtype == torch.float32:
+            self.small = {k[: -len(".weight")]: SmallLinear(v, weights.get(k[: -len(".weight")] + ".bias"))
+                          for k, v in weights.items()
+                          if k.startswith("encoder.layer.") and k.endswith(".weight") and v.dim() == 2}
 
     @classmethod
     def of(cls, model: Any) -> FastBert | None:
@@ -78,7 +82,7 @@ class FastBert:
         """The linear layer ``name`` (its ``.weight`` and ``.bias``) of ``v``, then GELU when ``gelu`` (the
         feed-forward's first layer); another forward of the same network overrides this alone
         (``benchmarks/minilm_forward.py``)."""
-        if self.small is not None and v.numel() <= MAX_ROWS * v.shape[-1]:
+        if self.small is not None and v.numel() <= MAX_ROWS * v.shape[-1] and v.dtype == torch.float32:
             y = self.small[name](v)
         else:
             y = F.linear(v, self.w[name + ".weight"], self.w[name + ".bias"])
