@@ -16,8 +16,16 @@ from momentsearch.text.small_linear import MAX_ROWS
 TEXTS = ["a person opens the door", "the man puts a cup on the table and walks slowly to the kitchen", "hi"]
 
 
-def test_minilm_token_states_equal_transformers() -> None:
+@pytest.fixture(scope="module")
+def minilm() -> MiniLMTokenEncoder:
+    """all-MiniLM-L6-v2, loaded once for the module."""
     enc = MiniLMTokenEncoder()
+    enc._load()
+    return enc
+
+
+def test_minilm_token_states_equal_transformers(minilm: MiniLMTokenEncoder) -> None:
+    enc = minilm
     got = enc.encode(TEXTS)  # the fast forward, one padded batch
     assert enc._fast is not None
     with torch.inference_mode():
@@ -49,9 +57,8 @@ def test_a_model_it_does_not_cover_keeps_transformers(change: dict) -> None:
     assert torch.allclose(got[0], want[0], atol=1e-5) and torch.allclose(got[1, :3], want[1, :3], atol=1e-5)
 
 
-def test_minilm_through_it_equals_torch_and_transformers():
-    enc = MiniLMTokenEncoder()
-    enc._load()
+def test_minilm_through_it_equals_torch_and_transformers(minilm: MiniLMTokenEncoder):
+    enc = minilm
     fast = enc._fast
     assert fast.small is not None and len(fast.small) == 36  # 6 layers x (q, k, v, out, intermediate, output)
     plain = FastBert(fast.w, fast.layers, fast.heads, fast.eps, small=False)
@@ -80,3 +87,16 @@ def test_a_model_not_in_float32_keeps_f_linear() -> None:
     with torch.inference_mode():
         want = model(input_ids=ids, attention_mask=torch.ones_like(ids)).last_hidden_state
         assert torch.allclose(fast(ids, torch.ones_like(ids)), want, atol=1e-10)
+
+
+def test_without_the_compiled_kernel_f_linear_computes_the_same(minilm: MiniLMTokenEncoder, monkeypatch) -> None:
+    from momentsearch.text import small_linear
+
+    enc = minilm
+    monkeypatch.setattr(small_linear, "_on", False)  # as after an install without a C compiler, or SIMD=none
+    plain = FastBert(enc._fast.w, enc._fast.layers, enc._fast.heads, enc._fast.eps)
+    assert plain.small is None and enc._fast.small is not None
+    t = enc._tok(["a person opens the fridge"], return_tensors="pt")
+    with torch.inference_mode():
+        assert torch.allclose(plain(t["input_ids"], t["attention_mask"]), enc._fast(t["input_ids"], t["attention_mask"]),
+                              atol=1e-5, rtol=0)
