@@ -100,3 +100,16 @@ def test_without_the_compiled_kernel_f_linear_computes_the_same(minilm: MiniLMTo
     with torch.inference_mode():
         assert torch.allclose(plain(t["input_ids"], t["attention_mask"]), enc._fast(t["input_ids"], t["attention_mask"]),
                               atol=1e-5, rtol=0)
+
+
+def test_encode_batches_texts_by_length_and_gives_them_back_in_order(minilm: MiniLMTokenEncoder) -> None:
+    texts = ["a person opens the door and then walks out of the kitchen very slowly", "hi", "a man sits"] * 3
+    minilm.batch_size = 2  # 5 batches, each of texts of about one length: the long ones together
+    try:
+        got = minilm.encode(texts)
+    finally:
+        minilm.batch_size = 128
+    alone = [minilm.encode([t])[0] for t in texts[:3]]
+    assert [g.shape[0] for g in got] == [a.shape[0] for a in alone] * 3
+    for g, a in zip(got, alone * 3, strict=True):
+        np.testing.assert_allclose(g, a, atol=1e-5, rtol=0)
