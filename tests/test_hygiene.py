@@ -5,6 +5,7 @@ relative link of the Markdown docs (a file, a heading's anchor) resolving."""
 from __future__ import annotations
 
 import ast
+import os
 import re
 import shutil
 import subprocess
@@ -109,9 +110,12 @@ def _slug(heading: str) -> str:
 
 
 def markdown_link_errors(root: Path) -> list[str]:
-    """Each relative link of the ``*.md`` files under ``root`` (outside runs/, .venv/, .git/) whose file, or whose
+    """Each relative link of the ``*.md`` files under ``root`` (outside runs/ and hidden folders) whose file, or whose
     ``#anchor`` in a Markdown file, does not exist."""
-    files = [p for p in root.rglob("*.md") if not {"runs", ".venv", ".git", "node_modules"} & set(p.relative_to(root).parts)]
+    files = []
+    for d, dirs, names in os.walk(root):  # not into runs/, build/ or a hidden folder (.venv, .git: thousands of files)
+        dirs[:] = sorted(x for x in dirs if x not in {"runs", "build", "dist", "node_modules"} and not x.startswith("."))
+        files += [Path(d) / f for f in sorted(names) if f.endswith(".md")]
     anchors = {p.resolve(): {_slug(line.lstrip("#")) for line in p.read_text().splitlines() if line.startswith("#")}
                for p in files}
     errors = []
