@@ -91,7 +91,7 @@ def faults_reading(a: np.ndarray) -> int:
 def test_populate_maps_every_page_so_reading_takes_no_fault(tmp_path: Path, advice: bool):
     np.save(tmp_path / "rows.npy", np.ones((8192, 128), np.float16))  # 2 MB: 512 pages
     cold = dropped(tmp_path / "rows.npy")
-    assert resident(cold, 0, len(cold)) < 0.05 and faults_reading(cold) >= 512 // 16  # 16 pages a fault at most
+    assert resident(cold, 0, len(cold)) < 0.05 and faults_reading(cold) > 0  # (a fault maps 16 pages or a large folio)
     a = dropped(tmp_path / "rows.npy")  # a new mapping of the same file, out of the page cache again
     assert populate(a, advice=advice)
     assert resident(a, 0, len(a)) == 1 and faults_reading(a) == 0
