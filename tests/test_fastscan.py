@@ -203,6 +203,7 @@ def test_seven_bit_codes_keep_recall_and_their_manifest_and_answer_as_the_numba_
         build_first_stage(retr, index, "scan", tmp_path, {"bits": "7"})
 
 
+@pytest.mark.slow  # 5.3-9.5 s in fresh-clone make test runs (subprocesses importing torch)
 def test_the_simd_paths_follow_the_environment() -> None:
     """``MOMENTSEARCH_SIMD`` sets a process's paths: no-amx keeps the int8 pass on VNNI (and default_batch at 12),
     none the portable loops; an unknown value is an error that names the choices."""
