@@ -29,29 +29,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import report  # noqa: E402
 
 
-def linear_layers(weights):  # noqa: ANN001, ANN201 - FastBert's weights in, its linear layers' weight names out
-    return [k for k in weights if k.startswith("encoder.layer") and k.endswith(".weight") and "LayerNorm" not in k]
-
-
 def bf16_forward(fast):  # noqa: ANN001, ANN201 - a FastBert in, its bfloat16 twin out
     import torch
     import torch.nn.functional as F
 
-    from momentsearch.text.bert_fast import FastBert
+    from momentsearch.text.bert_fast import FastBert, linear_names
 
     class BF16Bert(FastBert):
         def linear(self, name, v, gelu=False):  # noqa: ANN001, ANN201
             y = F.linear(v.to(torch.bfloat16), self.w[name + ".weight"]).float() + self.w[name + ".bias"]
             return F.gelu(y) if gelu else y
 
-    weights = {**fast.w, **{k: fast.w[k].to(torch.bfloat16) for k in linear_layers(fast.w)}}
+    weights = {**fast.w, **{n + ".weight": fast.w[n + ".weight"].to(torch.bfloat16) for n in linear_names(fast.w)}}
     return BF16Bert(weights, fast.layers, fast.heads, fast.eps, small=False)
 
 
 def onednn_forward(fast):  # noqa: ANN001, ANN201 - a FastBert in, its prepacked oneDNN twin out
     import torch
 
-    from momentsearch.text.bert_fast import FastBert
+    from momentsearch.text.bert_fast import FastBert, linear_names
 
     linear = torch.ops.mkldnn._linear_pointwise
 
@@ -60,7 +56,7 @@ def onednn_forward(fast):  # noqa: ANN001, ANN201 - a FastBert in, its prepacked
             return linear(v, packed[name], self.w[name + ".bias"], "gelu" if gelu else "none", [None],
                           "none" if gelu else "")
 
-    packed = {k[: -len(".weight")]: torch.ops.mkldnn._reorder_linear_weight(fast.w[k], 1) for k in linear_layers(fast.w)}
+    packed = {n: torch.ops.mkldnn._reorder_linear_weight(fast.w[n + ".weight"], 1) for n in linear_names(fast.w)}
     return OneDNNBert(fast.w, fast.layers, fast.heads, fast.eps, small=False)
 
 

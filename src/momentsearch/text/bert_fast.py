@@ -22,6 +22,13 @@ import torch.nn.functional as F
 from momentsearch.text.small_linear import MAX_ROWS, SmallLinear, available
 
 
+def linear_names(weights: dict[str, torch.Tensor]) -> list[str]:
+    """The encoder's linear layers in a BERT state dict (each ``NAME.weight`` 2-D under ``encoder.layer.``): 6 a
+    layer (query, key, value, attention output, intermediate, output)."""
+    return [k[: -len(".weight")] for k, v in weights.items()
+            if k.startswith("encoder.layer.") and k.endswith(".weight") and v.dim() == 2]
+
+
 class FastBert:
     """``(input_ids (B, T), attention_mask (B, T)) -> last hidden states (B, T, D)`` of a BERT encoder."""
 
@@ -33,9 +40,7 @@ class FastBert:
         # for float32
         self.small: dict[str, SmallLinear] | None = None
         if small and available() and emb.device.type == "cpu" and emb.dtype == torch.float32:
-            self.small = {k[: -len(".weight")]: SmallLinear(v, weights.get(k[: -len(".weight")] + ".bias"))
-                          for k, v in weights.items()
-                          if k.startswith("encoder.layer.") and k.endswith(".weight") and v.dim() == 2}
+            self.small = {n: SmallLinear(weights[n + ".weight"], weights.get(n + ".bias")) for n in linear_names(weights)}
 
     @classmethod
     def of(cls, model: Any) -> FastBert | None:
