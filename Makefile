@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: setup demo test bench clean
 
-$(STAMP): pyproject.toml setup.py $(wildcard src/momentsearch/search/_fastscan*) $(wildcard src/momentsearch/text/_linear*)
+$(STAMP): pyproject.toml setup.py $(wildcard src/momentsearch/search/_fastscan*) $(wildcard src/momentsearch/text/_linear*) $(wildcard src/momentsearch/models/_dropout*)
 	@# WordNet 3.0 for the synset and METEOR proxies: Debian's wordnet-base (needs root and apt)
 	@test -f /usr/share/wordnet/data.noun || apt-get install -y -q wordnet-base >/dev/null \
 	  || (apt-get update -q >/dev/null && apt-get install -y -q wordnet-base >/dev/null) \

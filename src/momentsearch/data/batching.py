@@ -56,9 +56,9 @@ def load_video_batch(
         streams.append(torch.zeros(len(vis), t, sub[0].shape[1]))
     for i, v in enumerate(vis):
         mask[i, : len(v)] = True
-        streams[0][i, : len(v)] = torch.from_numpy(v)
+        streams[0].numpy()[i, : len(v)] = v  # a NumPy copy: v may be a read-only array kept in memory
         if use_subtitle:
-            streams[1][i, : len(v)] = torch.from_numpy(sub[i])
+            streams[1].numpy()[i, : len(v)] = sub[i]
     return streams, mask
 
 

@@ -299,6 +299,14 @@ class FeatureStore:
         )
         self.transcripts = transcripts  # video id -> its cues (a corpus folder's stored transcripts), if known
         self.written, self.written_cues = written, written_cues
+        self._memo: dict[str, tuple[np.ndarray, np.ndarray | None]] | None = None
+        self._memo_left = 0
+
+    def keep_in_memory(self, max_bytes: int) -> None:
+        """From now on :meth:`get` keeps what it reads (read-only arrays) until ``max_bytes`` are held, so that
+        training, which reads every video each epoch, reads each file once (0 turns this off). A video that
+        does not fit is read from the file every time, as before."""
+        self._memo, self._memo_left = ({}, max_bytes) if max_bytes > 0 else (None, 0)
 
     @property
     def has_subtitle(self) -> bool:
@@ -312,8 +320,17 @@ class FeatureStore:
 
     def get(self, video_id: str) -> tuple[np.ndarray, np.ndarray | None]:
         """(visual (clips, d_v), subtitle (clips, d_s) or None)."""
+        if self._memo is not None and video_id in self._memo:
+            return self._memo[video_id]
         vis = self.visual[video_id]
         sub = self.subtitle[video_id] if self.subtitle is not None else None
+        size = vis.nbytes + (sub.nbytes if sub is not None else 0)
+        if self._memo is not None and size <= self._memo_left:
+            for a in (vis, sub):
+                if a is not None:
+                    a.flags.writeable = False
+            self._memo[video_id] = (vis, sub)
+            self._memo_left -= size
         return vis, sub
 
     def check_covers(self, video_ids: Iterable[str]) -> None:

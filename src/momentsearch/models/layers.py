@@ -10,6 +10,8 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
+from momentsearch.models.dropout import Dropout, TransformerLayer, attention
+
 NEG_INF = -1e10  # fill for padded positions before a softmax or a max
 
 T = TypeVar("T", bound="TensorBatch")
@@ -36,7 +38,7 @@ class LinearLayer(nn.Sequential):
     """LayerNorm -> Dropout -> Linear -> ReLU (XML's input projection)."""
 
     def __init__(self, d_in: int, d_out: int, dropout: float):
-        super().__init__(nn.LayerNorm(d_in), nn.Dropout(dropout), nn.Linear(d_in, d_out), nn.ReLU())
+        super().__init__(nn.LayerNorm(d_in), Dropout(dropout), nn.Linear(d_in, d_out), nn.ReLU())
 
 
 class PositionalEncoding(nn.Module):
@@ -46,7 +48,7 @@ class PositionalEncoding(nn.Module):
         super().__init__()
         self.emb = nn.Embedding(max_len, d)
         self.norm = nn.LayerNorm(d)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[1] > self.emb.num_embeddings:
@@ -56,7 +58,7 @@ class PositionalEncoding(nn.Module):
 
 
 def transformer_layer(d: int, heads: int, dropout: float) -> nn.TransformerEncoderLayer:
-    return nn.TransformerEncoderLayer(d, heads, dim_feedforward=d, dropout=dropout, batch_first=True)
+    return TransformerLayer(d, heads, dim_feedforward=d, dropout=dropout, batch_first=True)
 
 
 class MultiHeadAttention(nn.Module):
@@ -83,8 +85,7 @@ class MultiHeadAttention(nn.Module):
         h = self.heads
         q, k, v = (t.reshape(n, -1, h, d // h).transpose(1, 2) for t in (q, k, v))
         mask = None if y_pad is None else ~y_pad[:, None, None, :]  # (N, 1, 1, Ly) True = attend
-        out = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask,
-                                                         dropout_p=self.dropout if self.training else 0.0)
+        out = attention(q, k, v, mask, self.dropout, self.training)
         out = out.transpose(1, 2).reshape(n, lx, d)
         return out if self.out_proj is None else self.out_proj(out)
 
@@ -97,7 +98,7 @@ class AttentionLayer(nn.Module):
     def __init__(self, d: int, heads: int, dropout: float):
         super().__init__()
         self.att = MultiHeadAttention(d, heads, dropout)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.norm = nn.LayerNorm(d)
 
     def forward(self, x: torch.Tensor, src_key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:

@@ -35,6 +35,7 @@ from momentsearch.evaluation.ranking import rank_split
 from momentsearch.evaluation.recall import evaluate_ranked
 from momentsearch.evaluation.report import plot_recall_curves
 from momentsearch.fileio import write_json
+from momentsearch.models.dropout import dropout_masks
 from momentsearch.models.family import InputDims, ModelFamily, Step, TrainingData
 from momentsearch.models.registry import create_family
 from momentsearch.serving.checkpoint import StoredCheckpoint
@@ -42,6 +43,8 @@ from momentsearch.text.queries import dataset_query_features
 from momentsearch.training.checkpoint import save_checkpoint, stored_train_config
 from momentsearch.training.config import TrainConfig
 from momentsearch.training.schedule import lr_factor, model_config_at, set_model_config
+
+FEATURE_MEMORY = 2 << 30  # bytes of training features kept in memory (FeatureStore.keep_in_memory)
 
 SELECTION_KEYS = ("VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.5-r100", "VCMR 0.7-r10", "VR r10")
 
@@ -81,6 +84,7 @@ class Trainer:
         self.out = Path(cfg.out_dir)
         self.dataset = open_dataset(cfg.dataset)
         self.store = self.dataset.features()
+        self.store.keep_in_memory(FEATURE_MEMORY)  # every epoch reads every training video: read each once
         self.family = create_family(cfg.model)
         self.queries = dataset_query_features(self.dataset.config.query_features, self.dataset.config.query_cache,
                                               self.family.query_encoder())  # what search will encode with
@@ -158,7 +162,7 @@ class Trainer:
                    unit="batch", disable=not self.progress, leave=False)
         for batch in bar:
             batch = batch.to(self.device, non_blocking=True)
-            with autocast(self.device, self.amp):
+            with autocast(self.device, self.amp), dropout_masks(cfg.dropout_masks):
                 loss, parts = self.family.loss(self.model, batch, step)
             self.optimizer.zero_grad()
             if self.scaler is not None:

@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from momentsearch.models.dropout import multihead_attention
 from momentsearch.models.layers import (
     NEG_INF,
     AttentionLayer,
@@ -56,7 +57,7 @@ class CrossAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, y: torch.Tensor, y_pad: torch.Tensor) -> torch.Tensor:
         if isinstance(self.att, nn.MultiheadAttention):
-            out, _ = self.att(x, y, y, key_padding_mask=y_pad, need_weights=False)
+            out = multihead_attention(self.att, x, y, key_padding_mask=y_pad)
         else:
             out = self.att(x, y, y_pad)
         return self.norm(x + out)

@@ -68,9 +68,9 @@ def _encode_windows(model: XML, store: FeatureStore, video_id: str, device: torc
             streams.append(torch.zeros(len(group), t, sub.shape[1]))
         for i, s in enumerate(group):
             mask[i, : n[i]] = True
-            streams[0][i, : n[i]] = torch.from_numpy(vis[s: s + n[i]])
+            streams[0].numpy()[i, : n[i]] = vis[s: s + n[i]]
             if cfg.n_streams == 2:
-                streams[1][i, : n[i]] = torch.from_numpy(sub[s: s + n[i]])
+                streams[1].numpy()[i, : n[i]] = sub[s: s + n[i]]
         h1, h2 = model.encode_videos([x.to(device) for x in streams], mask.to(device))
         for i in range(len(group)):
             h1s.append(h1[i, :, : n[i]].permute(1, 0, 2).half().cpu().numpy())
