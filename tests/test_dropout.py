@@ -5,7 +5,6 @@ when no element is dropped, and training that resumes exactly."""
 from __future__ import annotations
 
 import dataclasses
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -151,28 +150,6 @@ def test_hashed_layers_compute_torchs_function(monkeypatch: pytest.MonkeyPatch) 
                 m.dropout = 0.0
         reference = call(layer)
         assert torch.allclose(hashed[~pad_x], reference[~pad_x], atol=1e-5), type(layer).__name__
-
-
-@pytest.mark.slow
-def test_hashed_masks_change_training_and_resume_exactly(tiny_benchmark: Path, tmp_path: Path) -> None:
-    from momentsearch.training.trainer import Trainer
-
-    def cfg(out: Path, epochs: int) -> TrainConfig:
-        return dataclasses.replace(tiny_cfg(tiny_benchmark, out, epochs), dropout_masks="hashed")
-
-    straight = Trainer(cfg(tmp_path / "a", 2), progress=False)
-    straight.fit(until=1)
-    shutil.copytree(straight.ckpt_dir, tmp_path / "b" / "checkpoints")
-    straight.fit()
-    resumed = Trainer(cfg(tmp_path / "b", 2), progress=False)
-    assert resumed.resume()
-    resumed.fit()
-    for (k, a), (_, b) in zip(straight.model.state_dict().items(), resumed.model.state_dict().items(), strict=True):
-        assert torch.equal(a, b), k
-    assert straight.history[1]["loss"] < straight.history[0]["loss"]
-    torch_run = Trainer(tiny_cfg(tiny_benchmark, tmp_path / "c", 1), progress=False)
-    torch_run.fit()
-    assert torch_run.history[0]["loss"] != straight.history[0]["loss"]  # other masks: another run
 
 
 def test_training_keeps_features_in_memory_read_only(tiny_benchmark: Path) -> None:
