@@ -124,6 +124,37 @@ def test_clue_mining_weights_are_l2_normalised_query_conditioned_and_switchable(
         MINUTEConfig(mcm_scale_control=True)
 
 
+def test_localizer_passes_sorted_by_length_give_each_pairs_own_logits() -> None:
+    """Pairs go through the localizer shortest video first, each pass padded to its own longest: every pair's
+    logits equal those of the pair alone (no padding at all), whatever the pass size."""
+    from momentsearch.models.minute.search import MinuteLocalizer
+    from momentsearch.search.index import VideoIndex, concat_ragged
+    from momentsearch.search.stages import Queries
+
+    torch.manual_seed(0)
+    cfg = MINUTEConfig(hidden=8, n_heads=2, localizer_layers=2).with_inputs(6, 4, 5)
+    model = MINUTE(cfg).eval()
+    lengths = [7, 2, 5, 3, 9, 1]
+    loc_rows, offsets = concat_ragged([np.random.default_rng(i).normal(size=(n, 2, 8)).astype(np.float16)
+                                       for i, n in enumerate(lengths)])
+    index = VideoIndex([f"v{i}" for i in range(6)], np.array(lengths, float), np.ones(6), offsets,
+                       {"loc": loc_rows, "retr": loc_rows})
+    tokens, mask = torch.randn(2, 4, 5), torch.tensor([[True] * 4, [True, True, False, False]])
+    videos = np.array([[4, 1, 2], [5, 0, 3]])
+    whole = MinuteLocalizer(model, index, pairs_per_pass=256).logits(Queries(tokens, mask), videos)
+    per_pair = MinuteLocalizer(model, index, pairs_per_pass=1).logits(Queries(tokens, mask), videos)
+    assert whole[0].shape == (2, 3, 9) and torch.equal(whole[2], per_pair[2])
+    for b in range(2):
+        for j, v in enumerate(videos[b]):
+            alone = MinuteLocalizer(model, index).logits(Queries(tokens[b: b + 1], mask[b: b + 1]), videos[b: b + 1, j: j + 1])
+            n = lengths[v]
+            assert whole[2][b, j].sum() == n
+            for got in (whole, per_pair):
+                assert torch.allclose(got[0][b, j, :n], alone[0][0, 0, :n], atol=1e-5)
+                assert torch.allclose(got[1][b, j, :n], alone[1][0, 0, :n], atol=1e-5)
+                assert (got[0][b, j, n:] < -1e9).all()
+
+
 def _minute_cfg(bench: Path, out: Path, dropout_masks: str = "torch", **model: object) -> TrainConfig:
     return TrainConfig(dataset=DatasetConfig(benchmark=str(bench)), out_dir=str(out), epochs=15, batch_size=64, lr=2e-3,
                        val_split="test", k_videos=9, num_threads=TEST_THREADS, seed=TEST_SEED, dropout_masks=dropout_masks,

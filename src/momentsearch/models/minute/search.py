@@ -23,7 +23,7 @@ import torch
 from momentsearch.data.batching import video_batches
 from momentsearch.data.corpus import Video
 from momentsearch.data.features import FeatureStore
-from momentsearch.models.layers import eval_mode
+from momentsearch.models.layers import NEG_INF, eval_mode
 from momentsearch.models.minute.network import MINUTE
 from momentsearch.search.clipmax import ClipMaxRetriever
 from momentsearch.search.index import VideoIndex, concat_ragged
@@ -67,7 +67,7 @@ class MinuteLocalizer:
     provides = frozenset({"dense"})
 
     def __init__(self, model: MINUTE, index: VideoIndex, device: torch.device | None = None,
-                 scoring: str = "shared_norm", alpha: float = 1.0, pairs_per_pass: int = 2048):
+                 scoring: str = "shared_norm", alpha: float = 1.0, pairs_per_pass: int = 256):
         if scoring not in ("shared_norm", "two_stage"):
             raise ValueError(f"scoring must be shared_norm or two_stage, got {scoring!r}")
         self.model = model.eval()
@@ -78,22 +78,31 @@ class MinuteLocalizer:
 
     @torch.no_grad()
     def logits(self, queries: Queries, videos: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """l_st, l_ed (B, K, T) of each query on its K videos, and the clip mask (B, K, T)."""
+        """l_st, l_ed (B, K, T) of each query on its K videos, and the clip mask (B, K, T). The (query, video)
+        pairs go through the localizer shortest video first, ``pairs_per_pass`` at a time, each pass padded to its
+        own longest video: a pair's logits do not depend on its pass (padding is masked out), and the clips
+        a pass reads are about half those of padding every pair to the longest of all."""
         loc = self.model.localizer
         tokens, token_mask = queries.tokens.to(self.device), queries.mask.to(self.device)
         w, q = loc.query(tokens, token_mask)
         b, k = videos.shape
-        c, mask = self.index.padded("loc", videos.reshape(-1))  # (B*K, T, S, d)
-        c, mask = c.permute(0, 2, 1, 3).float().to(self.device), mask.to(self.device)
-        qi = torch.arange(b, device=self.device).repeat_interleave(k)
-        st, ed = [], []
+        flat = videos.reshape(-1)
+        n = self.index.n_clips[flat]
+        t = int(n.max()) if len(n) else 1
+        st = torch.full((b * k, t), NEG_INF, device=self.device)
+        ed = torch.full((b * k, t), NEG_INF, device=self.device)
+        order = np.argsort(n, kind="stable")
         for s in range(0, b * k, self.pairs_per_pass):
-            sl = slice(s, s + self.pairs_per_pass)
-            o = loc.logits(w[qi[sl]], token_mask[qi[sl]], q[qi[sl]], c[sl], mask[sl])
-            st.append(o[0])
-            ed.append(o[1])
-        t = mask.shape[-1]
-        return torch.cat(st).reshape(b, k, t), torch.cat(ed).reshape(b, k, t), mask.reshape(b, k, t)
+            rows = order[s: s + self.pairs_per_pass]
+            c, mask = self.index.padded("loc", flat[rows])  # (P, T_pass, S, d)
+            c, mask = c.permute(0, 2, 1, 3).float().to(self.device), mask.to(self.device)
+            qi = torch.from_numpy(rows // k).to(self.device)
+            o = loc.logits(w[qi], token_mask[qi], q[qi], c, mask)
+            at = torch.from_numpy(rows).to(self.device)
+            st[at, : mask.shape[1]] = o[0]
+            ed[at, : mask.shape[1]] = o[1]
+        mask = torch.from_numpy(np.arange(t)[None, :] < n[:, None]).to(self.device)
+        return st.reshape(b, k, t), ed.reshape(b, k, t), mask.reshape(b, k, t)
 
     @torch.no_grad()
     def localize(self, queries: Queries, videos: np.ndarray, video_scores: torch.Tensor | None = None) -> DenseGrid:
