@@ -231,8 +231,12 @@ def test_a_run_is_keyed_by_the_values_set_apart_from_the_defaults() -> None:
     try:  # the hash the code before issue 75 gave the same config
         assert run_digest({**pr, "model": {**pr["model"], "relevance": {**rel, "exclusion": "batch"}}}) != old
         assert run_digest(pr) == old
+        # MINUTE's length_passes (1 -> 4): the hash of a MINUTE config written before the option existed
+        before = run_digest({**minute, "model": {k: v for k, v in minute["model"].items() if k != "length_passes"}})
     finally:
         digest.CHANGED_DEFAULTS.update(saved)
+    assert run_digest({**minute, "model": {**minute["model"], "length_passes": 1}}) == before  # pinned: found again
+    assert run_digest(minute) != before  # today's default is another run
 
 
 def test_proxy_tables_cut_at_a_threshold_get_their_own_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -155,6 +155,39 @@ def test_localizer_passes_sorted_by_length_give_each_pairs_own_logits() -> None:
                 assert (got[0][b, j, n:] < -1e9).all()
 
 
+def test_length_passes_compute_one_passs_function_and_old_checkpoints_read_as_one() -> None:
+    """The video encoder and the localizer in 4 passes, shortest first: the values and the gradients of one pass
+    padded to the longest, at every real clip; beyond a pass's longest video, zeros and NEG_INF."""
+    from momentsearch.models.minute.family import MINUTEFamily
+
+    torch.manual_seed(0)
+    one = MINUTE(MINUTEConfig(hidden=8, n_heads=2, localizer_layers=2, length_passes=1).with_inputs(6, 4, 5)).eval()
+    four = MINUTE(MINUTEConfig(hidden=8, n_heads=2, localizer_layers=2, length_passes=4).with_inputs(6, 4, 5)).eval()
+    four.load_state_dict(one.state_dict())
+    lengths = torch.tensor([7, 2, 5, 3, 9, 1, 4, 9, 6])
+    n, t = len(lengths), int(lengths.max())
+    mask = torch.arange(t)[None, :] < lengths[:, None]
+    streams = [torch.randn(n, t, 6), torch.randn(n, t, 4)]
+    w, w_mask, q = torch.randn(n, 3, 8), torch.ones(n, 3, dtype=torch.bool), torch.randn(n, 2, 8)
+    outs = []
+    for model in (one, four):
+        model.zero_grad()
+        c = model.localizer.video(streams, mask)  # (N, S, T, d)
+        st, ed = model.localizer.logits(w, w_mask, q, c, mask)
+        (st.masked_fill(~mask, 0).pow(2).sum() + ed.masked_fill(~mask, 0).sum()).backward()
+        outs.append((c, st, ed, [p.grad.clone() for p in model.localizer.parameters() if p.grad is not None]))
+    (c1, st1, ed1, g1), (c4, st4, ed4, g4) = outs
+    real = mask[:, None, :, None].expand_as(c1)
+    assert torch.allclose(c1[real], c4[real], atol=1e-5)
+    assert torch.allclose(st1[mask], st4[mask], atol=1e-5) and torch.allclose(ed1[mask], ed4[mask], atol=1e-5)
+    assert (st4[~mask] < -1e9).all() and (c4[1, :, 3:] == 0).all()  # video 1 (2 clips) shares a pass with 1 and 3
+    assert all(torch.allclose(a, b, atol=1e-4, rtol=1e-4) for a, b in zip(g1, g4, strict=True))
+    assert MINUTEFamily.stored_config({"name": "minute"})["length_passes"] == 1  # a checkpoint from before
+    assert MINUTEFamily.stored_config({"name": "minute", "length_passes": 4})["length_passes"] == 4
+    with pytest.raises(ValueError, match="length_passes must be >= 1"):
+        MINUTEConfig(length_passes=0)
+
+
 def _minute_cfg(bench: Path, out: Path, dropout_masks: str = "torch", **model: object) -> TrainConfig:
     return TrainConfig(dataset=DatasetConfig(benchmark=str(bench)), out_dir=str(out), epochs=15, batch_size=64, lr=2e-3,
                        val_split="test", k_videos=9, num_threads=TEST_THREADS, seed=TEST_SEED, dropout_masks=dropout_masks,

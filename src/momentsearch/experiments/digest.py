@@ -13,7 +13,8 @@ from momentsearch.config import to_dict
 HASH_IGNORED = ("device", "amp", "num_workers")  # where a run trains does not make it another run
 # settings whose default changed: hashed against the old default, so that a run made before (which behaved as
 # the old default) is not taken for a run of the new one, and one that asks for the old behaviour finds it
-CHANGED_DEFAULTS: dict[tuple[str, ...], Any] = {("model", "relevance", "exclusion"): "batch"}  # issue 75
+CHANGED_DEFAULTS: dict[tuple[str, ...], Any] = {("model", "relevance", "exclusion"): "batch",  # issue 75
+                                                 ("model", "length_passes"): 1}  # MINUTE's, 2026-12-03
 # ... where the setting changes what is trained: the exclusion only matters with a pair table
 APPLIES: dict[tuple[str, ...], Any] = {
     ("model", "relevance", "exclusion"): lambda d: ((d.get("model") or {}).get("relevance") or {}).get(

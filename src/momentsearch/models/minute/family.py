@@ -42,6 +42,11 @@ class MINUTEFamily(ModelFamily):
     network_class = MINUTE
     cfg: MINUTEConfig
 
+    @classmethod
+    def stored_config(cls, data: dict[str, Any]) -> dict[str, Any]:
+        # before length_passes existed every batch ran in one pass padded to its longest video
+        return data if "length_passes" in data else {**data, "length_passes": 1}
+
     # ---- training ----------------------------------------------------------------------------
     def batches(self, data: TrainingData) -> BatchSource:
         c = self.cfg

@@ -1,14 +1,17 @@
-"""Training with torch's dropout masks against hashed ones (``TrainConfig.dropout_masks``), in one run.
+"""Training epochs as before and with the two training speed-ups, in one run: torch's dropout masks against hashed
+ones (``TrainConfig.dropout_masks``), and MINUTE's batches in one pass against 4 passes by video length
+(``MINUTEConfig.length_passes``).
 
-    python benchmarks/dropout_masks.py --benchmark runs/experiments/benchmarks/converge --rounds 3
+    python benchmarks/training_speed.py --benchmark runs/experiments/benchmarks/converge --rounds 3
 
 1. The op on one tensor of attention weights (96 pairs x 4 heads x 150 x 150 float32, a MINUTE localizer batch's
    video layer): torch's dropout, the hashed masks' compiled loop, and the physical floor measured beside them,
    one pass that reads and writes the tensor (``x * c``), on one thread.
 2. Whole epochs at the experiments' settings (configs/minute/converge.yaml and configs/xml/converge.yaml: one
    thread, freshly initialised models, so the seconds do not depend on weights): MINUTE's retriever epoch, its
-   first localizer epoch (the negative pool mined before the clock starts) and XML's epoch. The two kinds of
-   masks take turns, round by round; each epoch's median over the rounds is reported.
+   first localizer epoch (the negative pool mined before the clock starts) and XML's epoch (XML has no
+   length_passes: its rows are the masks alone), and one validation of the MINUTE model. The variants (masks,
+   passes) take turns round by round, in a rotated order; each epoch's median over the rounds is reported.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ def op_rows(repeat: int) -> list[dict[str, object]]:
     rows = []
     for name, fn in [("torch.dropout", lambda: torch.dropout(x, 0.1, True)),
                      ("hashed (compiled loop)", lambda: D.hashed_dropout(x, 0.1)),
-                     ("floor: one pass x * c", lambda: x * 1.1)]:
+                     ("floor: one out-of-place pass, x * c", lambda: x * 1.1)]:
         s = best(fn)
         rows.append({"what": name, "ms": round(s * 1e3, 2), "GB/s": round(gb / s, 1)})
     return rows
@@ -61,16 +64,24 @@ def trainer(bench: Path, yaml: str, out: Path, masks: str, epochs: int, model: d
                                             "epochs": epochs, "dropout_masks": masks, "model": model}), progress=False)
 
 
-def epoch_seconds(bench: Path, masks: str, tmp: Path) -> dict[str, float]:
+VARIANTS = (("torch", 1), ("hashed", 1), ("hashed", 4))  # (dropout_masks, MINUTE's length_passes)
+
+
+def epoch_seconds(bench: Path, masks: str, passes: int, tmp: Path) -> dict[str, float]:
     out: dict[str, float] = {}
-    m = trainer(bench, "configs/minute/converge.yaml", tmp / f"minute_{masks}", masks, 2, {"retriever_epochs": 1})
+    m = trainer(bench, "configs/minute/converge.yaml", tmp / f"minute_{masks}_{passes}", masks, 2,
+                {"retriever_epochs": 1, "length_passes": passes})
     with torch_settings(m.cfg.num_threads, m.cfg.deterministic, m.device):
         out["MINUTE retriever epoch"] = m.train_epoch(0)["train_seconds"]
         m.family.prepare_epoch(m.model, m.train_data, Step(1, torch.Generator()), m.device)  # the pool, off the clock
         out["MINUTE localizer epoch"] = m.train_epoch(1)["train_seconds"]
-    x = trainer(bench, "configs/xml/converge.yaml", tmp / f"xml_{masks}", masks, 1, {})
-    with torch_settings(x.cfg.num_threads, x.cfg.deterministic, x.device):
-        out["XML epoch"] = x.train_epoch(0)["train_seconds"]
+        t = time.perf_counter()
+        m.validate()
+        out["MINUTE validation"] = time.perf_counter() - t
+    if passes == 1:
+        x = trainer(bench, "configs/xml/converge.yaml", tmp / f"xml_{masks}", masks, 1, {})
+        with torch_settings(x.cfg.num_threads, x.cfg.deterministic, x.device):
+            out["XML epoch"] = x.train_epoch(0)["train_seconds"]
     return out
 
 
@@ -83,21 +94,27 @@ def main() -> None:
     if not D.compiled():
         sys.exit("the compiled loop is not built: pip install . (or python setup.py build_ext --inplace)")
     ops = op_rows(repeat=7)
-    runs: dict[str, list[dict[str, float]]] = {"torch": [], "hashed": []}
+    names = [f"{masks} masks, {passes} pass{'es' if passes > 1 else ''}" for masks, passes in VARIANTS]
+    runs: dict[str, list[dict[str, float]]] = {n: [] for n in names}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
-            for masks in (("torch", "hashed") if r % 2 == 0 else ("hashed", "torch")):
-                runs[masks].append(epoch_seconds(args.benchmark, masks, Path(tmp) / f"{r}"))
-                print(f"round {r + 1} {masks}: {runs[masks][-1]}", flush=True)
+            for i in range(len(VARIANTS)):
+                j = (i + r) % len(VARIANTS)
+                masks, passes = VARIANTS[j]
+                runs[names[j]].append(epoch_seconds(args.benchmark, masks, passes, Path(tmp) / f"{r}"))
+                print(f"round {r + 1} {names[j]}: {runs[names[j]][-1]}", flush=True)
     rows = []
-    for what in runs["torch"][0]:
-        a = statistics.median(x[what] for x in runs["torch"])
-        b = statistics.median(x[what] for x in runs["hashed"])
-        rows.append({"what": what, "torch masks s": round(a, 2), "hashed masks s": round(b, 2),
-                     "speed-up": round(a / b, 2)})
+    for what in runs[names[0]][0]:
+        row: dict[str, object] = {"what": what}
+        first = statistics.median(x[what] for x in runs[names[0]])
+        for n in names:  # XML has no length_passes: no row of its own there
+            row[f"{n} s"] = round(statistics.median(x[what] for x in runs[n]), 2) if what in runs[n][0] else "-"
+        row["speed-up, last"] = round(first / statistics.median(
+            x[what] for x in runs[[n for n in names if what in runs[n][0]][-1]]), 2)
+        rows.append(row)
     for r in ops:
         print(f"{r['what']}: {r['ms']} ms, {r['GB/s']} GB/s")
-    report("dropout_masks", rows, " ".join(sys.argv), args.json, {"op": ops, "rounds": runs})
+    report("training_speed", rows, " ".join(sys.argv), args.json, {"op": ops, "rounds": runs})
 
 
 if __name__ == "__main__":
