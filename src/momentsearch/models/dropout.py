@@ -136,13 +136,6 @@ def hashed_dropout(x: torch.Tensor, p: float, seed: int | None = None) -> torch.
     return _HashedDropout.apply(x, draw_seed() if seed is None else seed, p)
 
 
-def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """``F.dropout`` with the masks in force (:func:`dropout_masks`)."""
-    if not training or p == 0.0:
-        return x
-    return hashed_dropout(x, p) if _mode == "hashed" else nn.functional.dropout(x, p, True)
-
-
 class Dropout(nn.Dropout):
     """``nn.Dropout`` (no state of its own, so checkpoints are unchanged) drawing the masks in force."""
 
