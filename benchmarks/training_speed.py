@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import report  # noqa: E402
+from _common import report, timed  # noqa: E402
 
 from momentsearch.api.training import load_train_config  # noqa: E402
 from momentsearch.device import torch_settings  # noqa: E402
@@ -42,19 +42,11 @@ def op_rows(repeat: int) -> list[dict[str, object]]:
     x = torch.randn(*SHAPE)
     gb = 2 * x.numel() * 4 / 1e9  # read and write
 
-    def best(fn: object) -> float:
-        times = []
-        for _ in range(repeat):
-            t = time.perf_counter()
-            fn()  # type: ignore[operator]
-            times.append(time.perf_counter() - t)
-        return min(times)
-
     rows = []
     for name, fn in [("torch.dropout", lambda: torch.dropout(x, 0.1, True)),
                      ("hashed (compiled loop)", lambda: D.hashed_dropout(x, 0.1)),
                      ("floor: one out-of-place pass, x * c", lambda: x * 1.1)]:
-        s = best(fn)
+        s = timed(fn, repeat)[0]
         rows.append({"what": name, "ms": round(s * 1e3, 2), "GB/s": round(gb / s, 1)})
     return rows
 

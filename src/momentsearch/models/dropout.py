@@ -158,15 +158,24 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     return torch.matmul(hashed_dropout(s.softmax(-1), p), v)
 
 
-def key_padding_additive(key_padding_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
-    """``nn.MultiheadAttention``'s key_padding_mask (N, L), bool True = padding or additive float, as an
-    additive (N, 1, 1, L) mask."""
-    if key_padding_mask is None:
-        return None
-    m = key_padding_mask
-    if m.dtype == torch.bool:
-        m = torch.zeros(m.shape, dtype=dtype, device=m.device).masked_fill(m, float("-inf"))
-    return m[:, None, None, :].to(dtype)
+def additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """An ``nn.MultiheadAttention`` mask, bool True = not attended or additive float, as an additive one."""
+    if mask.dtype == torch.bool:
+        return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(mask, float("-inf"))
+    return mask.to(dtype)
+
+
+def heads_qkv(x: torch.Tensor, y: torch.Tensor | None, weight: torch.Tensor, bias: torch.Tensor | None,
+              heads: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """q from x (N, Lx, d), k and v from y (N, Ly, d) — from x itself when y is None, projected once — through one
+    packed (3d, d) projection, each split into heads: (N, H, L, d / H)."""
+    n, _, d = x.shape
+    if y is None:
+        q, k, v = nn.functional.linear(x, weight, bias).chunk(3, dim=-1)
+    else:
+        q = nn.functional.linear(x, weight[:d], None if bias is None else bias[:d])
+        k, v = nn.functional.linear(y, weight[d:], None if bias is None else bias[d:]).chunk(2, dim=-1)
+    return tuple(t.reshape(n, -1, heads, d // heads).transpose(1, 2) for t in (q, k, v))  # type: ignore[return-value]
 
 
 def multihead_attention(mha: nn.MultiheadAttention, x: torch.Tensor, y: torch.Tensor,
@@ -180,17 +189,10 @@ def multihead_attention(mha: nn.MultiheadAttention, x: torch.Tensor, y: torch.Te
         raise ValueError("hashed dropout masks need a batch_first nn.MultiheadAttention with packed projections")
     n, lx, d = x.shape
     h = mha.num_heads
-    w, b = mha.in_proj_weight, mha.in_proj_bias
-    if x is y:
-        q, k, v = nn.functional.linear(x, w, b).chunk(3, dim=-1)
-    else:
-        q = nn.functional.linear(x, w[:d], None if b is None else b[:d])
-        k, v = nn.functional.linear(y, w[d:], None if b is None else b[d:]).chunk(2, dim=-1)
-    q, k, v = (t.reshape(n, -1, h, d // h).transpose(1, 2) for t in (q, k, v))
-    mask = key_padding_additive(key_padding_mask, q.dtype)
-    if attn_mask is not None:  # (Lx, Ly) or (N * H, Lx, Ly), bool True = not allowed, or additive
-        extra = attn_mask.to(q.dtype) if attn_mask.dtype != torch.bool else torch.zeros(
-            attn_mask.shape, dtype=q.dtype, device=q.device).masked_fill(attn_mask, float("-inf"))
+    q, k, v = heads_qkv(x, None if x is y else y, mha.in_proj_weight, mha.in_proj_bias, h)
+    mask = None if key_padding_mask is None else additive(key_padding_mask, q.dtype)[:, None, None, :]
+    if attn_mask is not None:  # (Lx, Ly) or (N * H, Lx, Ly)
+        extra = additive(attn_mask, q.dtype)
         extra = extra.reshape(n, h, lx, -1) if extra.dim() == 3 else extra
         mask = extra if mask is None else mask + extra
     out = attention(q, k, v, mask, mha.dropout, True).transpose(1, 2).reshape(n, lx, d)

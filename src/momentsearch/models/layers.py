@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
-from momentsearch.models.dropout import Dropout, TransformerLayer, attention
+from momentsearch.models.dropout import Dropout, TransformerLayer, attention, heads_qkv
 
 NEG_INF = -1e10  # fill for padded positions before a softmax or a max
 
@@ -76,14 +76,7 @@ class MultiHeadAttention(nn.Module):
     def forward(self, x: torch.Tensor, y: torch.Tensor | None = None, y_pad: torch.Tensor | None = None
                 ) -> torch.Tensor:
         n, lx, d = x.shape
-        if y is None:  # self-attention
-            q, k, v = self.in_proj(x).chunk(3, dim=-1)
-        else:
-            w, b = self.in_proj.weight, self.in_proj.bias
-            q = nn.functional.linear(x, w[:d], b[:d])
-            k, v = nn.functional.linear(y, w[d:], b[d:]).chunk(2, dim=-1)
-        h = self.heads
-        q, k, v = (t.reshape(n, -1, h, d // h).transpose(1, 2) for t in (q, k, v))
+        q, k, v = heads_qkv(x, y, self.in_proj.weight, self.in_proj.bias, self.heads)
         mask = None if y_pad is None else ~y_pad[:, None, None, :]  # (N, 1, 1, Ly) True = attend
         out = attention(q, k, v, mask, self.dropout, self.training)
         out = out.transpose(1, 2).reshape(n, lx, d)
