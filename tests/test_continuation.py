@@ -218,3 +218,66 @@ def test_the_two_level_bootstrap_by_hand() -> None:
     assert t.low == t.high == 0.0  # the seeds alone: no spread at all
     with pytest.raises(ValueError, match="one shape"):
         two_level_bootstrap(a, np.zeros((2, 50)))
+
+
+def test_a_chains_status_by_hand(tmp_path: Path) -> None:
+    """``experiment --status`` reads each chain from its folders: not started, training (its history so far), a
+    finished run still rising whose continuation is not yet begun, the continuation training, rising at the cap,
+    and flat; under the equivalence rule each measure's upper slope bound, under the trend test the slopes."""
+    from momentsearch.experiments.continuation import chain_status
+
+    cont = Continuation(step=8, max_epochs=30)
+    d = {"epochs": 12, "seed": 3, "model": {"name": "xml"}, "out_dir": ""}
+    d["out_dir"] = str(tmp_path / run_digest(d) / "seed3")
+    st = chain_status(d, cont)
+    assert (st.state, st.trained, st.epochs, st.measures) == ("not started", 0, 12, {})
+    Path(d["out_dir"]).mkdir(parents=True)
+    (Path(d["out_dir"]) / "history.json").write_text(json.dumps(RISING[:5]))
+    st = chain_status(d, cont)
+    assert (st.state, st.trained, st.epochs) == ("training", 5, 12)
+    (Path(d["out_dir"]) / "history.json").unlink()
+    Path(d["out_dir"]).rmdir()
+    _finished(Path(d["out_dir"]), d, RISING)
+    st = chain_status(d, cont)
+    assert (st.state, st.trained) == ("rising, continues to 20", 12)
+    assert st.measures == {"VR r10": pytest.approx(0.5), "VCMR 0.5-r10": pytest.approx(0.0)}  # the slopes
+    nxt = next_run(d, cont)
+    Path(nxt["out_dir"]).mkdir(parents=True)  # the continuation has begun (its first epochs copied)
+    (Path(nxt["out_dir"]) / "history.json").write_text(json.dumps(_line(14)))
+    st = chain_status(d, cont)
+    assert (st.state, st.trained, st.epochs, st.folder) == ("training", 14, 20, nxt["out_dir"])
+    (Path(nxt["out_dir"]) / "history.json").unlink()
+    Path(nxt["out_dir"]).rmdir()
+    _finished(Path(nxt["out_dir"]), nxt, _line(20))
+    last = next_run(nxt, cont)
+    _finished(Path(last["out_dir"]), last, _line(28))
+    assert chain_status(d, cont).state == "rising at the cap"  # 36 would pass the cap of 30
+    assert chain_status(d, None).state == "finished"  # without continuation: as configured, the 12-epoch run
+    flat = {**d, "seed": 4, "epochs": 30}
+    flat["out_dir"] = str(tmp_path / run_digest(flat) / "seed4")
+    n = 30  # every measure constant but VR r1, 0.05 an epoch with no noise: its upper bound is 0.05 exactly
+    _finished(Path(flat["out_dir"]), flat, [
+        {"epoch": i + 1, "selection": 5.0, "val": {"VR": {"r1": 10 + 0.05 * i, "r10": 50.0},
+                                                    "VCMR": {"0.5-r1": 5.0, "0.5-r10": 9.0}}} for i in range(n)])
+    eq = Continuation(20, 100, window=20, rule="equivalence")
+    st = chain_status(flat, eq)
+    assert st.state == "flat" and st.measures["VR r1"] == pytest.approx(0.05) and st.measures["VCMR 0.5-r1"] == 0.0
+    assert chain_status(flat, Continuation(20, 100, window=20, rule="equivalence", tolerance=0.04)).state == (
+        "rising, continues to 50")
+
+
+@pytest.mark.slow
+def test_the_status_of_an_experiment_from_the_command_line(tiny_benchmark: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from momentsearch.cli.main import app
+
+    cfg = xml_experiment(tmp_path, tiny_benchmark)
+    r = CliRunner().invoke(app, ["experiment", str(cfg), "--status"])
+    assert r.exit_code == 0, r.output
+    assert "| XML | 0 | 0 of 1 | not started |" in r.output and "1 runs: 1 not started" in r.output
+    assert not (tmp_path / "runs").exists()  # nothing trained
+    missing = tmp_path / "none.yaml"
+    missing.write_text(cfg.read_text().replace(str(tiny_benchmark), str(tmp_path / "nobench")))
+    r = CliRunner().invoke(app, ["experiment", str(missing), "--status"])
+    assert r.exit_code != 0 and "has not started: no benchmark at" in str(r.exception) + r.output

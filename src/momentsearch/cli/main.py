@@ -304,6 +304,8 @@ def experiment_cmd(
                                                   "bound of every measure's slope, R@1 included, over the window "
                                                   "(>= 20 epochs) below --tolerance).")] = "trend",
     tolerance: Annotated[float, typer.Option(help="The equivalence rule's points per epoch.")] = 0.1,
+    status: Annotated[bool, typer.Option(help="Train nothing: say where each run stands (epochs, training, flat, or "
+                                              "rising and to be continued, by the rule given) and exit.")] = False,
 ) -> None:
     """Train every condition of an experiment over its seeds; one table (mean ± std) and a PNG.
     Finished runs are kept, so rerunning resumes an interrupted experiment; after a run fails no run starts."""
@@ -317,6 +319,11 @@ def experiment_cmd(
             cont = Continuation(continue_rising, max_epochs, trend_window, convergence, tolerance)
         except ConfigError as e:
             raise typer.BadParameter(str(e)) from None
+    if status:
+        from momentsearch.experiments.status import experiment_status, status_table
+
+        typer.echo(status_table(experiment_status(config, only, cont), cont))
+        return
     run_experiment(config, jobs, only, cont)
 
 

@@ -121,6 +121,19 @@ def longer(d: dict[str, Any], epochs: int) -> dict[str, Any]:
     return e
 
 
+def still_rising(h: Sequence[dict[str, Any]], d: dict[str, Any], cont: Continuation) -> bool:
+    """Whether finished run ``d`` (history ``h``) still rises by ``cont``'s rule. A two-phase family whose VCMR
+    passes is not rising when only its VR is unsettled, at the end of its retriever phase: more epochs train the
+    localizer alone and cannot change VR, so the run stays as it is (reported as still rising)."""
+    two_phase = vr_phase_end(h, d) < len(h)
+    if cont.rule == "equivalence":
+        flat = run_flatness(h, d, cont.window, cont.tolerance)
+        vcmr_flat = all(f.converged for k, f in flat.items() if k.startswith("VCMR"))
+        return not (vcmr_flat and (two_phase or all(f.converged for f in flat.values())))
+    vr, vcmr = run_trends(h, d, cont.window)
+    return not (vcmr.converged and (two_phase or vr.converged))
+
+
 def next_run(d: dict[str, Any], cont: Continuation | None) -> dict[str, Any] | None:
     """The run that continues finished run ``d`` when it is still rising and may grow; else None."""
     history = Path(d["out_dir"]) / "history.json"
@@ -128,22 +141,7 @@ def next_run(d: dict[str, Any], cont: Continuation | None) -> dict[str, Any] | N
         return None
     if d["epochs"] + cont.step > cont.max_epochs:
         return None
-    h = read_history(history)
-    if cont.rule == "equivalence":
-        flat = run_flatness(h, d, cont.window, cont.tolerance)
-        if all(f.converged for f in flat.values()):
-            return None
-        if all(f.converged for k, f in flat.items() if k.startswith("VCMR")) and vr_phase_end(h, d) < len(h):
-            return None  # (as below: only VR is unsettled, at the end of a retriever phase)
-        return longer(d, d["epochs"] + cont.step)
-    vr, vcmr = run_trends(h, d, cont.window)
-    if vr.converged and vcmr.converged:
-        return None
-    if vcmr.converged and vr_phase_end(h, d) < len(h):
-        # only VR still rose, at the end of a two-phase family's retriever phase: more epochs train the
-        # localizer alone and cannot change it, so the run stays as it is (reported as still rising)
-        return None
-    return longer(d, d["epochs"] + cont.step)
+    return longer(d, d["epochs"] + cont.step) if still_rising(read_history(history), d, cont) else None
 
 
 def final_run(d: dict[str, Any], cont: Continuation | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -154,6 +152,52 @@ def final_run(d: dict[str, Any], cont: Continuation | None) -> tuple[dict[str, A
             return d, nxt
         d = nxt
     return d, None
+
+
+@dataclass(frozen=True)
+class ChainStatus:
+    """Where one (condition, seed) chain stands (``momentsearch experiment --status``): the epochs trained of its
+    latest run and the epochs that run is for, what happens next, and each measure's convergence statistic (the
+    equivalence rule's upper slope bound, or the trend test's slope) over the latest history."""
+
+    epochs: int  # the epochs the chain's latest run is for
+    trained: int  # the epochs its history holds so far
+    state: str  # not started | training | flat | rising, continues to N | rising at the cap | finished
+    measures: dict[str, float]  # measure -> upper slope bound (equivalence) or slope (trend), points an epoch
+    folder: str
+
+
+def _measures(h: Sequence[dict[str, Any]], d: dict[str, Any], cont: Continuation | None) -> dict[str, float]:
+    if cont is not None and cont.rule == "equivalence":
+        return {k: f.upper for k, f in run_flatness(h, d, cont.window, cont.tolerance).items()}
+    vr, vcmr = run_trends(h, d, cont.window if cont else 10)
+    return {"VR r10": vr.slope, "VCMR 0.5-r10": vcmr.slope}
+
+
+def chain_status(d: dict[str, Any], cont: Continuation | None) -> ChainStatus:
+    """The status of run ``d``'s chain of continuations under ``cont``, read from its folders (nothing trains)."""
+    while True:
+        out = Path(d["out_dir"])
+        h = read_history(out / "history.json") if (out / "history.json").exists() else []
+        if not (out / "result.json").exists():
+            state = "training" if h or (out / "checkpoints" / "last.pt").exists() else "not started"
+            return ChainStatus(d["epochs"], len(h), state, _measures(h, d, cont) if h else {}, str(out))
+        nxt = next_run(d, cont)
+        if nxt is not None and Path(nxt["out_dir"]).exists():
+            d = nxt
+            continue
+        if nxt is not None:
+            state = f"rising, continues to {nxt['epochs']}"
+        elif cont is None:
+            state = "finished"
+        elif still_rising(h, d, cont):
+            state = "rising at the cap"
+        elif cont.rule == "trend":
+            state = "passes the trend test"
+        else:
+            flat = run_flatness(h, d, cont.window, cont.tolerance)
+            state = "flat" if all(f.converged for f in flat.values()) else "VCMR flat (VR rose to its phase's end)"
+        return ChainStatus(d["epochs"], len(h), state, _measures(h, d, cont), str(out))
 
 
 def continue_shorter_run(cfg_dict: dict[str, Any], out: Path) -> float:

@@ -1,0 +1,53 @@
+"""Where an experiment's runs stand, read from their folders without training anything
+(``momentsearch experiment CONFIG --status``): for each (condition, seed), the latest run of its chain of
+continuations, its epochs, whether it is training, flat, or still rising and to be continued, and each measure's
+convergence statistic under the rule given (``experiments.continuation.chain_status``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from momentsearch.config import load_yaml_config
+from momentsearch.errors import ConfigError
+from momentsearch.experiments.continuation import ChainStatus, Continuation, chain_status
+from momentsearch.experiments.runner import ExperimentConfig, prepare, run_config
+
+
+def experiment_status(config: Path, only: list[str] | None = None, continuation: Continuation | None = None
+                      ) -> list[tuple[str, int, ChainStatus]]:
+    """(condition, seed, status) of every run of experiment ``config`` (``only``: those conditions), in the
+    order the experiment trains them. The benchmark must exist (nothing is generated for a status)."""
+    exp = load_yaml_config(ExperimentConfig, config)
+    from momentsearch.data.synthetic import load_preset
+
+    bench = Path(exp.benchmark_dir) if exp.benchmark_dir else Path("runs/experiments/benchmarks") / load_preset(
+        exp.preset).name
+    if not (bench / "benchmark.yaml").exists():
+        raise ConfigError(f"experiment {exp.name!r} has not started: no benchmark at {bench}; "
+                          f"`momentsearch experiment {config}` generates it and trains")
+    unknown = sorted(set(only or []) - set(exp.conditions))
+    if unknown:
+        raise ConfigError(f"experiment {exp.name!r} has no condition {unknown}; it has {list(exp.conditions)}")
+    bench, tables = prepare(exp)
+    runs_dir = Path(exp.runs_dir) if exp.runs_dir else Path("runs/experiments/runs") / bench.name
+    conditions = [c for c in exp.conditions if not only or c in only]
+    return [(c, s, chain_status(run_config(exp, c, s, bench, tables, runs_dir), continuation))
+            for s in exp.seeds for c in conditions]
+
+
+def status_table(rows: list[tuple[str, int, ChainStatus]], continuation: Continuation | None) -> str:
+    """A Markdown table of :func:`experiment_status`'s rows, with a line counting the states."""
+    names = sorted({k for *_, st in rows for k in st.measures}, key=lambda k: (not k.startswith("VR"), k))
+    what = ("upper 90 % slope bound" if continuation is not None and continuation.rule == "equivalence"
+            else "slope") + ", points an epoch"
+    lines = [f"| condition | seed | epochs | state | {' | '.join(names)} |", "|---|---:|---|---|" + "---:|" * len(names)]
+    for c, s, st in rows:
+        vals = " | ".join(f"{st.measures[k]:+.2f}" if k in st.measures else "" for k in names)
+        lines.append(f"| {c} | {s} | {st.trained} of {st.epochs} | {st.state} | {vals} |")
+    counts: dict[str, int] = {}
+    for *_, st in rows:
+        key = st.state.split(",")[0]
+        counts[key] = counts.get(key, 0) + 1
+    lines.append("")
+    lines.append(f"{len(rows)} runs: " + ", ".join(f"{n} {k}" for k, n in counts.items()) + f" (measures: {what})")
+    return "\n".join(lines)
