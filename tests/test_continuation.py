@@ -276,6 +276,13 @@ def test_the_status_of_an_experiment_from_the_command_line(tiny_benchmark: Path,
     r = CliRunner().invoke(app, ["experiment", str(cfg), "--status"])
     assert r.exit_code == 0, r.output
     assert "| XML | 0 | 0 of 1 | not started |" in r.output and "1 runs: 1 not started" in r.output
+    from momentsearch.experiments.continuation import ChainStatus
+    from momentsearch.experiments.status import status_table
+
+    table = status_table([("XML", 0, ChainStatus(80, 12, "training", {"VR r1": float("inf"), "VCMR 0.5-r1": 0.25},
+                                                 "f"))], Continuation(20, 200, 20, "equivalence"))
+    assert "| VR r1 | VCMR 0.5-r1 |" in table and "| XML | 0 | 12 of 80 | training | short | +0.25 |" in table
+    assert "(measures: upper 90 % slope bound, points an epoch; short: fewer epochs than the window)" in table
     assert not (tmp_path / "runs").exists()  # nothing trained
     missing = tmp_path / "none.yaml"
     missing.write_text(cfg.read_text().replace(str(tiny_benchmark), str(tmp_path / "nobench")))

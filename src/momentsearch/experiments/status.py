@@ -5,6 +5,7 @@ convergence statistic under the rule given (``experiments.continuation.chain_sta
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from momentsearch.config import load_yaml_config
@@ -35,6 +36,11 @@ def experiment_status(config: Path, only: list[str] | None = None, continuation:
             for s in exp.seeds for c in conditions]
 
 
+def _cell(v: float | None) -> str:
+    """A measure's statistic; "short" where the history is shorter than the window (no slope to bound yet)."""
+    return "" if v is None else f"{v:+.2f}" if math.isfinite(v) else "short"
+
+
 def status_table(rows: list[tuple[str, int, ChainStatus]], continuation: Continuation | None) -> str:
     """A Markdown table of :func:`experiment_status`'s rows, with a line counting the states."""
     names = sorted({k for *_, st in rows for k in st.measures}, key=lambda k: (not k.startswith("VR"), k))
@@ -42,12 +48,13 @@ def status_table(rows: list[tuple[str, int, ChainStatus]], continuation: Continu
             else "slope") + ", points an epoch"
     lines = [f"| condition | seed | epochs | state | {' | '.join(names)} |", "|---|---:|---|---|" + "---:|" * len(names)]
     for c, s, st in rows:
-        vals = " | ".join(f"{st.measures[k]:+.2f}" if k in st.measures else "" for k in names)
+        vals = " | ".join(_cell(st.measures.get(k)) for k in names)
         lines.append(f"| {c} | {s} | {st.trained} of {st.epochs} | {st.state} | {vals} |")
     counts: dict[str, int] = {}
     for *_, st in rows:
         key = st.state.split(",")[0]
         counts[key] = counts.get(key, 0) + 1
     lines.append("")
-    lines.append(f"{len(rows)} runs: " + ", ".join(f"{n} {k}" for k, n in counts.items()) + f" (measures: {what})")
+    lines.append(f"{len(rows)} runs: " + ", ".join(f"{n} {k}" for k, n in counts.items()) + f" (measures: {what}; "
+                 "short: fewer epochs than the window)")
     return "\n".join(lines)
