@@ -6,7 +6,8 @@
 For every (condition, seed) of the experiment, each test query's result: the run's ``eval_test/per_query.json``
 (every evaluation writes it since issue 75: per query, 100 x hit at rank 1 and 10 for VCMR at tIoU 0.5 and 0.7 and
 for VR), or, for a run evaluated before, its ``best.pt`` ranks the test split again (cached beside the run as
-``per_query_test.json``). Each ``--versus A=B`` is then
+``per_query_test.json``); an ``MVMR ...`` metric (e.g. ``--metric "MVMR 0.5-r1"``, in an experiment with an
+``mvmr:`` section) reads ``eval_mvmr/per_query.json`` the same way, over the pooled queries. Each ``--versus A=B`` is then
 stated twice on each metric: the paired t interval over seeds (what every verdict states: it covers training
 seeds on one benchmark draw, the test queries fixed) and the two-level bootstrap (``experiments.stats.
 two_level_bootstrap``: seeds and test queries resampled together, 10,000 times). Writes
@@ -57,6 +58,21 @@ def per_query(run: Path) -> dict[str, dict[str, float]]:
     return out
 
 
+def per_query_mvmr(run: Path, pools: Path) -> dict[str, dict[str, float]]:
+    """Pooled query id -> {"MVMR 0.5-r1": 100 x hit, ...} under the experiment's MVMR pools: the run's own
+    ``eval_mvmr/per_query.json`` (every MVMR evaluation writes it since issue 75), else its best checkpoint is
+    scored under the protocol again into ``eval_mvmr_per_query/`` beside the run (the stored evaluation is left
+    as it is)."""
+    for folder in ("eval_mvmr", "eval_mvmr_per_query"):
+        if (run / folder / "per_query.json").is_file():
+            return json.loads((run / folder / "per_query.json").read_text())
+    import momentsearch
+
+    momentsearch.evaluate_mvmr(run / "checkpoints" / "best.pt", pools, "test", run / "eval_mvmr_per_query",
+                               progress=False)
+    return json.loads((run / "eval_mvmr_per_query" / "per_query.json").read_text())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("experiment", type=Path)
@@ -71,6 +87,8 @@ def main() -> None:
     runs_dir = Path(exp.runs_dir) if exp.runs_dir else Path("runs/experiments/runs") / bench.name
     metrics = args.metric or list(METRICS)
     cache: dict[tuple[str, int], dict[str, dict[str, float]]] = {}
+    if any(m.startswith("MVMR") for m in metrics) and "mvmr pools" not in tables:
+        sys.exit(f"error: {exp.name} has no mvmr: section, so no MVMR metric to resample")
 
     def results(cond: str, seed: int) -> dict[str, dict[str, float]]:
         if (cond, seed) not in cache:
@@ -81,6 +99,9 @@ def main() -> None:
             if not (run / "result.json").exists():
                 sys.exit(f"error: {cond} seed {seed} has not finished ({run})")
             cache[(cond, seed)] = per_query(run)
+            if any(m.startswith("MVMR") for m in metrics):  # the pooled queries are a subset of the split's
+                for q, hits in per_query_mvmr(run, tables["mvmr pools"]).items():
+                    cache[(cond, seed)].setdefault(q, {}).update(hits)
         return cache[(cond, seed)]
 
     rows = []
@@ -89,7 +110,7 @@ def main() -> None:
         for m in metrics:
             a = [results(a_name, s) for s in exp.seeds]
             b = [results(b_name, s) for s in exp.seeds]
-            qids = sorted(set.intersection(*(set(x) for x in a + b)))
+            qids = sorted(set.intersection(*({q for q, h in x.items() if m in h} for x in a + b)))
             aa = np.array([[x[q][m] for q in qids] for x in a])
             bb = np.array([[x[q][m] for q in qids] for x in b])
             t = paired(aa.mean(1).tolist(), bb.mean(1).tolist())

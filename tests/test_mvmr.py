@@ -15,7 +15,7 @@ from momentsearch.cli.main import app
 from momentsearch.data.corpus import Corpus, Moment, Video
 from momentsearch.data.mvmr import PAPER_TABLE3, MVMRPools, Positive, load_mvmr_pools, write_mvmr_pools
 from momentsearch.errors import AnnotationError
-from momentsearch.evaluation.mvmr import ks_for, mvmr_metrics, restrict_ranking
+from momentsearch.evaluation.mvmr import ks_for, mvmr_metrics, mvmr_per_query, restrict_ranking
 from momentsearch.search.ranked import RankedMoments
 from momentsearch.relevance.pool_builder import PoolConfig, build_pools, compare_pools, oracle_errors, text_similarity
 
@@ -127,6 +127,14 @@ def test_mvmr_recall_counts_any_positive_by_hand() -> None:
     assert m["MVMR"]["0.5-r1"] == 50.0 and m["MVMR"]["0.5-r5"] == 100.0 and m["MVMR"]["0.7-r5"] == 50.0
     assert m["positives_per_query"] == 1.5
     assert ks_for(50) == (1, 5, 10, 20, 50) and ks_for(5) == (1, 5, 10, 20)
+    # each query's own hits (issue 75 part 4): a hits at rank 1; b first at rank 2, at tIoU 0.5 but not 0.7
+    per = mvmr_per_query({"VCMR": ranked}, pools, vids)
+    assert per["a"] == {"MVMR 0.5-r1": 100.0, "MVMR 0.5-r5": 100.0, "MVMR 0.5-r10": 100.0, "MVMR 0.7-r1": 100.0,
+                        "MVMR 0.7-r5": 100.0, "MVMR 0.7-r10": 100.0}
+    assert per["b"] == {"MVMR 0.5-r1": 0.0, "MVMR 0.5-r5": 100.0, "MVMR 0.5-r10": 100.0, "MVMR 0.7-r1": 0.0,
+                        "MVMR 0.7-r5": 0.0, "MVMR 0.7-r10": 0.0}
+    for key, mean in (("0.5-r1", 50.0), ("0.5-r5", 100.0), ("0.7-r5", 50.0)):  # their means are the recalls
+        assert np.mean([per[q][f"MVMR {key}"] for q in per]) == mean == m["MVMR"][key]
     # a corpus-wide ranking cut to the pools: b's moment on v2 is dropped, the rest keep their order
     wide = RankedMoments(["a", "b"], vids, np.array([[2, 1], [2, 1]]), np.array([[0.0, 1.0], [0.0, 1.0]]),
                          np.array([[1.0, 2.0], [1.0, 2.0]]), np.array([[2.0, 1.0], [2.0, 1.0]]))
@@ -154,7 +162,12 @@ def test_protocol_with_the_whole_split_as_pool_is_standard_vcmr(tiny_benchmark: 
     assert stats["oracle"]["extra_positives"] == 0
     std = momentsearch.evaluate(ckpt, "test", progress=False).row
     # the standard path's NMS (the family's 0.7) and its 20 spans per video, in place of the protocol's
-    mv = momentsearch.evaluate_mvmr(ckpt, out, progress=False, nms_threshold=0.7, candidates_per_video=20).row
+    ev_out = tmp_path / "eval_mvmr"
+    mv = momentsearch.evaluate_mvmr(ckpt, out, out=ev_out, progress=False, nms_threshold=0.7,
+                                    candidates_per_video=20).row
+    per = json.loads((ev_out / "per_query.json").read_text())  # each query's hits, stored beside the metrics
+    assert len(per) == stats["pools"]["n_queries"] and np.mean([h["MVMR 0.5-r1"] for h in per.values()]) == (
+        pytest.approx(mv["MVMR 0.5-r1"], abs=0.005))
     for t in ("0.3", "0.5", "0.7"):
         assert mv[f"MVMR {t}-r1"] == pytest.approx(std[f"VCMR {t}-r1"]), t
         assert mv[f"MVMR {t}-r10"] == pytest.approx(std[f"VCMR {t}-r10"]), t

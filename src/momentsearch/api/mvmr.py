@@ -20,7 +20,7 @@ from momentsearch.data.dataset import open_dataset
 from momentsearch.data.mvmr import MVMRPools, load_mvmr_pools
 from momentsearch.device import resolve_device, torch_settings
 from momentsearch.errors import MomentSearchError
-from momentsearch.evaluation.mvmr import mvmr_metrics, protocol_nms
+from momentsearch.evaluation.mvmr import mvmr_metrics, mvmr_per_query, protocol_nms
 from momentsearch.evaluation.ranking import rank_split
 from momentsearch.evaluation.report import flatten, markdown_table
 from momentsearch.fileio import atomic_open, write_json
@@ -125,4 +125,5 @@ def evaluate_mvmr(checkpoint: str | Path, pools: str | Path | MVMRPools, split: 
                                              "split": split, "pools": pooled.name, "metrics": metrics})
         with atomic_open(o / "mvmr_metrics.md") as fh:
             fh.write(md)
+        write_json(o / "per_query.json", mvmr_per_query(ranked, pooled, index.video_ids))  # issue 75 part 4
     return MVMREvaluation(row, metrics, ranked, md)

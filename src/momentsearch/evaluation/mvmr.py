@@ -18,7 +18,8 @@ import numpy as np
 from momentsearch.data.mvmr import MVMRPools, dataset_of
 from momentsearch.data.relevance import MomentRelevance
 from momentsearch.errors import PredictionError
-from momentsearch.evaluation.multipositive import multi_positive_recall
+from momentsearch.evaluation.multipositive import multi_positive_hits, multi_positive_recall
+from momentsearch.evaluation.recall import first_hit_rank
 from momentsearch.search.ranked import RankedMoments
 
 MVMR_KS = (1, 5, 10, 20, 50)
@@ -75,4 +76,23 @@ def mvmr_metrics(ranked: dict[str, RankedMoments], pools: MVMRPools, video_ids: 
             rel.query_ids, rel.video_ids,
             [[(vindex[ps[0].video_id], *ps[0].span, 1.0)] for ps in pools.positives.values()])
         out["NLVL"] = multi_positive_recall(ranked["SVMR"], gold, MVMR_IOUS, NLVL_KS)["VCMR"]
+    return out
+
+
+PER_QUERY_MVMR = ((0.5, 0.7), (1, 5, 10))  # the tIoUs and ks mvmr_per_query records
+
+
+def mvmr_per_query(ranked: dict[str, RankedMoments], pools: MVMRPools, video_ids: Sequence[str]
+                   ) -> dict[str, dict[str, float]]:
+    """Query id -> {"MVMR 0.5-r1": 100 x hit, ...}: each pooled query's own result, whose mean over the queries is
+    :func:`mvmr_metrics`' recall (what a two-level bootstrap over test queries resamples; issue 75 part 4)."""
+    ious, ks = PER_QUERY_MVMR
+    rel = pools.relevance(video_ids)
+    _, mh, has = multi_positive_hits(ranked["VCMR"], rel, ious, max_predictions=max(ks))
+    out: dict[str, dict[str, float]] = {}
+    for t, thr in enumerate(ious):
+        first = first_hit_rank(mh[t])
+        for q, rank, counted in zip(rel.query_ids, first, has, strict=True):
+            if counted:
+                out.setdefault(q, {}).update({f"MVMR {thr}-r{k}": 100.0 * float(rank < k) for k in ks})
     return out
