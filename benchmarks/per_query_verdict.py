@@ -87,7 +87,8 @@ def main() -> None:
     runs_dir = Path(exp.runs_dir) if exp.runs_dir else Path("runs/experiments/runs") / bench.name
     metrics = args.metric or list(METRICS)
     cache: dict[tuple[str, int], dict[str, dict[str, float]]] = {}
-    if any(m.startswith("MVMR") for m in metrics) and "mvmr pools" not in tables:
+    mvmr = any(m.startswith("MVMR") for m in metrics)
+    if mvmr and "mvmr pools" not in tables:
         sys.exit(f"error: {exp.name} has no mvmr: section, so no MVMR metric to resample")
 
     def results(cond: str, seed: int) -> dict[str, dict[str, float]]:
@@ -99,7 +100,7 @@ def main() -> None:
             if not (run / "result.json").exists():
                 sys.exit(f"error: {cond} seed {seed} has not finished ({run})")
             cache[(cond, seed)] = per_query(run)
-            if any(m.startswith("MVMR") for m in metrics):  # the pooled queries are a subset of the split's
+            if mvmr:  # the pooled queries are a subset of the split's
                 for q, hits in per_query_mvmr(run, tables["mvmr pools"]).items():
                     cache[(cond, seed)].setdefault(q, {}).update(hits)
         return cache[(cond, seed)]

@@ -140,8 +140,14 @@ def next_run(d: dict[str, Any], cont: Continuation | None) -> dict[str, Any] | N
     if cont is None or not (Path(d["out_dir"]) / "result.json").exists() or not history.exists():
         return None
     if d["epochs"] + cont.step > cont.max_epochs:
-        return None
-    return longer(d, d["epochs"] + cont.step) if still_rising(read_history(history), d, cont) else None
+        return None  # (before the history is read: a run at the cap is not tested)
+    return _grown(d, cont, still_rising(read_history(history), d, cont))
+
+
+def _grown(d: dict[str, Any], cont: Continuation, rising: bool) -> dict[str, Any] | None:
+    """The continuation of finished run ``d`` when it is ``rising`` and ``cont.step`` more epochs stay within
+    ``cont.max_epochs``; else None."""
+    return longer(d, d["epochs"] + cont.step) if rising and d["epochs"] + cont.step <= cont.max_epochs else None
 
 
 def final_run(d: dict[str, Any], cont: Continuation | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -167,11 +173,14 @@ class ChainStatus:
     folder: str
 
 
-def _measures(h: Sequence[dict[str, Any]], d: dict[str, Any], cont: Continuation | None) -> dict[str, float]:
+def _measures(h: Sequence[dict[str, Any]], d: dict[str, Any], cont: Continuation | None
+              ) -> tuple[dict[str, float], bool]:
+    """Each measure's statistic under ``cont``'s rule, and whether every measure passes it."""
     if cont is not None and cont.rule == "equivalence":
-        return {k: f.upper for k, f in run_flatness(h, d, cont.window, cont.tolerance).items()}
+        flat = run_flatness(h, d, cont.window, cont.tolerance)
+        return {k: f.upper for k, f in flat.items()}, all(f.converged for f in flat.values())
     vr, vcmr = run_trends(h, d, cont.window if cont else 10)
-    return {"VR r10": vr.slope, "VCMR 0.5-r10": vcmr.slope}
+    return {"VR r10": vr.slope, "VCMR 0.5-r10": vcmr.slope}, vr.converged and vcmr.converged
 
 
 def chain_status(d: dict[str, Any], cont: Continuation | None) -> ChainStatus:
@@ -181,23 +190,24 @@ def chain_status(d: dict[str, Any], cont: Continuation | None) -> ChainStatus:
         h = read_history(out / "history.json") if (out / "history.json").exists() else []
         if not (out / "result.json").exists():
             state = "training" if h or (out / "checkpoints" / "last.pt").exists() else "not started"
-            return ChainStatus(d["epochs"], len(h), state, _measures(h, d, cont) if h else {}, str(out))
-        nxt = next_run(d, cont)
+            return ChainStatus(d["epochs"], len(h), state, _measures(h, d, cont)[0] if h else {}, str(out))
+        rising = cont is not None and h != [] and still_rising(h, d, cont)  # as next_run tests it
+        nxt = _grown(d, cont, rising) if cont is not None else None
         if nxt is not None and Path(nxt["out_dir"]).exists():
             d = nxt
             continue
+        measures, passes = _measures(h, d, cont)
         if nxt is not None:
             state = f"rising, continues to {nxt['epochs']}"
         elif cont is None:
             state = "finished"
-        elif still_rising(h, d, cont):
+        elif rising:
             state = "rising at the cap"
         elif cont.rule == "trend":
             state = "passes the trend test"
         else:
-            flat = run_flatness(h, d, cont.window, cont.tolerance)
-            state = "flat" if all(f.converged for f in flat.values()) else "VCMR flat (VR rose to its phase's end)"
-        return ChainStatus(d["epochs"], len(h), state, _measures(h, d, cont), str(out))
+            state = "flat" if passes else "VCMR flat (VR rose to its phase's end)"
+        return ChainStatus(d["epochs"], len(h), state, measures, str(out))
 
 
 def continue_shorter_run(cfg_dict: dict[str, Any], out: Path) -> float:

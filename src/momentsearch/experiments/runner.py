@@ -89,13 +89,21 @@ def _resolve(p: str) -> Path:
     return resolve_config(p)
 
 
+def benchmark_dir(exp: ExperimentConfig) -> Path:
+    """The folder of the experiment's benchmark: its ``benchmark_dir``, else one named by its preset."""
+    from momentsearch.data.synthetic import load_preset
+
+    return Path(exp.benchmark_dir) if exp.benchmark_dir else Path("runs/experiments/benchmarks") / load_preset(
+        exp.preset).name
+
+
 def prepare(exp: ExperimentConfig) -> tuple[Path, dict[str, Path]]:
     """Generate the benchmark and compute the relevance tables where missing."""
     from momentsearch.data.synthetic import SyntheticBenchmark, generate, load_preset
     from momentsearch.text.encoders import QueryFeatureCache
 
     cfg = load_preset(exp.preset)
-    bench = Path(exp.benchmark_dir) if exp.benchmark_dir else Path("runs/experiments/benchmarks") / cfg.name
+    bench = benchmark_dir(exp)
     if not (bench / "benchmark.yaml").exists():
         say(f"generating the '{cfg.name}' benchmark into {bench}")
         generate(cfg, bench)
@@ -245,6 +253,23 @@ def _with_mvmr(result: dict[str, Any], out: Path, split: str, pools: str | None,
     return {**result, "metrics": {**result["metrics"], **mvmr_metrics(key, row)}}
 
 
+def runs_folder(exp: ExperimentConfig, bench: Path) -> Path:
+    """Where the experiment's runs live: its ``runs_dir``, else one per benchmark, shared by experiments."""
+    return Path(exp.runs_dir) if exp.runs_dir else Path("runs/experiments/runs") / bench.name
+
+
+def planned_runs(exp: ExperimentConfig, only: list[str] | None, bench: Path, tables: dict[str, Path]
+                 ) -> list[tuple[str, int, dict[str, Any]]]:
+    """(condition, seed, run config) of every run of ``exp`` (``only``: those conditions; an unknown one is
+    refused), seed-major: an interrupted experiment has every condition at its first seeds."""
+    unknown = sorted(set(only or []) - set(exp.conditions))
+    if unknown:
+        raise ConfigError(f"experiment {exp.name!r} has no condition {unknown}; it has {list(exp.conditions)}")
+    conditions = [c for c in exp.conditions if not only or c in only]
+    return [(c, s, run_config(exp, c, s, bench, tables, runs_folder(exp, bench))) for s in exp.seeds
+            for c in conditions]
+
+
 def run_experiment(config: Path, jobs: int = 2, only: list[str] | None = None,
                    continuation: Continuation | None = None) -> dict[str, Any]:
     """Train and evaluate every (condition, seed) run of an experiment, then write its report. With
@@ -256,13 +281,9 @@ def run_experiment(config: Path, jobs: int = 2, only: list[str] | None = None,
     exp = load_yaml_config(ExperimentConfig, config)
     out = Path(exp.out_dir) if exp.out_dir else Path("runs/experiments") / exp.name
     bench, tables = prepare(exp)
-    runs_dir = Path(exp.runs_dir) if exp.runs_dir else Path("runs/experiments/runs") / bench.name
-    conditions = [c for c in exp.conditions if not only or c in only]
-    unknown = sorted(set(only or []) - set(exp.conditions))
-    if unknown:
-        raise ConfigError(f"experiment {exp.name!r} has no condition {unknown}; it has {list(exp.conditions)}")
-    # seed-major: an interrupted experiment has every condition at its first seeds
-    runs = [(c, s, run_config(exp, c, s, bench, tables, runs_dir)) for s in exp.seeds for c in conditions]
+    runs_dir = runs_folder(exp, bench)
+    runs = planned_runs(exp, only, bench, tables)
+    conditions = list(dict.fromkeys(c for c, _, _ in runs))
     # a condition that fine-tunes another's model trains after every run of the first wave
     later = {c for c in conditions if (exp.conditions[c] or {}).get("init_from") in exp.conditions}
     waves = [[r for r in runs if r[0] not in later], [r for r in runs if r[0] in later]]

@@ -11,7 +11,7 @@ from pathlib import Path
 from momentsearch.config import load_yaml_config
 from momentsearch.errors import ConfigError
 from momentsearch.experiments.continuation import ChainStatus, Continuation, chain_status
-from momentsearch.experiments.runner import ExperimentConfig, prepare, run_config
+from momentsearch.experiments.runner import ExperimentConfig, benchmark_dir, planned_runs, prepare
 
 
 def experiment_status(config: Path, only: list[str] | None = None, continuation: Continuation | None = None
@@ -19,21 +19,12 @@ def experiment_status(config: Path, only: list[str] | None = None, continuation:
     """(condition, seed, status) of every run of experiment ``config`` (``only``: those conditions), in the
     order the experiment trains them. The benchmark must exist (nothing is generated for a status)."""
     exp = load_yaml_config(ExperimentConfig, config)
-    from momentsearch.data.synthetic import load_preset
-
-    bench = Path(exp.benchmark_dir) if exp.benchmark_dir else Path("runs/experiments/benchmarks") / load_preset(
-        exp.preset).name
+    bench = benchmark_dir(exp)
     if not (bench / "benchmark.yaml").exists():
         raise ConfigError(f"experiment {exp.name!r} has not started: no benchmark at {bench}; "
                           f"`momentsearch experiment {config}` generates it and trains")
-    unknown = sorted(set(only or []) - set(exp.conditions))
-    if unknown:
-        raise ConfigError(f"experiment {exp.name!r} has no condition {unknown}; it has {list(exp.conditions)}")
     bench, tables = prepare(exp)
-    runs_dir = Path(exp.runs_dir) if exp.runs_dir else Path("runs/experiments/runs") / bench.name
-    conditions = [c for c in exp.conditions if not only or c in only]
-    return [(c, s, chain_status(run_config(exp, c, s, bench, tables, runs_dir), continuation))
-            for s in exp.seeds for c in conditions]
+    return [(c, s, chain_status(d, continuation)) for c, s, d in planned_runs(exp, only, bench, tables)]
 
 
 def _cell(v: float | None) -> str:
