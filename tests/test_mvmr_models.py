@@ -105,6 +105,39 @@ def test_scores_are_eq10_in_the_unit_interval() -> None:
     assert float(s[1, 0, 1, 2]) == pytest.approx(want, rel=1e-5)
 
 
+def test_map_search_reads_the_same_scores_with_and_without_the_float32_copy(monkeypatch) -> None:
+    """A small index's maps are converted to float32 once; a large one per read: the scores are equal to the bit,
+    and equal to Eq. 10 over the index's float16 maps."""
+    from momentsearch.models.mmn import search
+    from momentsearch.search.index import VideoIndex
+    from momentsearch.search.stages import Queries
+
+    torch.manual_seed(0)
+    cfg = MMNConfig(hidden=8, joint_dim=4, num_clips=4, conv_layers=1, kernel_size=3, n_heads=2, max_span=3,
+                    max_tokens=5).with_inputs(6, 0, 5)
+    model = MMN(cfg).eval()
+    with torch.no_grad():
+        maps = model.encode_videos([torch.randn(5, 7, 6)], torch.ones(5, 7, dtype=torch.bool)).half().numpy()
+        q = Queries(model.encode_queries(torch.randn(3, 5, 5), torch.ones(3, 5, dtype=torch.bool)),
+                    torch.ones(3, 2, dtype=torch.bool))
+    durations = np.full(5, 8.0)
+    index = VideoIndex([f"v{i}" for i in range(5)], durations, durations / 4, np.arange(6) * 4,
+                       {search.ARRAY: maps.reshape(-1, 4, 2, 4)})
+    videos = np.array([[4, 0], [2, 2], [1, 3]])
+    cached = search.MapStages(model, index)
+    small = cached.score_videos(q), cached.localize(q, videos).score
+    assert cached._f32 is not None
+    monkeypatch.setattr(search, "F32_CACHE_BYTES", 0)
+    per_read = search.MapStages(model, index)
+    large = per_read.score_videos(q), per_read.localize(q, videos).score
+    assert per_read._f32 is None
+    assert torch.equal(small[0], large[0]) and torch.equal(small[1], large[1])
+    with torch.no_grad():
+        want = model.scores(q.tokens, torch.from_numpy(maps.astype(np.float32)))
+    assert torch.allclose(small[0], want.flatten(2).max(-1).values)
+    assert torch.allclose(small[1][2, 1], want[2, 3].double())
+
+
 def test_mutual_matching_nll_by_hand() -> None:
     # logits [(0.5 - 0.4) / 0.1, 0.2 / 0.1] = [1, 2]; the masked 0.9 does not count
     got = margin_nll(torch.tensor([0.5]), torch.tensor([[0.2, 0.9]]), torch.tensor([[True, False]]), 0.4, 0.1)

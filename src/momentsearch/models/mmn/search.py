@@ -23,6 +23,7 @@ from momentsearch.search.index import VideoIndex
 from momentsearch.search.stages import DenseGrid, Queries, SearchStages
 
 ARRAY = "map"
+F32_CACHE_BYTES = 1 << 29  # an index whose maps take at most this much as float32 is converted once, not per read
 
 
 @torch.no_grad()
@@ -67,12 +68,20 @@ class MapStages:
         if index.offsets[-1] != len(index) * n:
             raise ValueError(f"the index does not hold {n} rows per video: it was not built for this model")
         self.n = n
+        self._f32: torch.Tensor | None = None  # the whole index as float32, where it is small (:meth:`_maps`)
 
     def _maps(self, videos: np.ndarray) -> torch.Tensor:
+        """The float32 maps (K, N, N, 2, d) of ``videos``. A small index is converted from float16 once (numpy's
+        conversion cost more than Eq. 10 itself on every read); the values are the same either way."""
         a = self.index.array(ARRAY)
         rows = (videos[:, None] * self.n + np.arange(self.n)[None]).reshape(-1)
-        return torch.from_numpy(np.asarray(a[rows], np.float32)).reshape(len(videos), self.n, self.n, 2, -1
-                                                                          ).to(self.device)
+        if self._f32 is None and a.size * 4 <= F32_CACHE_BYTES:
+            self._f32 = torch.from_numpy(np.asarray(a, np.float32)).to(self.device)
+        if self._f32 is not None:
+            m = self._f32.index_select(0, torch.from_numpy(rows).to(self.device))
+        else:
+            m = torch.from_numpy(np.asarray(a[rows], np.float32)).to(self.device)
+        return m.reshape(len(videos), self.n, self.n, 2, -1)
 
     @torch.no_grad()
     def score_videos(self, queries: Queries) -> torch.Tensor:
