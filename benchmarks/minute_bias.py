@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import add_continuation_flags, chain_end, continuation_of  # noqa: E402
-from momentsearch.experiments import Continuation, ExperimentConfig, prepare, run_config  # noqa: E402
+from momentsearch.experiments import Continuation, ExperimentConfig, prepare, run_config, runs_folder  # noqa: E402
 from momentsearch.config import load_yaml_config  # noqa: E402
 from momentsearch.data.dataset import open_dataset  # noqa: E402
 from momentsearch.evaluation.bias import bin_labels, recall_by_k_videos, top1_video_ranks  # noqa: E402
@@ -76,7 +76,7 @@ def opened(experiment: Path) -> tuple[ExperimentConfig, Path, Path, object, Path
     exp = load_yaml_config(ExperimentConfig, experiment)
     out = Path(exp.out_dir) if exp.out_dir else Path("runs/experiments") / exp.name
     bench, tables = prepare(exp)
-    runs_dir = Path(exp.runs_dir) if exp.runs_dir else Path("runs/experiments/runs") / bench.name
+    runs_dir = runs_folder(exp, bench)
     return exp, out, bench, tables, runs_dir
 
 

@@ -31,7 +31,7 @@ from convergence import parse_versus  # noqa: E402  (a condition's name may hold
 from _common import add_continuation_flags, chain_end, continuation_of  # noqa: E402
 
 from momentsearch.config import load_yaml_config  # noqa: E402
-from momentsearch.experiments import ExperimentConfig, prepare, run_config  # noqa: E402
+from momentsearch.experiments import ExperimentConfig, prepare, run_config, runs_folder  # noqa: E402
 from momentsearch.experiments.stats import paired, two_level_bootstrap  # noqa: E402
 from momentsearch.fileio import write_json  # noqa: E402
 
@@ -84,7 +84,7 @@ def main() -> None:
     cont = continuation_of(args)
     exp = load_yaml_config(ExperimentConfig, args.experiment)
     bench, tables = prepare(exp)
-    runs_dir = Path(exp.runs_dir) if exp.runs_dir else Path("runs/experiments/runs") / bench.name
+    runs_dir = runs_folder(exp, bench)
     metrics = args.metric or list(METRICS)
     cache: dict[tuple[str, int], dict[str, dict[str, float]]] = {}
     mvmr = any(m.startswith("MVMR") for m in metrics)

@@ -17,7 +17,9 @@ from momentsearch.experiments.runner import (
     run_config,
     run_experiment,
     run_one,
+    runs_folder,
 )
 
 __all__ = ["Continuation", "ExperimentConfig", "MVMRSpec", "TableSpec", "final_run", "mvmr_key", "mvmr_metrics",
-           "prepare", "run_config", "run_digest", "run_experiment", "run_one", "run_trends"]
+           "prepare", "run_config", "run_digest", "run_experiment", "run_one", "run_trends",
+           "runs_folder"]
