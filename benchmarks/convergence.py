@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import add_continuation_flags, chain_end, continuation_of  # noqa: E402
-from momentsearch.experiments import ExperimentConfig, mvmr_metrics, prepare, run_config, runs_folder  # noqa: E402
+from momentsearch.experiments import ExperimentConfig, mvmr_metrics, prepare, results_folder, run_config, runs_folder  # noqa: E402
 from momentsearch.experiments.continuation import curve_trends as trends, read_history, vr_phase_end  # noqa: E402
 from momentsearch.experiments.proxy_scores import stored_proxy_metrics  # noqa: E402
 from momentsearch.experiments.stats import paired as paired_stats  # noqa: E402
@@ -187,7 +187,7 @@ def main() -> None:
                     "convergence_<experiment>_<tag>.json and <experiment>_<tag>_curves.png beside the first")
     args = ap.parse_args()
     exp = load_yaml_config(ExperimentConfig, args.experiment)
-    out = Path(exp.out_dir) if exp.out_dir else Path("runs/experiments") / exp.name
+    out = results_folder(exp)
     bench, tables = prepare(exp)
     runs_dir = runs_folder(exp, bench)
     rows: list[dict[str, Any]] = []

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import add_continuation_flags, chain_end, continuation_of  # noqa: E402
-from momentsearch.experiments import Continuation, ExperimentConfig, prepare, run_config, runs_folder  # noqa: E402
+from momentsearch.experiments import Continuation, ExperimentConfig, prepare, results_folder, run_config, runs_folder  # noqa: E402
 from momentsearch.config import load_yaml_config  # noqa: E402
 from momentsearch.data.dataset import open_dataset  # noqa: E402
 from momentsearch.evaluation.bias import bin_labels, recall_by_k_videos, top1_video_ranks  # noqa: E402
@@ -74,7 +74,7 @@ def query_subset(corpus, max_queries: int):  # type: ignore[no-untyped-def]
 def opened(experiment: Path) -> tuple[ExperimentConfig, Path, Path, object, Path]:
     """The experiment's config, results folder, benchmark, tables and runs folder."""
     exp = load_yaml_config(ExperimentConfig, experiment)
-    out = Path(exp.out_dir) if exp.out_dir else Path("runs/experiments") / exp.name
+    out = results_folder(exp)
     bench, tables = prepare(exp)
     runs_dir = runs_folder(exp, bench)
     return exp, out, bench, tables, runs_dir

@@ -14,6 +14,7 @@ from momentsearch.experiments.runner import (
     mvmr_key,
     mvmr_metrics,
     prepare,
+    results_folder,
     run_config,
     run_experiment,
     run_one,
@@ -21,5 +22,5 @@ from momentsearch.experiments.runner import (
 )
 
 __all__ = ["Continuation", "ExperimentConfig", "MVMRSpec", "TableSpec", "final_run", "mvmr_key", "mvmr_metrics",
-           "prepare", "run_config", "run_digest", "run_experiment", "run_one", "run_trends",
+           "prepare", "results_folder", "run_config", "run_digest", "run_experiment", "run_one", "run_trends",
            "runs_folder"]

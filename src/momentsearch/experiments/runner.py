@@ -253,6 +253,11 @@ def _with_mvmr(result: dict[str, Any], out: Path, split: str, pools: str | None,
     return {**result, "metrics": {**result["metrics"], **mvmr_metrics(key, row)}}
 
 
+def results_folder(exp: ExperimentConfig) -> Path:
+    """Where the experiment's report goes: its ``out_dir``, else one named by the experiment."""
+    return Path(exp.out_dir) if exp.out_dir else Path("runs/experiments") / exp.name
+
+
 def runs_folder(exp: ExperimentConfig, bench: Path) -> Path:
     """Where the experiment's runs live: its ``runs_dir``, else one per benchmark, shared by experiments."""
     return Path(exp.runs_dir) if exp.runs_dir else Path("runs/experiments/runs") / bench.name
@@ -279,7 +284,7 @@ def run_experiment(config: Path, jobs: int = 2, only: list[str] | None = None,
     from momentsearch.experiments.report import write_report
 
     exp = load_yaml_config(ExperimentConfig, config)
-    out = Path(exp.out_dir) if exp.out_dir else Path("runs/experiments") / exp.name
+    out = results_folder(exp)
     bench, tables = prepare(exp)
     runs_dir = runs_folder(exp, bench)
     runs = planned_runs(exp, only, bench, tables)
