@@ -151,6 +151,20 @@ def test_dataloader_workers_give_the_same_training(tiny_benchmark: Path, tmp_pat
     assert (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()) == (threads, det)
 
 
+@pytest.mark.parametrize("every, drawn", [(1e9, [1, 3]), (0.0, [1, 2, 3])])
+def test_training_curves_are_drawn_after_the_first_epoch_then_on_a_clock_and_at_the_end(
+        tiny_benchmark: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, every: float, drawn: list[int]) -> None:
+    """training_curves.png costs ~4 % of an XML epoch to draw, so a 3-epoch fit draws it after epoch 1, at most
+    every PLOT_EVERY_S seconds, and after its last epoch, each time with the whole history so far."""
+    from momentsearch.training import trainer as trainer_module
+
+    seen: list[int] = []
+    monkeypatch.setattr(trainer_module, "PLOT_EVERY_S", every)
+    monkeypatch.setattr(trainer_module, "plot_training", lambda history, path, family="": seen.append(len(history)))
+    Trainer(tiny_cfg(tiny_benchmark, tmp_path / "run", 3), progress=False).fit()
+    assert seen == drawn
+
+
 def test_training_and_search_take_the_query_encoder_from_the_family(tiny_benchmark: Path, tmp_path: Path) -> None:
     """XML at max_tokens 8: the trainer's query features are cut at 8 tokens by the family's own encoder (as
     search's are), the cache records that encoder, and another encoder's run refuses the cache."""
