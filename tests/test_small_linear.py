@@ -13,16 +13,27 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from tests.conftest import HAS_AVX512
 
 from momentsearch.text import small_linear
 from momentsearch.text.small_linear import SmallLinear, pack, reference
 
+# the kernel is AVX-512 only: on a CPU without it SmallLinear refuses and callers keep F.linear
+needs_avx512 = pytest.mark.skipif(not HAS_AVX512, reason="this CPU lacks AVX-512F: the small linear layer has "
+                                  "no portable path; F.linear runs instead (test_bert_fast.py)")
+
 
 def test_the_extension_is_built_and_this_cpu_takes_it():
-    # make test needs it: pip install builds it where a C compiler is (setup.py); this machine has AVX-512
-    assert small_linear.available(), "momentsearch.text._linear was not built, or this CPU lacks AVX-512"
+    # make test needs it: pip install builds it where a C compiler is (setup.py); it runs where the CPU has AVX-512
+    from momentsearch.text import _linear  # noqa: F401  (an ImportError here: the build failed)
+
+    assert small_linear.available() == HAS_AVX512, "the small linear layer must run exactly where AVX-512F is"
+    if not HAS_AVX512:
+        with pytest.raises(RuntimeError, match=r"not available here \(small_linear.available\(\)\)"):
+            SmallLinear(torch.ones(2, 2), None)
 
 
+@needs_avx512
 def test_a_product_by_hand():
     w = torch.tensor([[3.0, 4.0], [5.0, 6.0], [7.0, 8.0]])
     b = torch.tensor([0.5, 0.0, -1.0])
@@ -31,6 +42,7 @@ def test_a_product_by_hand():
     assert SmallLinear(w, None)(torch.tensor([[1.0, 2.0]])).tolist() == [[11.0, 17.0, 23.0]]
 
 
+@needs_avx512
 @pytest.mark.parametrize("k,n", [(384, 1536), (1536, 384), (100, 50), (7, 33), (1, 1)])
 def test_equals_numpy_for_every_row_count(k: int, n: int):
     rng = np.random.default_rng(k * 1000 + n)
@@ -50,6 +62,7 @@ def test_equals_numpy_for_every_row_count(k: int, n: int):
     assert torch.allclose(lin(x3), F.linear(x3, torch.from_numpy(w), torch.from_numpy(b)), rtol=1e-5, atol=1e-4)
 
 
+@needs_avx512
 def test_bad_input_gets_a_clear_error():
     lin = SmallLinear(torch.ones(4, 3), torch.zeros(4))
     with pytest.raises(ValueError, match="expected float32 rows of 3 values"):
