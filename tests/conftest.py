@@ -14,13 +14,13 @@ WORKER_THREADS = max(1, (os.cpu_count() or 1) // XDIST_WORKERS)
 if XDIST_WORKERS > 1:
     os.environ.setdefault("OMP_NUM_THREADS", str(WORKER_THREADS))  # before torch is imported, and for subprocesses
 
-# The trained-model tests train with this seed and thread count (benchmarks/test_margins.py varies them;
-# threads 0 leaves torch's own setting: the worker's share under xdist) and record each margin with `margin`.
 # The CPU's feature flags as Linux lists them: the compiled SIMD paths must be on exactly where the CPU has them
 # (the project's machines have had AVX-512; some have only AVX2, where the portable paths run)
 CPU_FLAGS = frozenset(Path("/proc/cpuinfo").read_text().split()) if Path("/proc/cpuinfo").exists() else frozenset()
 HAS_AVX512 = {"avx512f", "fma"} <= CPU_FLAGS  # what text/_linear.c asks of the CPU
 
+# The trained-model tests train with this seed and thread count (benchmarks/test_margins.py varies them;
+# threads 0 leaves torch's own setting: the worker's share under xdist) and record each margin with `margin`.
 TEST_SEED = int(os.environ.get("MOMENTSEARCH_TEST_SEED", "0"))
 TEST_THREADS = int(os.environ.get("MOMENTSEARCH_TEST_THREADS", "0"))
 
