@@ -17,7 +17,8 @@ from served_index import build_served_index
 SRC = Path(__file__).resolve().parents[1] / "src" / "momentsearch"
 
 # left to right: a package imports only from packages at its rank or to its left (docs/architecture.md)
-LAYERS = [("errors", "config", "fileio", "readers", "plugins", "distributed", "device", "timing", "version", "console"), ("data",), ("text",),
+LAYERS = [("errors", "config", "fileio", "readers", "plugins", "distributed", "device", "timing", "version", "console",
+           "processes"), ("data",), ("text",),
           ("video",), ("relevance",), ("losses",), ("search",), ("models",), ("serving",), ("evaluation",),
           ("training",), ("api", "client"), ("experiments",), ("service",), ("cli", "__main__")]
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}

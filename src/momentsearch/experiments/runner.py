@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from momentsearch.experiments.inputs import check_inputs
 from momentsearch.experiments.proxy_scores import stored_once, with_proxy_ndcg
 from momentsearch.experiments.tables import TABLE_KINDS, TableSpec, table_files
 from momentsearch.fileio import write_json
+from momentsearch.processes import die_with_parent
 from momentsearch.version import source_commit
 
 
@@ -174,12 +176,21 @@ def run_config(exp: ExperimentConfig, condition: str, seed: int, bench: Path, ta
 def run_one(cfg_dict: dict[str, Any], split: str, pools: str | None = None) -> dict[str, Any]:
     """Train (resuming) and evaluate one run; returns and stores its result row. With ``pools`` (an
     MVMR pool file) its MVMR row joins the metrics (computed once, also for a run stored before)."""
-    from momentsearch.api import evaluate
     from momentsearch.training.config import TrainConfig
-    from momentsearch.training.trainer import Trainer
+    from momentsearch.training.lock import run_lock
 
     cfg = from_dict(TrainConfig, cfg_dict)
     out = Path(cfg.out_dir)
+    if (out / "result.json").exists():  # finished: only read (several experiments may read one run at once)
+        return _run_one(cfg, cfg_dict, out, split, pools)
+    with run_lock(out):  # another command training this run stops here, before it touches the folder
+        return _run_one(cfg, cfg_dict, out, split, pools)
+
+
+def _run_one(cfg: Any, cfg_dict: dict[str, Any], out: Path, split: str, pools: str | None) -> dict[str, Any]:
+    from momentsearch.api import evaluate
+    from momentsearch.training.trainer import Trainer
+
     done = out / "result.json"
     if done.exists():
         check_inputs(out, cfg_dict, record=False)
@@ -326,7 +337,8 @@ def run_experiment(config: Path, jobs: int = 2, only: list[str] | None = None,
                     step = settle(c, s, step, run_one(step, exp.eval_split, pools))
             continue
         waiting = list(wave)  # handed to a process only when one is free: a failure stops everything not yet begun
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=die_with_parent,
+                                 initargs=(os.getpid(),)) as pool:  # killing this command ends its trainings
             pending: dict[Any, tuple[str, int, dict[str, Any]]] = {}
             while waiting or pending:
                 while waiting and len(pending) < jobs and not failed:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import multiprocessing
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -25,6 +26,7 @@ from momentsearch.data.synthetic.concepts import Inventory
 from momentsearch.data.synthetic.config import SyntheticConfig
 from momentsearch.data.synthetic.generator import SyntheticVideo, World, sample_video, video_features
 from momentsearch.fileio import json_line, write_json
+from momentsearch.processes import die_with_parent
 
 CHUNK = 256  # videos a worker makes at a time
 
@@ -69,7 +71,7 @@ def made_videos(cfg: SyntheticConfig, splits: list[str], workers: int = 1) -> It
         for job in jobs:
             yield from _make(job)
         return
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+    with multiprocessing.get_context("spawn").Pool(workers, die_with_parent, (os.getpid(),)) as pool:
         pending: collections.deque = collections.deque()
         for job in jobs:  # at most 2 chunks a worker in flight: made videos never pile up ahead of the writer
             pending.append(pool.apply_async(_make, (job,)))

@@ -1,0 +1,73 @@
+"""One process at a time trains a run folder.
+
+Two trainers in one folder would interleave their checkpoints (each resumes from the other's ``last.pt``) and
+leave a run that is neither. Training (``momentsearch train``, ``momentsearch.train``, every run of ``momentsearch
+experiment``) holds an exclusive lock while it trains; a second one stops at once with :class:`RunBusyError`,
+naming the process that holds it. The lock is ``flock`` on a file beside the folder (``runs/.xml.lock`` for
+``runs/xml``), not inside it: a run continued from a shorter one replaces its folder as a whole. The kernel drops
+the lock when its holder ends however it ends, so a killed trainer leaves no stale lock. Held per process and
+re-entrant within it. Not on Windows (no ``fcntl``): there nothing is locked. ``flock`` on NFS locks only among
+processes of one machine on some systems: train one run folder from one machine.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from momentsearch.errors import MomentSearchError
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
+
+_held: dict[str, int] = {}  # resolved lock path -> depth, in this process
+
+
+class RunBusyError(MomentSearchError, RuntimeError):
+    """Another process is training this run folder."""
+
+
+def lock_path(folder: str | Path) -> Path:
+    folder = Path(folder).resolve()
+    return folder.parent / f".{folder.name}.lock"
+
+
+@contextmanager
+def run_lock(folder: str | Path) -> Iterator[None]:
+    """Hold ``folder``'s training lock for the block; :class:`RunBusyError` at once when another process holds it."""
+    path = lock_path(folder)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = str(path)
+    if key in _held:
+        _held[key] += 1
+        try:
+            yield
+        finally:
+            _held[key] -= 1
+        return
+    with open(path, "a+", encoding="utf-8") as fh:
+        if fcntl is not None:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fh.seek(0)
+                owner = fh.read().strip() or "a process that has not yet said which"
+                raise RunBusyError(f"{folder} is being trained by another process ({owner}; lock {path}): wait "
+                                   "for it to finish or stop it, then run the same command again (it resumes from "
+                                   "the run's last checkpoint)") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+        fh.flush()
+        _held[key] = 1
+        try:
+            yield
+        finally:
+            del _held[key]
+            fh.seek(0)
+            fh.truncate()  # the lock itself goes with the file's close
