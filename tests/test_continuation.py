@@ -4,14 +4,17 @@ continuations, and the experiment runner reporting the last run of each chain.""
 from __future__ import annotations
 
 import json
+import os
+import socket
 from pathlib import Path
 
 import pytest
+from conftest import xml_experiment
 
 from momentsearch.errors import ConfigError
 from momentsearch.experiments import Continuation, final_run, run_digest, run_experiment, run_trends
 from momentsearch.experiments.continuation import next_run
-from conftest import xml_experiment
+from momentsearch.training.lock import run_lock
 
 
 def _history(vr: list[float], vcmr: list[float]) -> list[dict]:
@@ -233,8 +236,11 @@ def test_a_chains_status_by_hand(tmp_path: Path) -> None:
     assert (st.state, st.trained, st.epochs, st.measures) == ("not started", 0, 12, {})
     Path(d["out_dir"]).mkdir(parents=True)
     (Path(d["out_dir"]) / "history.json").write_text(json.dumps(RISING[:5]))
-    st = chain_status(d, cont)
-    assert (st.state, st.trained, st.epochs) == ("training", 5, 12)
+    st = chain_status(d, cont)  # begun, and no process trains it: stopped (a killed command, a session's end)
+    assert (st.state, st.trained, st.epochs) == ("stopped (the same command resumes it)", 5, 12)
+    with run_lock(d["out_dir"]):  # a process trains it now: its pid
+        st = chain_status(d, cont)
+    assert (st.state, st.trained, st.epochs) == (f"training (pid {os.getpid()} on {socket.gethostname()})", 5, 12)
     (Path(d["out_dir"]) / "history.json").unlink()
     Path(d["out_dir"]).rmdir()
     _finished(Path(d["out_dir"]), d, RISING)
@@ -245,7 +251,8 @@ def test_a_chains_status_by_hand(tmp_path: Path) -> None:
     Path(nxt["out_dir"]).mkdir(parents=True)  # the continuation has begun (its first epochs copied)
     (Path(nxt["out_dir"]) / "history.json").write_text(json.dumps(_line(14)))
     st = chain_status(d, cont)
-    assert (st.state, st.trained, st.epochs, st.folder) == ("training", 14, 20, nxt["out_dir"])
+    assert (st.state, st.trained, st.epochs, st.folder) == ("stopped (the same command resumes it)", 14, 20,
+                                                            nxt["out_dir"])
     (Path(nxt["out_dir"]) / "history.json").unlink()
     Path(nxt["out_dir"]).rmdir()
     _finished(Path(nxt["out_dir"]), nxt, _line(20))
@@ -279,9 +286,11 @@ def test_the_status_of_an_experiment_from_the_command_line(tiny_benchmark: Path,
     from momentsearch.experiments.continuation import ChainStatus
     from momentsearch.experiments.status import status_table
 
-    table = status_table([("XML", 0, ChainStatus(80, 12, "training", {"VR r1": float("inf"), "VCMR 0.5-r1": 0.25},
-                                                 "f"))], Continuation(20, 200, 20, "equivalence"))
-    assert "| VR r1 | VCMR 0.5-r1 |" in table and "| XML | 0 | 12 of 80 | training | short | +0.25 |" in table
+    table = status_table([("XML", 0, ChainStatus(80, 12, "training (pid 7 on h)", {"VR r1": float("inf"),
+                                                                                    "VCMR 0.5-r1": 0.25}, "f"))],
+                         Continuation(20, 200, 20, "equivalence"))
+    assert "| VR r1 | VCMR 0.5-r1 |" in table and "| XML | 0 | 12 of 80 | training (pid 7 on h) | short | +0.25 |" \
+        in table and "1 runs: 1 training (measures" in table
     assert "(measures: upper 90 % slope bound, points an epoch; short: fewer epochs than the window)" in table
     assert not (tmp_path / "runs").exists()  # nothing trained
     missing = tmp_path / "none.yaml"

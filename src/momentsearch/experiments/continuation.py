@@ -32,6 +32,7 @@ from momentsearch.errors import ConfigError
 from momentsearch.experiments.digest import run_digest
 from momentsearch.experiments.stats import EQUIVALENCE_TOLERANCE, Flatness, Trend, flatness, trend
 from momentsearch.readers import is_finite_number, read_json
+from momentsearch.training.lock import lock_holder
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,8 @@ class ChainStatus:
 
     epochs: int  # the epochs the chain's latest run is for
     trained: int  # the epochs its history holds so far
-    state: str  # not started | training | flat | rising, continues to N | rising at the cap | finished
+    state: str  # not started | training (pid N on HOST) | stopped (...) | flat | rising, continues to N | rising at
+    # the cap | finished
     measures: dict[str, float]  # measure -> upper slope bound (equivalence) or slope (trend), points an epoch
     folder: str
 
@@ -189,7 +191,10 @@ def chain_status(d: dict[str, Any], cont: Continuation | None) -> ChainStatus:
         out = Path(d["out_dir"])
         h = read_history(out / "history.json") if (out / "history.json").exists() else []
         if not (out / "result.json").exists():
-            state = "training" if h or (out / "checkpoints" / "last.pt").exists() else "not started"
+            state = "not started"
+            if h or (out / "checkpoints" / "last.pt").exists():  # begun: is a process training it now?
+                holder = lock_holder(out)
+                state = f"training ({holder})" if holder else "stopped (the same command resumes it)"
             return ChainStatus(d["epochs"], len(h), state, _measures(h, d, cont)[0] if h else {}, str(out))
         rising = cont is not None and h != [] and still_rising(h, d, cont)  # as next_run tests it
         nxt = _grown(d, cont, rising) if cont is not None else None

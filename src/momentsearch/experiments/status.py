@@ -43,7 +43,7 @@ def status_table(rows: list[tuple[str, int, ChainStatus]], continuation: Continu
         lines.append(f"| {c} | {s} | {st.trained} of {st.epochs} | {st.state} | {vals} |")
     counts: dict[str, int] = {}
     for *_, st in rows:
-        key = st.state.split(",")[0]
+        key = st.state.split(",")[0].split(" (")[0]
         counts[key] = counts.get(key, 0) + 1
     lines.append("")
     lines.append(f"{len(rows)} runs: " + ", ".join(f"{n} {k}" for k, n in counts.items()) + f" (measures: {what}; "

@@ -37,6 +37,26 @@ def lock_path(folder: str | Path) -> Path:
     return folder.parent / f".{folder.name}.lock"
 
 
+def lock_holder(folder: str | Path) -> str | None:
+    """Who trains ``folder`` now ("pid N on HOST"), or None when no process does; writes nothing. It takes the lock
+    for an instant to ask, so a trainer starting in that instant is refused (and says so). Without ``fcntl``
+    (Windows) it cannot know and says "unknown"."""
+    path = lock_path(folder)
+    if str(path) in _held:
+        return f"pid {os.getpid()} on {socket.gethostname()}"
+    if fcntl is None:
+        return "unknown"
+    if not path.exists():
+        return None
+    with open(path, encoding="utf-8") as fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return fh.read().strip() or "a process that has not yet said which"
+        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    return None
+
+
 @contextmanager
 def run_lock(folder: str | Path) -> Iterator[None]:
     """Hold ``folder``'s training lock for the block; :class:`RunBusyError` at once when another process holds it."""
