@@ -21,7 +21,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from momentsearch.config import from_dict, load_yaml_config, merge, read_yaml, resolve_config, to_dict
 from momentsearch.console import say
@@ -34,6 +34,9 @@ from momentsearch.experiments.tables import TABLE_KINDS, TableSpec, table_files
 from momentsearch.fileio import write_json
 from momentsearch.processes import die_with_parent
 from momentsearch.version import source_commit
+
+if TYPE_CHECKING:
+    from momentsearch.training.config import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -187,7 +190,7 @@ def run_one(cfg_dict: dict[str, Any], split: str, pools: str | None = None) -> d
         return _run_one(cfg, cfg_dict, out, split, pools)
 
 
-def _run_one(cfg: Any, cfg_dict: dict[str, Any], out: Path, split: str, pools: str | None) -> dict[str, Any]:
+def _run_one(cfg: TrainConfig, cfg_dict: dict[str, Any], out: Path, split: str, pools: str | None) -> dict[str, Any]:
     from momentsearch.api import evaluate
     from momentsearch.training.trainer import Trainer
 
