@@ -17,6 +17,7 @@ import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 from momentsearch.errors import MomentSearchError
 
@@ -25,7 +26,7 @@ try:
 except ImportError:  # Windows
     fcntl = None  # type: ignore[assignment]
 
-_held: dict[str, int] = {}  # resolved lock path -> depth, in this process
+_held: set[str] = set()  # the lock paths this process holds (an inner run_lock of one of them is a no-op)
 
 
 class RunBusyError(MomentSearchError, RuntimeError):
@@ -37,57 +38,59 @@ def lock_path(folder: str | Path) -> Path:
     return folder.parent / f".{folder.name}.lock"
 
 
+def _this_process() -> str:
+    return f"pid {os.getpid()} on {socket.gethostname()}"
+
+
+def _busy(fh: IO[str]) -> str | None:
+    """Take the lock of open file ``fh`` without waiting: None when taken, else who holds it (the file's text)."""
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.seek(0)
+        return fh.read().strip() or "a process that has not yet said which"
+    return None
+
+
 def lock_holder(folder: str | Path) -> str | None:
     """Who trains ``folder`` now ("pid N on HOST"), or None when no process does; writes nothing. It takes the lock
     for an instant to ask, so a trainer starting in that instant is refused (and says so). Without ``fcntl``
     (Windows) it cannot know and says "unknown"."""
     path = lock_path(folder)
     if str(path) in _held:
-        return f"pid {os.getpid()} on {socket.gethostname()}"
+        return _this_process()
     if fcntl is None:
         return "unknown"
     if not path.exists():
         return None
     with open(path, encoding="utf-8") as fh:
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return fh.read().strip() or "a process that has not yet said which"
-        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-    return None
+        holder = _busy(fh)
+        if holder is None:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    return holder
 
 
 @contextmanager
 def run_lock(folder: str | Path) -> Iterator[None]:
     """Hold ``folder``'s training lock for the block; :class:`RunBusyError` at once when another process holds it."""
     path = lock_path(folder)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    key = str(path)
-    if key in _held:
-        _held[key] += 1
-        try:
-            yield
-        finally:
-            _held[key] -= 1
+    if str(path) in _held:  # re-entrant: the outer block holds it and releases it
+        yield
         return
+    path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+", encoding="utf-8") as fh:
-        if fcntl is not None:
-            try:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                fh.seek(0)
-                owner = fh.read().strip() or "a process that has not yet said which"
-                raise RunBusyError(f"{folder} is being trained by another process ({owner}; lock {path}): wait "
-                                   "for it to finish or stop it, then run the same command again (it resumes from "
-                                   "the run's last checkpoint)") from None
+        if fcntl is not None and (owner := _busy(fh)) is not None:
+            raise RunBusyError(f"{folder} is being trained by another process ({owner}; lock {path}): wait "
+                               "for it to finish or stop it, then run the same command again (it resumes from "
+                               "the run's last checkpoint)")
         fh.seek(0)
         fh.truncate()
-        fh.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+        fh.write(_this_process() + "\n")
         fh.flush()
-        _held[key] = 1
+        _held.add(str(path))
         try:
             yield
         finally:
-            del _held[key]
+            _held.discard(str(path))
             fh.seek(0)
             fh.truncate()  # the lock itself goes with the file's close
