@@ -5,8 +5,9 @@ ones (``TrainConfig.dropout_masks``), and MINUTE's batches in one pass against 4
     python benchmarks/training_speed.py --benchmark runs/experiments/benchmarks/converge --rounds 3
 
 1. The op on one tensor of attention weights (96 pairs x 4 heads x 150 x 150 float32, a MINUTE localizer batch's
-   video layer): torch's dropout, the hashed masks' compiled loop, and the physical floor measured beside them,
-   one pass that reads and writes the tensor (``x * c``), on one thread.
+   video layer): torch's dropout, the hashed masks' compiled loop (plain and vectorised), and the physical floors
+   measured beside them, one pass that reads and writes the tensor into fresh or already touched memory, on one
+   thread.
 2. Whole epochs at the experiments' settings (configs/minute/converge.yaml and configs/xml/converge.yaml: one
    thread, freshly initialised models, so the seconds do not depend on weights): MINUTE's retriever epoch, its
    first localizer epoch (the negative pool mined before the clock starts) and XML's epoch (XML has no
@@ -38,16 +39,30 @@ SHAPE = (96, 4, 150, 150)
 
 
 def op_rows(repeat: int) -> list[dict[str, object]]:
+    """The op on one tensor, one thread: torch's dropout, the hashed loop on each path this CPU has (the plain loop
+    and the vector one), and two floors: one pass over fresh memory (``x * c``, which pays the page faults of a new
+    output, as every op of an epoch does) and one into memory already touched (``mul(out=)``: reads and writes the
+    same bytes, no faults)."""
     torch.set_num_threads(1)
     x = torch.randn(*SHAPE)
+    warm = torch.empty_like(x).fill_(0)
     gb = 2 * x.numel() * 4 / 1e9  # read and write
-
+    fns = [("torch.dropout", lambda: torch.dropout(x, 0.1, True))]
+    for want in ("none", "all"):
+        path = D._ext.set_simd(want)
+        fns.append((f"hashed, {path} loop", lambda: D.hashed_dropout(x, 0.1)))
+        fns.append((f"hashed, {path} loop, into touched memory",
+                    lambda: D._ext.apply(x.numpy(), warm.numpy(), 0, 5, D.threshold(0.1), 1 / 0.9)))
+    fns += [("floor: one pass into fresh memory, x * c", lambda: x * 1.1),
+            ("floor: one pass into touched memory, mul(out=)", lambda: torch.mul(x, 1.1, out=warm))]
     rows = []
-    for name, fn in [("torch.dropout", lambda: torch.dropout(x, 0.1, True)),
-                     ("hashed (compiled loop)", lambda: D.hashed_dropout(x, 0.1)),
-                     ("floor: one out-of-place pass, x * c", lambda: x * 1.1)]:
-        s = timed(fn, repeat)[0]
-        rows.append({"what": name, "ms": round(s * 1e3, 2), "GB/s": round(gb / s, 1)})
+    try:
+        for name, fn in fns:
+            D._ext.set_simd("none" if "plain loop" in name else "all")
+            s = timed(fn, repeat)[0]
+            rows.append({"what": name, "ms": round(s * 1e3, 2), "GB/s": round(gb / s, 1)})
+    finally:
+        D._ext.set_simd("all")
     return rows
 
 

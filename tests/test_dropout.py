@@ -10,13 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tests.test_xml_training import tiny_cfg
 from torch import nn
 
 from momentsearch.models import dropout as D
 from momentsearch.models.layers import AttentionLayer, transformer_layer
 from momentsearch.models.xml.network import CrossAttention
-from momentsearch.training.config import TrainConfig
-from tests.test_xml_training import tiny_cfg
 
 M32 = 0xFFFFFFFF
 
@@ -59,19 +58,29 @@ def test_hash_by_its_definition() -> None:
 def test_compiled_loop_equals_the_twin_bit_for_bit(p: float) -> None:
     assert D.compiled(), "the compiled loop is not built: pip install . (or python setup.py build_ext --inplace)"
     x = torch.randn(3, 1001)  # not a multiple of any vector width
-    for seed in (1, 2**64 - 1, 0x9E3779B97F4A7C15):
-        twin = torch.where(D.keep_mask(x.numel(), seed, p).view(x.shape), x * (1.0 / (1.0 - p)), torch.zeros(()))
-        assert torch.equal(D._apply(x, seed, p), twin)
-        D._ext.set_simd(False)  # the plain loop: the same bits
-        try:
-            assert torch.equal(D._apply(x, seed, p), twin)
-        finally:
-            D._ext.set_simd(True)
-    out = torch.empty(5)
-    D._ext.apply(torch.ones(5).numpy(), out.numpy(), 2**32 - 2, 7, D.threshold(p), 1.0)  # a start past 2^32
-    assert out.bool().tolist() == D.keep_mask(5, 7, p, start=2**32 - 2).tolist()
+    x[0, :8] = -x[0, :8].abs()  # dropped negatives are +0.0, as in the twin, not -0.0
+    have = {"AVX2": "avx2", "AVX512": "avx512"}.get(torch.backends.cpu.get_cpu_capability(), "plain")
+    paths = []
+    try:
+        for want in ("none", "avx2", "all"):  # each loop this CPU has: the same bits
+            paths.append(D._ext.set_simd(want))
+            for seed in (1, 2**64 - 1, 0x9E3779B97F4A7C15):
+                keep = D.keep_mask(x.numel(), seed, p).view(x.shape)
+                twin = torch.where(keep, x * (1.0 / (1.0 - p)), torch.zeros(()))
+                got = D._apply(x, seed, p)
+                assert torch.equal(got.view(torch.int32), twin.view(torch.int32)), (want, seed)
+            for start in (2**32 - 1500, 2**33 - 7):  # runs crossing into the next high half of the index
+                out = torch.empty(3003)
+                D._ext.apply(x.view(-1).numpy(), out.numpy(), start, 7, D.threshold(p), 1.0)
+                keep = D.keep_mask(3003, 7, p, start=start)
+                assert torch.equal(out, torch.where(keep, x.view(-1), torch.zeros(()))), (want, start)
+    finally:
+        D._ext.set_simd("all")
+    assert paths[0] == "plain" and paths[-1] == have and paths[1] == ("plain" if have == "plain" else "avx2")
     with pytest.raises(ValueError, match="one length"):
         D._ext.apply(torch.ones(5).numpy(), torch.empty(4).numpy(), 0, 7, 1, 1.0)
+    with pytest.raises(ValueError, match="'none', 'avx2', 'all'"):
+        D._ext.set_simd("avx")
 
 
 def test_masks_are_bernoulli_and_do_not_repeat() -> None:

@@ -36,7 +36,7 @@ try:
 except ImportError:  # pragma: no cover - a build without a C compiler
     _ext = None
 if _ext is not None:
-    _ext.set_simd(os.environ.get("MOMENTSEARCH_SIMD", "").strip().lower() != "none")
+    _ext.set_simd("none" if os.environ.get("MOMENTSEARCH_SIMD", "").strip().lower() == "none" else "all")
 
 _mode = "torch"
 
