@@ -18,11 +18,14 @@ ones (``TrainConfig.dropout_masks``), and MINUTE's batches in one pass against 4
 from __future__ import annotations
 
 import argparse
+import importlib.machinery
+import importlib.util
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -74,7 +77,25 @@ def trainer(bench: Path, yaml: str, out: Path, masks: str, epochs: int, model: d
 VARIANTS = (("torch", 1), ("hashed", 1), ("hashed", 4))  # (dropout_masks, MINUTE's length_passes)
 
 
-def epoch_seconds(bench: Path, masks: str, passes: int, tmp: Path) -> dict[str, float]:
+def load_loop(so: Path) -> Any:
+    """Another build of ``models/_dropout.c`` (an earlier commit's, say), loaded beside the one in force."""
+    loader = importlib.machinery.ExtensionFileLoader("momentsearch.models._dropout", str(so))
+    spec = importlib.util.spec_from_file_location("momentsearch.models._dropout", so, loader=loader)
+    if spec is None:
+        sys.exit(f"{so}: not a loadable extension module")
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def epoch_seconds(bench: Path, masks: str, passes: int, tmp: Path, loop: Any = None) -> dict[str, float]:
+    """One variant's epochs; ``loop``, when given, is the compiled dropout loop its hashed masks run on."""
+    if loop is not None:
+        built, D._ext = D._ext, loop
+        try:
+            return epoch_seconds(bench, masks, passes, tmp / "other_loop")
+        finally:
+            D._ext = built
     out: dict[str, float] = {}
     m = trainer(bench, "configs/minute/converge.yaml", tmp / f"minute_{masks}_{passes}", masks, 2,
                 {"retriever_epochs": 1, "length_passes": passes})
@@ -97,18 +118,26 @@ def main() -> None:
     ap.add_argument("--benchmark", type=Path, required=True, help="a generated benchmark (the converge preset)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--other-loop", type=Path, default=None,
+                    help="another build of models/_dropout.c to time with hashed masks and 4 passes beside this one, "
+                         "e.g. an earlier commit's: git show REV:src/momentsearch/models/_dropout.c > /tmp/d.c && "
+                         "gcc -shared -fPIC -O3 -std=c11 $(python3-config --includes) /tmp/d.c -o /tmp/d.so")
     args = ap.parse_args()
     if not D.compiled():
         sys.exit("the compiled loop is not built: pip install . (or python setup.py build_ext --inplace)")
     ops = op_rows(repeat=7)
+    variants: list[tuple[str, int, Any]] = [(masks, passes, None) for masks, passes in VARIANTS]
     names = [f"{masks} masks, {passes} pass{'es' if passes > 1 else ''}" for masks, passes in VARIANTS]
+    if args.other_loop is not None:
+        variants.append(("hashed", 4, load_loop(args.other_loop)))
+        names.append(f"hashed masks, 4 passes, {args.other_loop.name}")
     runs: dict[str, list[dict[str, float]]] = {n: [] for n in names}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
-            for i in range(len(VARIANTS)):
-                j = (i + r) % len(VARIANTS)
-                masks, passes = VARIANTS[j]
-                runs[names[j]].append(epoch_seconds(args.benchmark, masks, passes, Path(tmp) / f"{r}"))
+            for i in range(len(variants)):
+                j = (i + r) % len(variants)
+                masks, passes, loop = variants[j]
+                runs[names[j]].append(epoch_seconds(args.benchmark, masks, passes, Path(tmp) / f"{r}_{j}", loop))
                 print(f"round {r + 1} {names[j]}: {runs[names[j]][-1]}", flush=True)
     rows = []
     for what in runs[names[0]][0]:
@@ -116,8 +145,12 @@ def main() -> None:
         first = statistics.median(x[what] for x in runs[names[0]])
         for n in names:  # XML has no length_passes: no row of its own there
             row[f"{n} s"] = round(statistics.median(x[what] for x in runs[n]), 2) if what in runs[n][0] else "-"
-        row["speed-up, last"] = round(first / statistics.median(
-            x[what] for x in runs[[n for n in names if what in runs[n][0]][-1]]), 2)
+        fastest = [n for n in names[: len(VARIANTS)] if what in runs[n][0]][-1]
+        row["speed-up, last"] = round(first / statistics.median(x[what] for x in runs[fastest]), 2)
+        if len(names) > len(VARIANTS):  # the other loop against this one
+            row["other loop / this"] = round(statistics.median(x[what] for x in runs[names[-1]])
+                                             / statistics.median(x[what] for x in runs[fastest]), 2) \
+                if what in runs[names[-1]][0] else "-"
         rows.append(row)
     for r in ops:
         print(f"{r['what']}: {r['ms']} ms, {r['GB/s']} GB/s")
