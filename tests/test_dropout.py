@@ -79,6 +79,8 @@ def test_compiled_loop_equals_the_twin_bit_for_bit(p: float) -> None:
     assert paths[0] == "plain" and paths[-1] == have and paths[1] == ("plain" if have == "plain" else "avx2")
     with pytest.raises(ValueError, match="one length"):
         D._ext.apply(torch.ones(5).numpy(), torch.empty(4).numpy(), 0, 7, 1, 1.0)
+    with pytest.raises(ValueError, match="below 2\\^63"):  # an index past int64 is refused, not wrapped
+        D._ext.apply(torch.ones(4).numpy(), torch.empty(4).numpy(), 2**63 - 2, 7, 1, 1.0)
     with pytest.raises(ValueError, match="'none', 'avx2', 'all'"):
         D._ext.set_simd("avx")
 

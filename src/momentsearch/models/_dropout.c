@@ -44,18 +44,18 @@ static inline uint32_t lowbias32(uint32_t x)
 #define DROPOUT_LOOP                                                                                     \
     for (int64_t i = start; i < end;) {                                                                  \
         uint32_t hi = (uint32_t)((uint64_t)i >> 32), lo0 = (uint32_t)i;                                  \
-        int64_t stop = (int64_t)(((uint64_t)hi + 1) << 32);                                              \
-        uint32_t n = (uint32_t)((stop < end ? stop : end) - i);                                          \
+        uint64_t room = (((uint64_t)hi + 1) << 32) - (uint64_t)i, left = (uint64_t)(end - i);            \
+        uint64_t n = left < room ? left : room; /* up to 2^32: the rest of this high half */            \
         const float *xs = x + (i - start);                                                               \
         uint32_t *os = (uint32_t *)(out + (i - start));                                                  \
-        for (uint32_t j = 0; j < n; j++) {                                                               \
-            uint32_t h = lowbias32(lowbias32(lowbias32((lo0 + j) ^ k0) ^ k1) ^ hi);                      \
+        for (uint64_t j = 0; j < n; j++) {                                                               \
+            uint32_t h = lowbias32(lowbias32(lowbias32((lo0 + (uint32_t)j) ^ k0) ^ k1) ^ hi);            \
             float v = xs[j] * scale;                                                                     \
             uint32_t b;                                                                                  \
             memcpy(&b, &v, 4);                                                                           \
             os[j] = b & (0U - (uint32_t)(h >= threshold));                                               \
         }                                                                                                \
-        i += n;                                                                                          \
+        i += (int64_t)n;                                                                                 \
     }
 
 static void dropout_plain(const float *x, float *out, int64_t start, int64_t end, uint32_t k0, uint32_t k1,
@@ -120,8 +120,8 @@ static PyObject *py_apply(PyObject *self, PyObject *args)
     Py_ssize_t n = bx.len / 4;
     if (bx.len % 4 != 0 || bo.len != bx.len)
         PyErr_SetString(PyExc_ValueError, "apply: x and out must be float32 buffers of one length");
-    else if (start < 0)
-        PyErr_SetString(PyExc_ValueError, "apply: start must be >= 0");
+    else if (start < 0 || start > INT64_MAX - (long long)n)
+        PyErr_SetString(PyExc_ValueError, "apply: start must be >= 0, and start + len(x) below 2^63");
     else {
         uint64_t key = splitmix64((uint64_t)seed);
         uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
