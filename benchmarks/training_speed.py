@@ -50,18 +50,18 @@ def op_rows(repeat: int) -> list[dict[str, object]]:
     x = torch.randn(*SHAPE)
     warm = torch.empty_like(x).fill_(0)
     gb = 2 * x.numel() * 4 / 1e9  # read and write
-    fns = [("torch.dropout", lambda: torch.dropout(x, 0.1, True))]
+    fns = [("torch.dropout", "all", lambda: torch.dropout(x, 0.1, True))]  # (row, the loop in force, the op)
     for want in ("none", "all"):
         path = D._ext.set_simd(want)
-        fns.append((f"hashed, {path} loop", lambda: D.hashed_dropout(x, 0.1)))
-        fns.append((f"hashed, {path} loop, into touched memory",
+        fns.append((f"hashed, {path} loop", want, lambda: D.hashed_dropout(x, 0.1)))
+        fns.append((f"hashed, {path} loop, into touched memory", want,
                     lambda: D._ext.apply(x.numpy(), warm.numpy(), 0, 5, D.threshold(0.1), 1 / 0.9)))
-    fns += [("floor: one pass into fresh memory, x * c", lambda: x * 1.1),
-            ("floor: one pass into touched memory, mul(out=)", lambda: torch.mul(x, 1.1, out=warm))]
+    fns += [("floor: one pass into fresh memory, x * c", "all", lambda: x * 1.1),
+            ("floor: one pass into touched memory, mul(out=)", "all", lambda: torch.mul(x, 1.1, out=warm))]
     rows = []
     try:
-        for name, fn in fns:
-            D._ext.set_simd("none" if "plain loop" in name else "all")
+        for name, want, fn in fns:
+            D._ext.set_simd(want)
             s = timed(fn, repeat)[0]
             rows.append({"what": name, "ms": round(s * 1e3, 2), "GB/s": round(gb / s, 1)})
     finally:
