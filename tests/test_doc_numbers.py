@@ -1,5 +1,5 @@
-"""Every interval the docs quote (``+8.40 [+2.81, +14.00]``, ``bootstrap [+3.56, +13.12]``) is one a stored JSON holds, and the label after it
-agrees with it (issue 75 part 6: verdicts stated as far as the evidence goes).
+"""Every interval the docs quote (``+8.40 [+2.81, +14.00]``, ``bootstrap [+3.56, +13.12]``) is one a stored JSON
+holds, and the label after it agrees with it (issue 75 part 6: verdicts stated as far as the evidence goes).
 
 ``benchmarks/results/*.json`` keeps every interval the benchmark scripts computed: a ``low``/``high`` pair (the paired
 t interval of ``convergence.py`` and the other verdict scripts), a two-number list (``per_query_verdict.py``'s ``t``
@@ -19,10 +19,13 @@ LABELLED = re.compile(rf"({NUM}) \[({NUM}), ({NUM})\]\s*(?:\*\*)?(borne out|refu
 
 # intervals no current JSON holds, each with where it is (the pages say the same)
 HELD_ELSEWHERE = {
-    "[−0.58, −0.01]": "3-seed charades_vo view, git show ba7c3a4:benchmarks/results/convergence_charades_vo_claims.json",
-    "[+17.16, +22.34]": "fixed-budget bias analysis, git show fd3d02d:benchmarks/results/bias_minute_vs_xml_converge.json",
+    "[−0.58, −0.01]": "3-seed charades_vo view: git show "
+                      "ba7c3a4:benchmarks/results/convergence_charades_vo_claims.json",
+    "[+17.16, +22.34]": "fixed-budget bias analysis: git show "
+                        "fd3d02d:benchmarks/results/bias_minute_vs_xml_converge.json",
     "[−2.45, +6.15]": "the same file as the line above",
-    "[+1.83, +11.57]": "first +PR − XML pass, git show 8fca1f9:benchmarks/results/convergence_pr_controls_converged.json",
+    "[+1.83, +11.57]": "first +PR − XML pass: git show "
+                       "8fca1f9:benchmarks/results/convergence_pr_controls_converged.json",
     "[+2.62, +7.64]": "MCM at MINUTE's budget, read from convergence.py's output (docs/minute.md says so)",
     "[−0.13, +8.54]": "the same view as the line above",
     "[+0.05, +4.47]": "Wray at 160 epochs scored against BoW: the other machine's report (docs/wray.md says so)",
@@ -55,7 +58,7 @@ def stored_intervals(results: Path) -> set[tuple[float, float]]:
             for v in o:
                 walk(v)
         elif isinstance(o, str):
-            found.update((_num(a), _num(b)) for a, b in re.findall(rf"\[({NUM}), ({NUM})\]", o))
+            found.update((_num(a), _num(b)) for a, b in INTERVAL.findall(o))
 
     for p in sorted(results.glob("*.json")):
         walk(json.loads(p.read_text()))
@@ -80,21 +83,22 @@ def wrong_labels(text: str) -> list[str]:
     return bad
 
 
-def _pages() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+def _pages() -> dict[str, str]:
+    """The README and every page of docs/, by name."""
+    return {p.name: p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]}
 
 
 def test_every_quoted_interval_is_a_stored_one() -> None:
     stored = stored_intervals(ROOT / "benchmarks" / "results")
     assert len(stored) > 1000  # the verdict scripts' JSONs are there (a checkout without them would pass vacuously)
-    missing = {p.name: bad for p in _pages() if (bad := unheld(p.read_text(), stored, HELD_ELSEWHERE))}
-    assert missing == {}
-    quoted = "".join(p.read_text() for p in _pages())
+    pages = _pages()
+    assert {name: bad for name, text in pages.items() if (bad := unheld(text, stored, HELD_ELSEWHERE))} == {}
+    quoted = "".join(pages.values())
     assert [k for k in HELD_ELSEWHERE if k not in quoted] == []  # no stale exception
 
 
 def test_every_label_agrees_with_its_interval() -> None:
-    assert {p.name: bad for p in _pages() if (bad := wrong_labels(p.read_text()))} == {}
+    assert {name: bad for name, text in _pages().items() if (bad := wrong_labels(text))} == {}
 
 
 def test_a_mistyped_interval_and_a_wrong_label_are_caught(tmp_path: Path) -> None:
