@@ -1,13 +1,13 @@
 """Exact first-stage search on a GPU: the library's ``exact`` stage (ClipMaxRetriever on a CUDA device) at 100k and 1M videos.
 
-    python benchmarks/gpu_first_stage.py [--videos 100000 1000000] [--queries 50] [--out FILE]
+    python benchmarks/gpu_first_stage.py [--videos 100000 1000000] [--queries 192] [--batches 1 16 64] [--out FILE]
 
 Needs a CUDA device. The corpus has the shape of the 1M benchmark of ``first_stage_scale.py`` (two
 streams, d = 128, 10 to 58 clips a video, 34 on average: 17.4 KB of fp16 per video), filled with random
 unit vectors (exact search reads every clip, so its time does not depend on the values). The retriever
 keeps an fp32 unit copy of every clip on the device (as it does on the CPU) and takes each video's max
 there (``video_max_torch``); only the (B, V) video scores come back to the host. Per corpus size:
-the one-off copy to the device, then per batch size (1 and 16 queries) the p50/p95 time of a batch's
+the one-off copy to the device, then per batch size (1, 16 and 64 queries) the p50/p95 time of a batch's
 ``ExactFirstStage.retrieve`` (top 100 videos), and beside it the physical limit: the fp32 clip bytes
 each batch reads over the device's memory bandwidth measured in the same run (a device-to-device
 copy, bytes read + written). At 100k the top 100 is checked against the CPU path on 5 queries.
@@ -66,7 +66,8 @@ def device_bandwidth_gib_s(dev: torch.device, gib: float = 4.0) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--videos", type=int, nargs="+", default=[100_000, 1_000_000])
-    ap.add_argument("--queries", type=int, default=50)
+    ap.add_argument("--queries", type=int, default=192)
+    ap.add_argument("--batches", type=int, nargs="+", default=[1, 16, 64], help="queries a batch")
     ap.add_argument("--out", type=Path, default=RESULTS / "gpu_first_stage.json")
     ap.add_argument("--device", default="cuda", help="cpu: a smoke run of this script only (no bandwidth)")
     args = ap.parse_args()
@@ -94,7 +95,7 @@ def main() -> None:
                     for i in range(5)]
             print(f"  top 100 as on the CPU: {sum(same)}/5 queries", flush=True)
         clip_bytes = int(index.offsets[-1]) * STREAMS * D * 4
-        for b in (1, 16):
+        for b in args.batches:
             lat = []
             for i in range(0, args.queries - b + 1, b):
                 t = time.perf_counter()
