@@ -137,6 +137,22 @@ def test_the_device_path_takes_each_videos_max_as_the_cpu_path_does() -> None:
     assert np.array_equal(got, np.maximum.reduceat(sim, offsets[:-1], axis=1))
     assert got[1, 7, 0] == sim[1, offsets[7]: offsets[8], 0].max()
 
+    # the device path a stream at a time (clips in chunks that cut videos in two) against the CPU retriever's scores
+    from momentsearch.search.clipmax import ClipMaxRetriever, as_read, streamwise_video_max
+    from momentsearch.search.index import VideoIndex
+    from momentsearch.search.stages import Queries
+
+    rows = rng.normal(size=(int(offsets[-1]), 2, 16)).astype(np.float16)
+    index = VideoIndex([f"v{i}" for i in range(300)], np.full(300, 60.0), np.full(300, 2.0), offsets, {"h1": rows})
+    q = torch.from_numpy(rng.normal(size=(5, 2, 16)).astype(np.float32))
+    retriever = ClipMaxRetriever(as_read, index, "h1", True, chunk_clips=1000)
+    cpu = retriever.score_videos(Queries(q, torch.ones(5, 2, dtype=torch.bool)))
+    unit = torch.nn.functional.normalize(q, dim=-1)
+    streamwise = streamwise_video_max(unit, retriever._prepared(), torch.from_numpy(n))
+    assert len(retriever._prepared()) > 3 and streamwise.shape == (5, 300)
+    assert torch.allclose(cpu, streamwise, atol=1e-6)
+    assert np.array_equal(cpu.topk(20).indices.numpy(), streamwise.topk(20).indices.numpy())
+
 
 def test_auto_is_exact_on_a_gpu_where_every_clip_fits() -> None:
     """``auto`` above 200,000 clips: ``scan`` on the CPU; on a GPU ``exact`` while the fp32 copy of every

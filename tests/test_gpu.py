@@ -64,6 +64,13 @@ def test_exact_search_on_the_gpu_ranks_as_on_the_cpu() -> None:
         assert gpu.device.type == "cpu" and gpu.shape == (8, 2000)
         assert torch.allclose(cpu, gpu, atol=1e-4), (cpu - gpu).abs().max()
         assert np.array_equal(cpu.topk(10).indices.numpy(), gpu.topk(10).indices.numpy())
+    # the exact stage takes its top k on the device, and only (B, k) comes back
+    from momentsearch.search.first_stage import ExactFirstStage
+    on_gpu = ExactFirstStage(ClipMaxRetriever(as_read, index, "h1", True, device=torch.device("cuda")))
+    top, idx = on_gpu.retrieve(Queries(q, mask), 10)
+    cpu_top, cpu_idx = ExactFirstStage(ClipMaxRetriever(as_read, index, "h1", True)).retrieve(Queries(q, mask), 10)
+    assert top.device.type == "cpu" and idx.shape == (8, 10) and np.array_equal(idx, cpu_idx)
+    assert torch.allclose(top, cpu_top, atol=1e-4)
 
 
 def test_auto_serves_a_large_index_exactly_on_the_gpu(tmp_path: Path) -> None:

@@ -88,15 +88,21 @@ class ClipMaxRetriever:
 
     @torch.no_grad()
     def score_videos(self, queries: Queries) -> torch.Tensor:
+        return self.device_scores(queries).cpu()
+
+    @torch.no_grad()
+    def device_scores(self, queries: Queries) -> torch.Tensor:
+        """(B, V) on the retriever's device: a first stage takes its top k there, and only (B, k) comes back
+        (on a GPU, copying all of (B, V) to pageable host memory cost more than the scoring: 186 of 238 ms for
+        64 queries over 1M videos on an H200)."""
         q = self.vectors(queries.to(self.device))
         if self.cosine:
             q = F.normalize(q, dim=-1)
-        sim = torch.cat([torch.einsum("bsd,nsd->bns", q.float(), h) for h in self._prepared()], dim=1)  # (B, N, S)
-        if sim.device.type == "cpu":
-            per_video = torch.from_numpy(np.maximum.reduceat(sim.numpy(), self.index.offsets[:-1], axis=1))
-        else:  # on the device: only (B, V) comes back, not every clip's score
-            per_video = video_max_torch(sim, self._lengths(sim.device))
-        return per_video.mean(-1).cpu()
+        q = q.float()
+        if self.device.type == "cpu":
+            sim = torch.cat([torch.einsum("bsd,nsd->bns", q, h) for h in self._prepared()], dim=1)  # (B, N, S)
+            return torch.from_numpy(np.maximum.reduceat(sim.numpy(), self.index.offsets[:-1], axis=1)).mean(-1)
+        return streamwise_video_max(q, self._prepared(), self._lengths(q.device))
 
     def _lengths(self, device: torch.device) -> torch.Tensor:
         if self._clip_counts is None or self._clip_counts.device != device:
@@ -104,7 +110,19 @@ class ClipMaxRetriever:
         return self._clip_counts
 
 
+def streamwise_video_max(q: torch.Tensor, clips: list[torch.Tensor], lengths: torch.Tensor) -> torch.Tensor:
+    """(B, S, d) queries, the clips in chunks of (n, S, d), (V,) clips per video -> (B, V): the mean over streams of
+    each video's best clip, a stream at a time: (B, N) products and each video's max along the last axis, with no
+    (B, N, S) matrix made and permuted (on an H200, 13.6 against 21.8 ms for one query over 1M videos)."""
+    total = None
+    for s in range(q.shape[1]):
+        sim = torch.cat([q[:, s] @ h[:, s].T for h in clips], dim=1)  # (B, N)
+        best = video_max_torch(sim, lengths)
+        total = best if total is None else total + best
+    return total / q.shape[1]
+
+
 def video_max_torch(sim: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """(B, N, S) clip scores, (V,) clips per video (each >= 1, contiguous) -> (B, V, S) each video's max,
+    """(B, N, ...) clip scores, (V,) clips per video (each >= 1, contiguous) -> (B, V, ...) each video's max,
     as ``np.maximum.reduceat`` over the offsets, on the tensors' device."""
     return torch.segment_reduce(sim, "max", lengths=lengths.expand(sim.shape[0], -1), axis=1)

@@ -59,6 +59,11 @@ class ExactFirstStage:
 
     def retrieve(self, queries: Queries, k: int, pools: Sequence[Sequence[int]] | None = None
                  ) -> tuple[torch.Tensor, np.ndarray]:
+        on_device = getattr(self.retriever, "device_scores", None)
+        if pools is None and on_device is not None:  # the top k taken where the scores are: (B, k) comes back
+            s = on_device(queries)
+            top, idx = s.topk(min(k, s.shape[1]), dim=1)
+            return top.cpu(), idx.cpu().numpy()
         s = self.retriever.score_videos(queries).cpu()  # (B, V)
         if pools is not None:
             s = restrict_to_pools(s, pools)
