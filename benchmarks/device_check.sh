@@ -6,7 +6,8 @@
 #   printf '/.whl/\n/.gpu/\n' >> .git/info/exclude
 #   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #       --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d .whl orjson==3.13.0 faiss-cpu==1.15.1
-#   python -c "from momentsearch.data.synthetic import generate, load_preset; generate(load_preset('tiny'), '.gpu/tiny')"
+#   python -c "from momentsearch.data.synthetic import generate, load_preset
+#   generate(load_preset('tiny'), '.gpu/tiny')"
 #   # then one short training on .gpu/tiny (any XML config) so that features/queries_minilm.h5 holds the queries:
 #   # MiniLM's weights (88 MB) are over what a call carries
 #
@@ -17,8 +18,10 @@ export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD/src MOMENTSEARCH_TINY_BENCHMARK=$PWD/.gpu/tiny
 { date -u; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
-  python3 -c "import torch, numpy; print('torch', torch.__version__, torch.cuda.get_device_name(), 'numpy', numpy.__version__)"
-  lscpu | grep -E "Model name|^CPU\(s\)"; grep -o -w 'avx512[a-z_0-9]*\|amx[a-z_0-9]*\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' '
+  python3 -c "import torch, numpy; print('torch', torch.__version__, torch.cuda.get_device_name(),
+    'numpy', numpy.__version__)"
+  lscpu | grep -E "Model name|^CPU\(s\)"
+  grep -o -w 'avx512[a-z_0-9]*\|amx[a-z_0-9]*\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' '
   echo; } 2>&1 | tee "$OUT/env.txt"
 python3 setup.py build_ext --inplace > "$OUT/build.log" 2>&1 || { echo "the C extensions did not build"; exit 1; }
 SECONDS=0

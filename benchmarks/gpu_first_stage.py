@@ -7,8 +7,8 @@ streams, d = 128, 10 to 58 clips a video, 34 on average: 17.4 KB of fp16 per vid
 unit vectors (exact search reads every clip, so its time does not depend on the values). The retriever
 keeps an fp32 unit copy of every clip on the device (as it does on the CPU) and takes each video's max
 there (``video_max_torch``, a stream at a time) and the top 100 too: only (B, 100) comes back to the host.
-Per corpus size: the one-off copy to the device, then per batch size (1, 16 and 64 queries) the p50/p95 time of a batch's
-``ExactFirstStage.retrieve`` (top 100 videos), and beside it the physical limit: the fp32 clip bytes
+Per corpus size: the one-off copy to the device, then per batch size (1, 16 and 64 queries) the p50/p95 time
+of a batch's ``ExactFirstStage.retrieve`` (top 100 videos), and beside it the physical limit: the fp32 clip bytes
 each batch reads over the device's memory bandwidth measured in the same run (a device-to-device
 copy, bytes read + written). At 100k the top 100 is checked against the CPU path on 5 queries.
 """
