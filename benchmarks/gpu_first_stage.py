@@ -11,6 +11,10 @@ Per corpus size: the one-off copy to the device, then per batch size (1, 16 and 
 of a batch's ``ExactFirstStage.retrieve`` (top 100 videos), and beside it the physical limit: the fp32 clip bytes
 each batch reads over the device's memory bandwidth measured in the same run (a device-to-device
 copy, bytes read + written). At 100k the top 100 is checked against the CPU path on 5 queries.
+
+``--pieces 22 25 40``: rows for each of those sizes of the pieces the device scans at once (2^22 ... (query, clip)
+scores; 40: one piece, the whole (B, N) matrix; default the library's ``PIECE_ELEMS``). ``--tf32``: rows with
+TF32 products too (``torch.backends.cuda.matmul.allow_tf32``), and how many of their top 100 are fp32's.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, report  # noqa: E402
 
 from momentsearch.search.stages import Queries  # noqa: E402
-from momentsearch.search.clipmax import ClipMaxRetriever, as_read  # noqa: E402
+from momentsearch.search.clipmax import PIECE_ELEMS, ClipMaxRetriever, as_read  # noqa: E402
 from momentsearch.search.first_stage import ExactFirstStage  # noqa: E402
 from momentsearch.search.index import VideoIndex  # noqa: E402
 
@@ -70,6 +74,9 @@ def main() -> None:
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 16, 64], help="queries a batch")
     ap.add_argument("--out", type=Path, default=RESULTS / "gpu_first_stage.json")
     ap.add_argument("--device", default="cuda", help="cpu: a smoke run of this script only (no bandwidth)")
+    ap.add_argument("--pieces", type=int, nargs="+", default=[PIECE_ELEMS.bit_length() - 1],
+                    help="log2 of the (query, clip) scores a piece of the scan holds")
+    ap.add_argument("--tf32", action="store_true", help="rows with TF32 products too")
     args = ap.parse_args()
     dev = torch.device(args.device)
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
@@ -95,18 +102,27 @@ def main() -> None:
                     for i in range(5)]
             print(f"  top 100 as on the CPU: {sum(same)}/5 queries", flush=True)
         clip_bytes = int(index.offsets[-1]) * STREAMS * D * 4
-        for b in args.batches:
-            lat = []
-            for i in range(0, args.queries - b + 1, b):
-                t = time.perf_counter()
-                stage.retrieve(Queries(q[i: i + b], mask[i: i + b]), 100)
-                lat.append((time.perf_counter() - t) * 1000)
-            rows.append({"device": name, "videos": v, "clips": int(index.offsets[-1]), "batch": b,
-                         "copy_to_device_s": round(copy_s, 2), "device_GiB": round(clip_bytes / 2**30, 2),
-                         "p50_ms_per_batch": float(np.median(lat)), "p95_ms_per_batch": float(np.percentile(lat, 95)),
-                         "p50_ms_per_query": float(np.median(lat)) / b, "limit_ms_per_batch": clip_bytes / 2**30 / bw * 1000,
-                         "bandwidth_GiB/s": bw, "batches": len(lat)})
-            print(rows[-1], flush=True)
+        fp32_top = [stage.retrieve(Queries(q[i: i + 1], mask[:1]), 100)[1] for i in range(5)]
+        for piece, tf32 in [(p, t) for p in args.pieces for t in ((False, True) if args.tf32 else (False,))]:
+            retriever.piece_elems = 1 << piece
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            kept = sum(len(np.intersect1d(stage.retrieve(Queries(q[i: i + 1], mask[:1]), 100)[1], fp32_top[i]))
+                       for i in range(5)) / 5
+            for b in args.batches:
+                lat = []
+                for i in range(0, args.queries - b + 1, b):
+                    t = time.perf_counter()
+                    stage.retrieve(Queries(q[i: i + b], mask[i: i + b]), 100)
+                    lat.append((time.perf_counter() - t) * 1000)
+                rows.append({"device": name, "videos": v, "clips": int(index.offsets[-1]), "batch": b,
+                             "piece_log2": piece, "tf32": tf32, "of_fp32_top100": kept,
+                             "copy_to_device_s": round(copy_s, 2), "device_GiB": round(clip_bytes / 2**30, 2),
+                             "p50_ms_per_batch": float(np.median(lat)), "p95_ms_per_batch": float(np.percentile(lat, 95)),
+                             "p50_ms_per_query": float(np.median(lat)) / b,
+                             "limit_ms_per_batch": clip_bytes / 2**30 / bw * 1000, "bandwidth_GiB/s": bw,
+                             "batches": len(lat)})
+                print(rows[-1], flush=True)
+        torch.backends.cuda.matmul.allow_tf32 = False
         del stage, retriever, index
         if dev.type == "cuda":
             torch.cuda.empty_cache()

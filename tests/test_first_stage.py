@@ -152,6 +152,18 @@ def test_the_device_path_takes_each_videos_max_as_the_cpu_path_does() -> None:
     assert len(retriever._prepared()) > 3 and streamwise.shape == (5, 300)
     assert torch.allclose(cpu, streamwise, atol=1e-6)
     assert np.array_equal(cpu.topk(20).indices.numpy(), streamwise.topk(20).indices.numpy())
+    # in pieces that cut videos too (as a device scores, at most PIECE_ELEMS scores at once), down to one clip
+    from momentsearch.search.clipmax import video_pieces
+
+    chunks = retriever._prepared()
+    for size in (1, 7, 64, 1000):
+        pieces = video_pieces(n, [len(c) for c in chunks], size, torch.device("cpu"))
+        assert sum(int(p[4].sum()) for p in pieces) == offsets[-1] and max(p[2] - p[1] for p in pieces) <= size
+        assert torch.allclose(cpu, streamwise_video_max(unit, chunks, torch.from_numpy(n), pieces), atol=1e-6)
+    # by hand: videos of 3, 5 and 2 clips in chunks of 6 and 4, pieces of at most 4 clips
+    by_hand = [(c, a, b, v, held.tolist()) for c, a, b, v, held in video_pieces(np.array([3, 5, 2]), [6, 4], 4,
+                                                                                torch.device("cpu"))]
+    assert by_hand == [(0, 0, 4, 0, [3, 1]), (0, 4, 6, 1, [2]), (1, 0, 4, 1, [2, 2])]  # video 1 in all three
 
 
 def test_auto_is_exact_on_a_gpu_where_every_clip_fits() -> None:
