@@ -71,6 +71,12 @@ def test_exact_search_on_the_gpu_ranks_as_on_the_cpu() -> None:
     cpu_top, cpu_idx = ExactFirstStage(ClipMaxRetriever(as_read, index, "h1", True)).retrieve(Queries(q, mask), 10)
     assert top.device.type == "cpu" and idx.shape == (8, 10) and np.array_equal(idx, cpu_idx)
     assert torch.allclose(top, cpu_top, atol=1e-4)
+    # in pieces that cut videos (2,400 scores: 256 clips a piece at 8 queries), as 2^29 scores do at 1M videos
+    pieced = ClipMaxRetriever(as_read, index, "h1", True, device=torch.device("cuda"))
+    pieced.piece_elems = 8 * 300
+    whole = ClipMaxRetriever(as_read, index, "h1", True).score_videos(Queries(q, mask))
+    assert torch.allclose(pieced.score_videos(Queries(q, mask)), whole, atol=1e-4)
+    assert list(pieced._pieces) == [256] and len(pieced._pieces[256]) == -(-int(offsets[-1]) // 256)
 
 
 def test_auto_serves_a_large_index_exactly_on_the_gpu(tmp_path: Path) -> None:
