@@ -26,7 +26,7 @@ rng = np.random.default_rng(1)
 Q = torch.from_numpy(rng.normal(size=(64, STREAMS, D)).astype(np.float32))
 M = torch.ones(64, STREAMS, dtype=torch.bool)
 
-def alt(q):  # q: (B, S, d) on device, unit: the library's device path, without the copy of (B, V)
+def alt(q):  # q: (B, S, d) on device, unit: the device path in one piece (score_videos scans in pieces)
     return streamwise_video_max(q, clips, lengths).cpu()
 
 def alt2(q):  # max via a padded (V, Lmax) index into a row with -inf appended
