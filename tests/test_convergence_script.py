@@ -140,3 +140,21 @@ def test_the_scripts_read_a_chain_under_the_rule_that_continued_it(tmp_path: Pat
     longer["out_dir"] = str(tmp_path / run_digest(longer) / "seed0")
     finished(longer, history(50))  # flat over its last 20 epochs
     assert chain_end(d, continuation_of(equiv), "XML seed 0", Path("exp.yaml"), equiv)["epochs"] == 50
+
+
+def test_replay_check_finds_the_first_epoch_that_differs_by_hand() -> None:
+    """benchmarks/replay_check.py: a run trained again is compared with the stored row it should repeat."""
+    from benchmarks.replay_check import compare_curves, compare_test
+
+    def epoch(vr: float, r10: float, r1: float) -> dict:
+        return {"val": {"VR": {"r10": vr}, "VCMR": {"0.5-r10": r10, "0.5-r1": r1}}}
+
+    stored = {"VR r10": [10.0, 20.0, 30.0], "VCMR 0.5-r10": [1.0, 2.0, 3.0], "VCMR 0.5-r1": [0.0, 0.33, 0.67]}
+    history = [epoch(10.0, 1.0, 0.0), epoch(20.0, 2.0, 0.33)]  # still training: 2 of the 3 stored epochs
+    assert compare_curves(history, stored) == (2, None)
+    history.append(epoch(30.0, 3.0, 1.0))  # epoch 3's R@1 moved by one query of 300
+    assert compare_curves(history, stored) == (3, "epoch 3: VCMR 0.5-r1 1.0 now, 0.67 stored")
+    assert compare_curves(history + [epoch(40.0, 4.0, 1.0)], {"VR r10": [10.0]}) == (1, None)  # the shorter decides
+    wrong = compare_test({"VR r1": 9.75, "VCMR 0.5-r1": 19.5, "only now": 1.0},
+                         {"VR r1": 9.75, "VCMR 0.5-r1": 19.55, "only stored": 2.0})
+    assert wrong == ["VCMR 0.5-r1 19.5 now, 19.55 stored"]  # a metric one side lacks is not compared
