@@ -158,3 +158,16 @@ def test_replay_check_finds_the_first_epoch_that_differs_by_hand() -> None:
     wrong = compare_test({"VR r1": 9.75, "VCMR 0.5-r1": 19.5, "only now": 1.0},
                          {"VR r1": 9.75, "VCMR 0.5-r1": 19.55, "only stored": 2.0})
     assert wrong == ["VCMR 0.5-r1 19.5 now, 19.55 stored"]  # a metric one side lacks is not compared
+
+
+def test_paired_stored_pairs_two_experiments_by_seed_by_hand() -> None:
+    """benchmarks/paired_stored.py: A − B over the seeds both stored JSONs hold, per metric."""
+    from benchmarks.paired_stored import compare
+
+    a = {0: {"VR r10": 44.0}, 1: {"VR r10": 45.0}, 2: {"VR r10": 41.0}, 3: {"VR r10": 50.0}}  # seed 3: A only
+    b = {0: {"VR r10": 42.0}, 1: {"VR r10": 43.0}, 2: {"VR r10": 40.0}}
+    (row,) = compare(a, b, ["VR r10"])
+    assert row["seeds"] == [0, 1, 2] and row["per_seed"] == [2.0, 2.0, 1.0]
+    # mean 5/3, sample std 1/sqrt(3): 5/3 ± t(0.975, 2) / 3 = 1.667 ± 1.434 -> [0.232, 3.101], borne out
+    assert (row["low"], row["high"]) == (pytest.approx(0.232, abs=1e-3), pytest.approx(3.101, abs=1e-3))
+    assert row["verdict"] == "borne out"
