@@ -34,8 +34,8 @@ def seed_rows(path: Path, condition: str) -> dict[int, dict[str, Any]]:
     except ConfigError as e:
         sys.exit(f"error: {e}")
     runs = data.get("runs") if isinstance(data.get("runs"), list) else []
-    out = {r["seed"]: r["test"] for r in runs
-           if isinstance(r, dict) and r.get("condition") == condition and isinstance(r.get("test"), dict)}
+    out = {r["seed"]: r["test"] for r in runs if isinstance(r, dict) and r.get("condition") == condition
+           and isinstance(r.get("seed"), int) and isinstance(r.get("test"), dict)}
     if not out:
         sys.exit(f"error: {path} holds no run of condition {condition!r}")
     return out

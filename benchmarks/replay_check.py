@@ -38,11 +38,12 @@ from momentsearch.experiments.continuation import read_history  # noqa: E402
 def compare_curves(history: list[dict[str, Any]], stored: dict[str, list[float]]) -> tuple[int, str | None]:
     """(epochs compared, None when identical over them, else where the first difference is) for a run's history
     against a stored row's curves ("VR r10", ...); a curve the stored row lacks is not compared."""
-    n = min([len(history)] + [len(stored[f"{t} {k}"]) for t, k in CURVES if f"{t} {k}" in stored])
+    held = [len(stored[f"{t} {k}"]) for t, k in CURVES if isinstance(stored.get(f"{t} {k}"), list)]
+    n = min([len(history)] + held) if held else 0  # a row with none of the curves compares nothing
     for e in range(n):
         for t, k in CURVES:
             want = stored.get(f"{t} {k}")
-            if want is not None and float(history[e]["val"][t][k]) != float(want[e]):
+            if isinstance(want, list) and float(history[e]["val"][t][k]) != float(want[e]):
                 return n, f"epoch {e + 1}: {t} {k} {history[e]['val'][t][k]} now, {want[e]} stored"
     return n, None
 
@@ -75,16 +76,18 @@ def main() -> None:
                 history = read_history(run / "history.json")
             except ConfigError as e:
                 sys.exit(f"error: {e}")
-            n, where = compare_curves(history, row["curves"])
+            n, where = compare_curves(history, row.get("curves") if isinstance(row.get("curves"), dict) else {})
             test = "—"
-            if (run / "result.json").exists() and len(history) == row["epochs"]:
-                wrong = compare_test(run_metrics(json.loads((run / "result.json").read_text())), row["test"])
+            if (run / "result.json").exists() and len(history) == row.get("epochs"):
+                wrong = compare_test(run_metrics(json.loads((run / "result.json").read_text())), row.get("test") or {})
                 test = "identical" if not wrong else f"{len(wrong)} differ, e.g. {wrong[0]}"
                 differ += bool(wrong)
             differ += where is not None
             checked += 1
-            print(f"| {cond} | {seed} | {len(history)} | {row['epochs']} | "
-                  f"{'identical over ' + str(n) + ' epochs' if where is None else where} | {test} |")
+            curves = ("no stored curves to compare" if n == 0 else
+                      f"identical over {n} epochs" if where is None else where)
+            differ += n == 0
+            print(f"| {cond} | {seed} | {len(history)} | {row.get('epochs')} | {curves} | {test} |")
     print(f"\n{checked} run(s) on disk checked against {args.stored}; {differ} difference(s)")
     sys.exit(1 if differ else 0)
 

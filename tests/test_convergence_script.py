@@ -155,6 +155,7 @@ def test_replay_check_finds_the_first_epoch_that_differs_by_hand() -> None:
     history.append(epoch(30.0, 3.0, 1.0))  # epoch 3's R@1 moved by one query of 300
     assert compare_curves(history, stored) == (3, "epoch 3: VCMR 0.5-r1 1.0 now, 0.67 stored")
     assert compare_curves(history + [epoch(40.0, 4.0, 1.0)], {"VR r10": [10.0]}) == (1, None)  # the shorter decides
+    assert compare_curves(history, {}) == (0, None)  # nothing stored to compare: the script counts it as a difference
     wrong = compare_test({"VR r1": 9.75, "VCMR 0.5-r1": 19.5, "only now": 1.0},
                          {"VR r1": 9.75, "VCMR 0.5-r1": 19.55, "only stored": 2.0})
     assert wrong == ["VCMR 0.5-r1 19.5 now, 19.55 stored"]  # a metric one side lacks is not compared
