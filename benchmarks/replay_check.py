@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from convergence import CURVES, read_stored, run_metrics  # noqa: E402
+from convergence import CURVES, read_stored, run_metrics, stored_rows  # noqa: E402
 from momentsearch.config import load_yaml_config  # noqa: E402
 from momentsearch.errors import ConfigError  # noqa: E402
 from momentsearch.experiments import ExperimentConfig, prepare, run_config, runs_folder  # noqa: E402
@@ -61,33 +61,33 @@ def main() -> None:
                     "(benchmarks/convergence.py wrote it)")
     args = ap.parse_args()
     exp = load_yaml_config(ExperimentConfig, args.experiment)
-    stored = {(r.get("condition"), r.get("seed")): r for r in read_stored(args.stored, exp.name)}
+    stored = read_stored(args.stored, exp.name)
     bench, tables = prepare(exp)
     runs_dir = runs_folder(exp, bench)
     differ = checked = 0
     print("| condition | seed | epochs on disk | stored epochs | curves | test |\n|---|---:|---:|---:|---|---|")
     for cond in exp.conditions:
-        for seed in exp.seeds:
-            row = stored.get((cond, seed))
+        rows = stored_rows(stored, args.stored, cond, list(exp.seeds))  # checked as convergence.py's --stored
+        for row in rows or []:
+            seed = row["seed"]
             run = Path(run_config(exp, cond, seed, bench, tables, runs_dir)["out_dir"])
-            if row is None or not (run / "history.json").exists():
+            if not (run / "history.json").exists():
                 continue
             try:
                 history = read_history(run / "history.json")
             except ConfigError as e:
                 sys.exit(f"error: {e}")
-            n, where = compare_curves(history, row.get("curves") if isinstance(row.get("curves"), dict) else {})
+            n, where = compare_curves(history, row["curves"])
             test = "—"
-            if (run / "result.json").exists() and len(history) == row.get("epochs"):
-                wrong = compare_test(run_metrics(json.loads((run / "result.json").read_text())), row.get("test") or {})
+            if (run / "result.json").exists() and len(history) == row["epochs"]:
+                wrong = compare_test(run_metrics(json.loads((run / "result.json").read_text())), row["test"])
                 test = "identical" if not wrong else f"{len(wrong)} differ, e.g. {wrong[0]}"
                 differ += bool(wrong)
-            differ += where is not None
+            differ += where is not None or n == 0
             checked += 1
             curves = ("no stored curves to compare" if n == 0 else
                       f"identical over {n} epochs" if where is None else where)
-            differ += n == 0
-            print(f"| {cond} | {seed} | {len(history)} | {row.get('epochs')} | {curves} | {test} |")
+            print(f"| {cond} | {seed} | {len(history)} | {row['epochs']} | {curves} | {test} |")
     print(f"\n{checked} run(s) on disk checked against {args.stored}; {differ} difference(s)")
     sys.exit(1 if differ else 0)
 
