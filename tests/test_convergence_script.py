@@ -172,3 +172,24 @@ def test_paired_stored_pairs_two_experiments_by_seed_by_hand() -> None:
     # mean 5/3, sample std 1/sqrt(3): 5/3 ± t(0.975, 2) / 3 = 1.667 ± 1.434 -> [0.232, 3.101], borne out
     assert (row["low"], row["high"]) == (pytest.approx(0.232, abs=1e-3), pytest.approx(3.101, abs=1e-3))
     assert row["verdict"] == "borne out"
+
+
+def test_tie_rate_counts_differences_in_queries_by_hand() -> None:
+    """benchmarks/tie_rate.py: A − B as a whole number of queries, pairs at one seed apart from the rest."""
+    from benchmarks.tie_rate import count_metrics, query_differences, summary
+
+    def run(cond: str, seed: int, r1: float, r5: float) -> dict:
+        return {"condition": cond, "seed": seed, "test": {"VCMR 0.5-r1": r1, "VCMR 0.5-r5": r5, "VR r1": 50.0}}
+
+    # 200 queries: one query is 0.5 points
+    runs = [run("A", 0, 20.0, 40.0), run("B", 0, 20.0, 39.5), run("A", 1, 21.5, 40.0), run("B", 1, 20.5, 41.0)]
+    counts, ties = query_differences(runs, 200, count_metrics(1))
+    # seed 0: A - B = 0; seed 1: +2 queries; other seeds: A0 - B1 = -1, B0 - A1 = -3 (VR r1 is not a count of moments)
+    assert counts["same seed"] == {0: 1, 2: 1} and counts["other seeds"] == {-1: 1, -3: 1}
+    assert ties == [{"A": "A", "B": "B", "seed": 0, "metric": "VCMR 0.5-r1", "value": 20.0}]
+    assert summary(counts["same seed"]) == {"compared": 2, "at 0": 1, "mean at +-1": 0.0, "mean at +-2": 0.5,
+                                           "within +-5": 2}
+    counts5, _ = query_differences(runs, 200, count_metrics(5))
+    assert counts5["same seed"] == {1: 1, -2: 1}
+    with pytest.raises(SystemExit, match="not a whole number"):  # 433 queries: 0.5 points is no count
+        query_differences(runs, 433, count_metrics(5))
