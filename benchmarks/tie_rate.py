@@ -33,8 +33,6 @@ from momentsearch.errors import ConfigError  # noqa: E402
 from momentsearch.fileio import write_json  # noqa: E402
 from momentsearch.readers import is_finite_number, read_json_object  # noqa: E402
 
-
-
 RANKS = (1, 5, 10)
 
 
@@ -107,6 +105,8 @@ def _rows(item: str, prefix: str) -> tuple[str, int, list[dict[str, Any]]]:
     path, _, n = item.rpartition("=")
     if not path or not n.isdigit() or int(n) < 1:
         sys.exit(f"error: --stored {item!r}: write FILE=N, N the number of test queries")
+    if int(n) >= 5000:  # the stored percentages have 2 decimals: a difference is then not a count to within 1/2
+        sys.exit(f"error: --stored {item!r}: with {n} queries, percentages to 2 decimals do not give whole counts")
     rows = [r for r in read_stored(Path(path), _experiment(Path(path)))
             if str(r.get("condition", "")).startswith(prefix)]
     bad = [i for i, r in enumerate(rows) if not isinstance(r.get("seed"), int) or not isinstance(r.get("test"), dict)
