@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import re
+import shlex
 import sys
 from collections import Counter
 from pathlib import Path
@@ -29,9 +30,8 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from convergence import read_stored  # noqa: E402
-from momentsearch.errors import ConfigError  # noqa: E402
 from momentsearch.fileio import write_json  # noqa: E402
-from momentsearch.readers import is_finite_number, read_json_object  # noqa: E402
+from momentsearch.readers import is_finite_number  # noqa: E402
 
 RANKS = (1, 5, 10)
 
@@ -80,7 +80,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     tables = [_rows(item, args.prefix) for item in args.stored]
-    result: dict[str, Any] = {"command": "python " + " ".join([Path(sys.argv[0]).as_posix(), *map(_quote, sys.argv[1:])]),
+    result: dict[str, Any] = {"command": "python " + shlex.join(sys.argv),
                               "stored": {path: {"test queries": n, "conditions": sorted({r["condition"] for r in rows})}
                                          for path, n, rows in tables}}
     for k in RANKS:
@@ -107,25 +107,13 @@ def _rows(item: str, prefix: str) -> tuple[str, int, list[dict[str, Any]]]:
         sys.exit(f"error: --stored {item!r}: write FILE=N, N the number of test queries")
     if int(n) >= 5000:  # the stored percentages have 2 decimals: a difference is then not a count to within 1/2
         sys.exit(f"error: --stored {item!r}: with {n} queries, percentages to 2 decimals do not give whole counts")
-    rows = [r for r in read_stored(Path(path), _experiment(Path(path)))
-            if str(r.get("condition", "")).startswith(prefix)]
+    rows = [r for r in read_stored(Path(path)) if str(r.get("condition", "")).startswith(prefix)]
     bad = [i for i, r in enumerate(rows) if not isinstance(r.get("seed"), int) or not isinstance(r.get("test"), dict)
            or not all(is_finite_number(v) for v in r["test"].values())]
     if bad or not rows:
         sys.exit(f"error: --stored {path}: " + (f"row(s) {bad} without an integer seed and numeric test numbers"
                                                 if bad else f"no condition starts with {prefix!r}"))
     return path, int(n), rows
-
-
-def _experiment(path: Path) -> str:
-    try:
-        return str(read_json_object(path, ConfigError, "convergence table (--stored)").get("experiment"))
-    except ConfigError as e:
-        sys.exit(f"error: {e}")
-
-
-def _quote(arg: str) -> str:
-    return f"'{arg}'" if " " in arg else arg
 
 
 if __name__ == "__main__":
