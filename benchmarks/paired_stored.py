@@ -14,6 +14,7 @@ as everywhere else; the interval covers training seeds, the test queries fixed.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,7 @@ def main() -> None:
     for r in rows:
         print(f"| {r['metric']} | {r['mean']:+.2f} | [{r['low']:+.2f}, {r['high']:+.2f}] | {r['verdict']} | "
               f"{', '.join(f'{x:+.2f}' for x in r['per_seed'])} |")
-    write_json(args.out, {"a": args.a, "b": args.b, "command": " ".join(sys.argv), "rows": rows})
+    write_json(args.out, {"a": args.a, "b": args.b, "command": "python " + shlex.join(sys.argv), "rows": rows})
     print(f"wrote {args.out}")
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -124,7 +125,7 @@ def main() -> None:
                   f"bootstrap [{boot.low:+.2f}, {boot.high:+.2f}] {boot.verdict}", flush=True)
     name = f"per_query_{exp.name}" + (f"_{args.tag}" if args.tag else "")
     write_json(ROOT / "benchmarks" / "results" / f"{name}.json",
-               {"experiment": exp.name, "command": "python benchmarks/per_query_verdict.py " + " ".join(sys.argv[1:]),
+               {"experiment": exp.name, "command": "python " + shlex.join(sys.argv),
                 "rows": rows}, indent=1)
 
 
