@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import platform
 import resource
+import shlex
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +16,15 @@ if TYPE_CHECKING:
     from momentsearch.experiments import Continuation
 
 RESULTS = Path(__file__).resolve().parent / "results"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def command_line() -> str:
+    """The command that ran this script, as a shell would read it back: ``python benchmarks/<script>.py ...``
+    (relative to the project when the script is in it), each argument quoted where it needs to be."""
+    script = Path(sys.argv[0]).resolve()
+    name = script.relative_to(ROOT).as_posix() if script.is_relative_to(ROOT) else sys.argv[0]
+    return "python " + shlex.join([name, *sys.argv[1:]])
 
 
 def timed(fn: Callable[[], Any], repeat: int = 3) -> tuple[float, Any]:

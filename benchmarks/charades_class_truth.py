@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import report  # noqa: E402
+from _common import command_line, report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 THRESHOLDS = (0.2, 0.5, 0.7, 0.8, 0.9)
@@ -96,7 +96,7 @@ def main() -> None:
         at = np.unique(np.r_[np.arange(max(1, len(order) // 400) - 1, len(order), max(1, len(order) // 400)),
                              len(order) - 1])  # every 1/400th of the ranking (past the first pair's tie order)
         curves[name] = (hits[at] / truth.sum(), hits[at] / (at + 1))
-    report("charades_class_truth", rows, "python benchmarks/charades_class_truth.py " + " ".join(sys.argv[1:]),
+    report("charades_class_truth", rows, command_line(),
            extra={"split": args.split, "queries": n, "pairs": int(len(truth)), "same_class_pairs": int(truth.sum()),
                   "same_class_per_batch": float(2 * truth.sum() / n * (BATCH - 1) / others)})
     import matplotlib

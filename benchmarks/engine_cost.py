@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import report  # noqa: E402
+from _common import command_line, report  # noqa: E402
 from query_cost import QUERIES  # noqa: E402
 
 
@@ -82,7 +82,7 @@ def main() -> None:
                              "same moments": True})
     keys = sorted({k for r in rows for k in r}, key=lambda k: list(rows[0]).index(k) if k in rows[0] else 99)
     rows = [{k: r.get(k, 0.0) for k in keys} for r in rows]
-    report("engine_cost", rows, "python benchmarks/engine_cost.py " + " ".join(sys.argv[1:]), args.json)
+    report("engine_cost", rows, command_line(), args.json)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import peak_rss_mib, report, timed  # noqa: E402
+from _common import command_line, peak_rss_mib, report, timed  # noqa: E402
 
 from momentsearch.data.corpus import Corpus, Moment, Video  # noqa: E402
 from momentsearch.data.relevance import MomentRelevance  # noqa: E402
@@ -84,7 +84,7 @@ def main() -> None:
                          "setup_s": 0.0})
     rows.append({"what": "peak RSS of this script (MiB)", "queries": args.queries, "preds/query": args.k,
                  "seconds": peak_rss_mib(), "VCMR 0.5-r100": float("nan"), "setup_s": 0.0})
-    report("eval_speed", rows, "python benchmarks/eval_speed.py " + " ".join(sys.argv[1:]))
+    report("eval_speed", rows, command_line())
 
 
 if __name__ == "__main__":

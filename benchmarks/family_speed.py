@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import peak_rss_mib, report  # noqa: E402
+from _common import command_line, peak_rss_mib, report  # noqa: E402
 from xml_speed import search_latency, train_throughput  # noqa: E402
 
 from momentsearch.data.synthetic import SyntheticBenchmark  # noqa: E402
@@ -47,7 +47,7 @@ def main() -> None:
     rows[-1]["peak_rss_MiB"] = peak_rss_mib()
     for r in rows[:-1]:
         r["peak_rss_MiB"] = ""
-    report("family_speed", rows, "python benchmarks/family_speed.py " + " ".join(sys.argv[1:]))
+    report("family_speed", rows, command_line())
 
 
 if __name__ == "__main__":

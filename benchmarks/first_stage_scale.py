@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, report  # noqa: E402
+from _common import RESULTS, command_line, report  # noqa: E402
 from _scale_data import checkpoint, encoded, exact_truth, log, million  # noqa: E402
 
 from momentsearch.data.batching import pad_tokens  # noqa: E402
@@ -343,7 +343,7 @@ def main() -> None:
         r["limit_ms"] = 1000 * r.pop("bytes/query") / 2**30 / bw if "bytes/query" in r else r.get("limit_ms")
         r["bandwidth_GiB/s"] = bw
     name = results_name(args)
-    command = "python benchmarks/first_stage_scale.py " + " ".join(sys.argv[1:])
+    command = command_line()
     report(name, merged(name, rows, command), command)
 
 

@@ -38,6 +38,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT), str(ROOT / "tests")]
 
+from benchmarks._common import command_line  # noqa: E402
 from benchmarks.fuzz_video_mutations import damage  # noqa: E402
 
 CONTAINERS = {  # name -> (PyAV format, codec, element kind, suffix)
@@ -230,7 +231,7 @@ def main() -> None:
     total = sum(r["outcomes"].get(k, 0) for r in results for k in ("foreign", "crash", "hang"))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"command": "python benchmarks/fuzz_videos.py " + " ".join(sys.argv[1:]),
+    tmp.write_text(json.dumps({"command": command_line(),
                                "n_per_container": args.n, "seed": args.seed, "results": results,
                                "foreign_crashes_and_hangs": total}, indent=1))
     os.replace(tmp, args.out)

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import peak_rss_mib, report  # noqa: E402
+from _common import command_line, peak_rss_mib, report  # noqa: E402
 
 from momentsearch.data.synthetic import SyntheticBenchmark, generate, load_preset  # noqa: E402
 
@@ -59,7 +59,7 @@ def main() -> None:
         })
         if args.keep is None:
             shutil.rmtree(base)
-    report("generate_speed", rows, "python benchmarks/generate_speed.py " + " ".join(sys.argv[1:]))
+    report("generate_speed", rows, command_line())
 
 
 if __name__ == "__main__":

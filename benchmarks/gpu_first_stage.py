@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, report  # noqa: E402
+from _common import RESULTS, command_line, report  # noqa: E402
 
 from momentsearch.search.stages import Queries  # noqa: E402
 from momentsearch.search.clipmax import PIECE_ELEMS, ClipMaxRetriever, as_read  # noqa: E402
@@ -128,7 +128,7 @@ def main() -> None:
         del stage, retriever, index
         if dev.type == "cuda":
             torch.cuda.empty_cache()
-    report("gpu_first_stage", rows, "python " + " ".join(sys.argv), out=args.out)
+    report("gpu_first_stage", rows, command_line(), out=args.out)
 
 
 if __name__ == "__main__":

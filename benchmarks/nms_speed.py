@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import report  # noqa: E402
+from _common import command_line, report  # noqa: E402
 
 from momentsearch.data.dataset import DatasetConfig, open_dataset  # noqa: E402
 from momentsearch.data.synthetic import generate, load_preset  # noqa: E402
@@ -77,7 +77,7 @@ def main() -> None:
             for name, (sec, _) in runs.items()]
     print(f"test split: {len(test.videos)} videos, {len(vcmr.query_ids)} queries; moments kept per query after NMS: "
           f"{float((vcmr.video_idx >= 0).sum(1).mean()):.1f} of 100")
-    report("nms_speed", rows, "python " + " ".join(sys.argv))
+    report("nms_speed", rows, command_line())
     if not same:
         raise SystemExit("the vectorised NMS ranked differently from the loop")
 

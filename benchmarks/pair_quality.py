@@ -21,7 +21,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import peak_rss_mib, report  # noqa: E402
+from _common import command_line, peak_rss_mib, report  # noqa: E402
 
 from momentsearch.data.synthetic import SyntheticBenchmark  # noqa: E402
 from momentsearch.relevance.pairs import DETECTORS, detect_pairs  # noqa: E402
@@ -88,7 +88,7 @@ def main() -> None:
                  "seconds": time.perf_counter() - t})
     print(f"{n} queries; truly relevant pairs per query {truth.sum() / n:.2f}; parsing {parse_s:.1f} s; "
           f"peak RSS {peak_rss_mib():.0f} MiB")
-    report("pair_quality", rows, "python benchmarks/pair_quality.py " + " ".join(sys.argv[1:]))
+    report("pair_quality", rows, command_line())
 
 
 if __name__ == "__main__":

@@ -14,14 +14,15 @@ as everywhere else; the interval covers training seeds, the test queries fixed.
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _common import command_line  # noqa: E402
 from momentsearch.errors import ConfigError  # noqa: E402
 from momentsearch.experiments.stats import paired  # noqa: E402
 from momentsearch.fileio import write_json  # noqa: E402
@@ -69,7 +70,7 @@ def main() -> None:
     for r in rows:
         print(f"| {r['metric']} | {r['mean']:+.2f} | [{r['low']:+.2f}, {r['high']:+.2f}] | {r['verdict']} | "
               f"{', '.join(f'{x:+.2f}' for x in r['per_seed'])} |")
-    write_json(args.out, {"a": args.a, "b": args.b, "command": "python " + shlex.join(sys.argv), "rows": rows})
+    write_json(args.out, {"a": args.a, "b": args.b, "command": command_line(), "rows": rows})
     print(f"wrote {args.out}")
 
 

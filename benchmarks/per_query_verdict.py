@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 from pathlib import Path
 
@@ -29,7 +28,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).parent))
 
 from convergence import parse_versus  # noqa: E402  (a condition's name may hold '=')
-from _common import add_continuation_flags, chain_end, continuation_of  # noqa: E402
+from _common import add_continuation_flags, chain_end, command_line, continuation_of  # noqa: E402
 
 from momentsearch.config import load_yaml_config  # noqa: E402
 from momentsearch.experiments import ExperimentConfig, prepare, run_config, runs_folder  # noqa: E402
@@ -125,7 +124,7 @@ def main() -> None:
                   f"bootstrap [{boot.low:+.2f}, {boot.high:+.2f}] {boot.verdict}", flush=True)
     name = f"per_query_{exp.name}" + (f"_{args.tag}" if args.tag else "")
     write_json(ROOT / "benchmarks" / "results" / f"{name}.json",
-               {"experiment": exp.name, "command": "python " + shlex.join(sys.argv),
+               {"experiment": exp.name, "command": command_line(),
                 "rows": rows}, indent=1)
 
 

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import peak_rss_mib, report  # noqa: E402
+from _common import command_line, peak_rss_mib, report  # noqa: E402
 
 from momentsearch.api import load_train_config  # noqa: E402
 from momentsearch.models.xml import RelevanceTrainConfig  # noqa: E402
@@ -59,7 +59,7 @@ def main() -> None:
     for r in rows:
         r["x XML"] = r["seconds/epoch"] / xml
     print(f"peak RSS {peak_rss_mib():.0f} MiB")
-    report("pr_cost", rows, "python benchmarks/pr_cost.py " + " ".join(sys.argv[1:]))
+    report("pr_cost", rows, command_line())
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ import httpx
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import report  # noqa: E402
+from _common import command_line, report  # noqa: E402
 from service_load import DOES, WHAT, WHO, free_port  # noqa: E402
 from service_soak import start, wait_ready  # noqa: E402
 
@@ -152,7 +152,7 @@ def main() -> int:
                 spy.wait(args.seconds + 60)
             proc.terminate()
             proc.wait(30)
-    report("query_cost", rows, "python benchmarks/query_cost.py " + " ".join(sys.argv[1:]), args.json)
+    report("query_cost", rows, command_line(), args.json)
     return 1 if failed else 0
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import peak_rss_mib, report  # noqa: E402
+from _common import command_line, peak_rss_mib, report  # noqa: E402
 
 from momentsearch.data.loaders import load_corpus  # noqa: E402
 from momentsearch.relevance.matrix import sparse_query_relevance  # noqa: E402
@@ -58,7 +58,7 @@ def main() -> None:
                      "peak_rss_MiB": peak_rss_mib()})
         print(rows[-1], flush=True)
         del table, phrases, texts
-    report("relevance_speed", rows, "python benchmarks/relevance_speed.py " + " ".join(sys.argv[1:]))
+    report("relevance_speed", rows, command_line())
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import report  # noqa: E402
+from _common import command_line, report  # noqa: E402
 from _scale_data import checkpoint, encoded  # noqa: E402
 from first_stage_scale import bandwidth_gib_s  # noqa: E402
 
@@ -72,7 +72,7 @@ def main() -> None:
                      "G look-ups/s (both cores)": lookups / med / 1e6,
                      "codes read once a batch, over one NumPy sum's bandwidth (ms/query)": code_bytes / b / (bw * 2**30) * 1000,
                      "speed-up of 7 bits": float(np.median(times[(b, 8)]) / med) if bits == 7 else "-"})
-    report("scan_bits", rows, "python benchmarks/scan_bits.py " + " ".join(sys.argv[1:]), extra={"videos": len(index), "clips": n_clips, "look-ups/query": lookups,
+    report("scan_bits", rows, command_line(), extra={"videos": len(index), "clips": n_clips, "look-ups/query": lookups,
                                      "code bytes": code_bytes, "bandwidth GiB/s": bw, "repeats": args.repeats,
                                      "threads": stages[8].threads})
 

@@ -25,7 +25,7 @@ import httpx
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import report  # noqa: E402
+from _common import command_line, report  # noqa: E402
 
 WHO = ("a man", "a woman", "someone", "a child", "a person", "the cook")
 DOES = ("opens", "closes", "picks up", "puts down", "washes", "throws")
@@ -118,7 +118,7 @@ def main() -> int:
            "p99_ms": float(np.percentile(lat, 99)), "errors": len(errors),
            "mean batch": batching["requests"] / max(1, batching["batches"]), "largest batch": batching["largest_batch"],
            **memory}
-    report("service_load", [row], "python benchmarks/service_load.py " + " ".join(sys.argv[1:]), args.json)
+    report("service_load", [row], command_line(), args.json)
     for e in errors[:5]:
         print("error:", e)
     return 1 if errors else 0

@@ -33,7 +33,7 @@ import httpx
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import report  # noqa: E402
+from _common import command_line, report  # noqa: E402
 from service_load import QUERIES, free_port  # noqa: E402
 
 FIXED = QUERIES[::12][:20]
@@ -203,7 +203,7 @@ def main() -> int:
         "same answers after restart": after == before,
     }
     rows = [dict(m) for m in minutes]
-    report("service_soak", rows, "python benchmarks/service_soak.py " + " ".join(sys.argv[1:]), args.json,
+    report("service_soak", rows, command_line(), args.json,
            extra={"summary": summary, "first errors": soak_errors[:5]})
     print(json.dumps(summary, indent=1))
     bad = soak_errors or while_loading.get(500, 0) or after != before or any(

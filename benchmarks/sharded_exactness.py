@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import report  # noqa: E402
+from _common import command_line, report  # noqa: E402
 from service_load import QUERIES  # noqa: E402
 
 import momentsearch  # noqa: E402
@@ -64,7 +64,7 @@ def main() -> int:
                      "same 10 moments, in order": float(same), "max relative score difference": float(diff),
                      "whole: moments in the exact top 10": agree["whole"],
                      "shards: moments in the exact top 10": agree["shards"]})
-    report("sharded_exactness", rows, "python benchmarks/sharded_exactness.py " + " ".join(sys.argv[1:]))
+    report("sharded_exactness", rows, command_line())
     return 0
 
 

@@ -30,7 +30,7 @@ import httpx
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import report  # noqa: E402
+from _common import command_line, report  # noqa: E402
 from service_load import QUERIES, free_port, load  # noqa: E402
 from service_soak import start  # noqa: E402
 
@@ -201,7 +201,7 @@ def main() -> int:
            "actors_peak_rss_MiB_by_node": {k: round(v["peak_rss_MiB"]) for k, v in mem.items()},
            "actors_anon_MiB_by_node": {k: round(v["anon_MiB"]) for k, v in mem.items()},
            "actors_by_node": {k: v["actors"] for k, v in mem.items()}}
-    report("sharded_scale", [row], "python benchmarks/sharded_scale.py " + " ".join(sys.argv[1:]),
+    report("sharded_scale", [row], command_line(),
            extra={"shared_rows": f"{args.shards} shards link one generated million's files; h1 stands in for h2"})
     return 1 if row["errors"] else 0
 

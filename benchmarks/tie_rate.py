@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import re
-import shlex
 import sys
 from collections import Counter
 from pathlib import Path
@@ -29,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _common import command_line  # noqa: E402
 from convergence import read_stored  # noqa: E402
 from momentsearch.fileio import write_json  # noqa: E402
 from momentsearch.readers import is_finite_number  # noqa: E402
@@ -80,7 +80,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     tables = [_rows(item, args.prefix) for item in args.stored]
-    result: dict[str, Any] = {"command": "python " + shlex.join(sys.argv),
+    result: dict[str, Any] = {"command": command_line(),
                               "stored": {path: {"test queries": n, "conditions": sorted({r["condition"] for r in rows})}
                                          for path, n, rows in tables}}
     for k in RANKS:

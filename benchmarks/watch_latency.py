@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import report  # noqa: E402
+from _common import command_line, report  # noqa: E402
 
 
 def main() -> None:
@@ -112,7 +112,7 @@ def main() -> None:
     print(f"requests {total}, by status {codes}; landing -> searchable median {statistics.median(secs):.2f} s")
     report("watch_latency", rows + [{"video": "median", "landing_to_searchable_s": statistics.median(secs),
                                      "videos_after": ""}],
-           "python benchmarks/watch_latency.py " + " ".join(sys.argv[1:]),
+           command_line(),
            extra={"requests": total, "status_codes": {str(k): v for k, v in codes.items()},
                   "clients": args.clients, "watch_interval_s": args.interval, "setup_s": round(setup_s, 1)})
     if set(codes) != {200}:

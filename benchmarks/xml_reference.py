@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import peak_rss_mib, report  # noqa: E402
+from _common import command_line, peak_rss_mib, report  # noqa: E402
 
 from momentsearch.data.synthetic import SyntheticBenchmark  # noqa: E402
 from momentsearch.models.family import InputDims, Step, TrainingData  # noqa: E402
@@ -170,7 +170,7 @@ def main() -> None:
     clips = np.mean([float(b.clip_mask.sum(1).float().mean()) for b, _ in timed])
     print(f"\n{args.threads} thread(s); {len(timed)} batches x {args.rounds} rounds; {clips:.0f} clips per video "
           f"on average; reference {REFERENCE_COMMIT}; peak RSS {peak_rss_mib():.0f} MiB")
-    report("xml_reference", rows, "python benchmarks/xml_reference.py " + " ".join(sys.argv[1:]))
+    report("xml_reference", rows, command_line())
 
 
 if __name__ == "__main__":

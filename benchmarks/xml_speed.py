@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import peak_rss_mib, report  # noqa: E402
+from _common import command_line, peak_rss_mib, report  # noqa: E402
 
 from momentsearch.data.batching import pad_tokens  # noqa: E402
 from momentsearch.data.synthetic import SyntheticBenchmark  # noqa: E402
@@ -127,7 +127,7 @@ def main() -> None:
         row["peak_rss_MiB"] = peak_rss_mib()
         rows.append(row)
         print(row, flush=True)
-    report("xml_speed", rows, "python benchmarks/xml_speed.py " + " ".join(sys.argv[1:]))
+    report("xml_speed", rows, command_line())
 
 
 if __name__ == "__main__":
