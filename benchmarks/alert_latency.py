@@ -46,6 +46,7 @@ class Hook(BaseHTTPRequestHandler):
 
 def main() -> None:
     import httpx
+
     from example_index import build_example_index, write_scenes
     from served_index import serve_watching
 

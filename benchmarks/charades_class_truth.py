@@ -49,8 +49,8 @@ def main() -> None:
     from momentsearch.relevance.action_classes import query_classes
     from momentsearch.relevance.pairs import DETECTORS, detect_pairs
     from momentsearch.relevance.proxies import BowIndex, PosIndex
-    from momentsearch.text.phrases import extract_phrases
     from momentsearch.text.encoders import QueryFeatureCache, sentence_embeddings
+    from momentsearch.text.phrases import extract_phrases
 
     table = load_charades_actions(args.data / "Charades_v1_train.csv", args.data / "Charades_v1_test.csv")
     corpus = load_charades_sta(args.data / f"charades_sta_{args.split}.txt")

@@ -24,7 +24,8 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import interval  # noqa: E402
-from momentsearch.evaluation.report import figure as subplots, save_png  # noqa: E402
+from momentsearch.evaluation.report import figure as subplots  # noqa: E402
+from momentsearch.evaluation.report import save_png
 
 ROW = re.compile(r"^CM-ANS a=(?P<a>[\d.]+) b=(?P<b>-?[\d.]+), (?P<n>\d+) epochs − control, (?P=n) epochs at lr x 0\.1$")
 METRICS = ("MVMR 0.5-r1", "MVMR 0.5-r5", "NLVL 0.5-r1", "nDCG VR 2-way")

@@ -44,13 +44,14 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import add_continuation_flags, chain_end, continuation_of  # noqa: E402
-from momentsearch.experiments import ExperimentConfig, mvmr_metrics, prepare, results_folder, run_config, runs_folder  # noqa: E402
-from momentsearch.experiments.continuation import curve_trends as trends, read_history, vr_phase_end  # noqa: E402
-from momentsearch.experiments.proxy_scores import stored_proxy_metrics  # noqa: E402
-from momentsearch.experiments.stats import paired as paired_stats  # noqa: E402
 from momentsearch.config import load_yaml_config  # noqa: E402
 from momentsearch.errors import ConfigError  # noqa: E402
 from momentsearch.evaluation.report import figure, save_png  # noqa: E402
+from momentsearch.experiments import ExperimentConfig, mvmr_metrics, prepare, results_folder, run_config, runs_folder  # noqa: E402
+from momentsearch.experiments.continuation import curve_trends as trends  # noqa: E402
+from momentsearch.experiments.continuation import read_history, vr_phase_end
+from momentsearch.experiments.proxy_scores import stored_proxy_metrics  # noqa: E402
+from momentsearch.experiments.stats import paired as paired_stats  # noqa: E402
 from momentsearch.fileio import write_json  # noqa: E402
 from momentsearch.readers import is_finite_number, read_json_object  # noqa: E402
 

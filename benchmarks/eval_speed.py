@@ -19,7 +19,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import command_line, peak_rss_mib, report, timed  # noqa: E402
-
 from momentsearch.data.corpus import Corpus, Moment, Video  # noqa: E402
 from momentsearch.data.relevance import MomentRelevance  # noqa: E402
 from momentsearch.evaluation import RankedMoments, Submission, evaluate_submission, multi_positive_recall  # noqa: E402

@@ -20,11 +20,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import command_line, peak_rss_mib, report  # noqa: E402
-from xml_speed import search_latency, train_throughput  # noqa: E402
-
 from momentsearch.data.synthetic import SyntheticBenchmark  # noqa: E402
 from momentsearch.models.minute import MINUTEConfig  # noqa: E402
 from momentsearch.models.xml import XMLConfig  # noqa: E402
+from xml_speed import search_latency, train_throughput  # noqa: E402
 
 
 def main() -> None:

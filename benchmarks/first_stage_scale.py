@@ -38,14 +38,15 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import momentsearch  # noqa: F401  (first: its OpenMP default, GOMP_SPINCOUNT, applies before torch loads)
 import numpy as np
 import torch
+
+import momentsearch  # noqa: F401  (first: its OpenMP default, GOMP_SPINCOUNT, applies before torch loads)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, command_line, report  # noqa: E402
 from _scale_data import checkpoint, encoded, exact_truth, log, million  # noqa: E402
-
+from _scale_specs import BUILD_KEYS, EXTRA_SPECS, SPECS  # noqa: E402
 from momentsearch.data.batching import pad_tokens  # noqa: E402
 from momentsearch.data.corpus import Moment  # noqa: E402
 from momentsearch.data.loaders.jsonl import iter_jsonl_corpus  # noqa: E402
@@ -56,7 +57,6 @@ from momentsearch.search.index import VideoIndex  # noqa: E402
 from momentsearch.serving.checkpoint import load_checkpoint  # noqa: E402
 from momentsearch.text.queries import CachedTextFeatures  # noqa: E402
 
-from _scale_specs import BUILD_KEYS, EXTRA_SPECS, SPECS  # noqa: E402
 BATCH = 16  # the batched rows: a batch of this many queries, as the service's batcher makes under load
 
 

@@ -11,7 +11,6 @@ import random
 from pathlib import Path
 
 import numpy as np
-
 from benchmarks.fuzz_mutations import _mutate_obj, mutate, mutate_h5, mutate_npy, npy_bytes
 
 # the feature matrix every fixture's feature store holds (``fuzz_targets.fixtures`` writes it)

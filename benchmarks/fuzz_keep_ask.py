@@ -32,9 +32,9 @@ class BadResponse(Exception):
 
 
 def keep_fixture(root: Path) -> None:
-    from example_index import build_example_index, scene
     from PIL import Image
 
+    from example_index import build_example_index, scene
     from momentsearch.serving.alerts import AlertBook
 
     index = build_example_index(root)

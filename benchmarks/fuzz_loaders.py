@@ -34,11 +34,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.fuzz_mutations import mutate  # noqa: E402
+from benchmarks.fuzz_targets import TARGETS, apply_mutant, fixtures  # noqa: E402
+
 from momentsearch.data.corpus import Corpus  # noqa: E402
 from momentsearch.data.loaders import (  # noqa: E402
+    iter_jsonl_corpus,
     load_activitynet,
     load_charades_sta,
-    iter_jsonl_corpus,
     load_didemo,
     load_jsonl_corpus,
     load_tacos,
@@ -47,11 +50,8 @@ from momentsearch.data.loaders import (  # noqa: E402
     write_jsonl_corpus,
 )
 from momentsearch.errors import MomentSearchError  # noqa: E402
-from momentsearch.fileio import write_json  # noqa: E402
 from momentsearch.evaluation import Submission, evaluate_submission  # noqa: E402
-
-from benchmarks.fuzz_mutations import mutate  # noqa: E402
-from benchmarks.fuzz_targets import TARGETS, apply_mutant, fixtures  # noqa: E402
+from momentsearch.fileio import write_json  # noqa: E402
 
 J = json.dumps
 SEEDS: dict[str, tuple[str, str]] = {  # format -> (file name, valid content)

@@ -248,6 +248,7 @@ def mutate_h5(path: Any, arrays: dict[str, Any], attrs: dict[str, Any], rng: ran
     """Write an HDF5 feature file to ``path`` with 1-3 structural faults (attributes, dataset shapes and
     dtypes, groups, soft / hard / external links, empty files), sometimes with its bytes broken too."""
     import h5py
+
     from momentsearch.data.features import checksum
 
     np = _np()

@@ -27,8 +27,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the test suite's video writer and served index
 
 from benchmarks.fuzz_file_mutants import (  # noqa: E402
-    GOOD, _h5_mutant, _npy_mutant, _yaml_mutant, _index_mutant, _scan_mutant, _rows8_mutant, _npz_mutant,
+    GOOD,
     _checkpoint_mutant,
+    _h5_mutant,
+    _index_mutant,
+    _npy_mutant,
+    _npz_mutant,
+    _rows8_mutant,
+    _scan_mutant,
+    _yaml_mutant,
 )
 from benchmarks.fuzz_heard_read import heard_fixture, heard_targets  # noqa: E402
 from benchmarks.fuzz_keep_ask import keep_fixture, keep_targets  # noqa: E402
@@ -93,11 +100,10 @@ def fixtures(root: Path) -> Path:
     feature stores, a relevance table, a tiny synthetic benchmark and the companion text files."""
     if "root" in _FIXTURES:
         return _FIXTURES["root"]
-    from served_index import build_served_index
-
     from momentsearch.data.feature_writers import write_features, write_npy_features
     from momentsearch.data.relevance import MomentRelevance
     from momentsearch.data.synthetic import generate, load_preset
+    from served_index import build_served_index
 
     root.mkdir(parents=True, exist_ok=True)
     build_served_index(root / "served")
@@ -130,9 +136,8 @@ def fixtures(root: Path) -> Path:
 
 def _scan_fixture(root: Path) -> None:
     """A ``scan`` first stage built over a 300-video index (its arrays beside it), with its int8 tier."""
-    from test_scan_stage import retriever, structured
-
     from momentsearch.search.first_stage import build_first_stage
+    from test_scan_stage import retriever, structured
 
     index, _ = structured(300)
     index.save(root / "arrays")
@@ -160,7 +165,6 @@ def _features(path: Path) -> None:
 
 def _checkpoint(folder: Path) -> None:
     from momentsearch.serving.checkpoint import load_checkpoint
-
     from momentsearch.training.checkpoint import train_config_of
 
     ck = load_checkpoint(folder / "served/index/model.pt")
@@ -192,11 +196,11 @@ def _scan_stage(folder: Path) -> None:
     """What a search over the index does with a stage folder it finds: load it (None: built for other
     videos, so built anew), then answer a query."""
     import torch
-    from test_scan_stage import retriever
 
     from momentsearch.search.first_stage.scan import ScanFirstStage, layout_key
     from momentsearch.search.index import VideoIndex
     from momentsearch.search.stages import Queries
+    from test_scan_stage import retriever
 
     index = VideoIndex.load(folder / "scan/arrays")
     (stage_dir,) = (folder / "scan/stage").glob("scan_*")
@@ -209,11 +213,10 @@ def _scan_stage(folder: Path) -> None:
 
 def _scan_rows8(folder: Path) -> None:
     """What a search does with the int8 tier it finds: load it (None: built for other videos), then rank videos."""
-    from test_scan_stage import retriever
-
     from momentsearch.search.first_stage.scan import layout_key
     from momentsearch.search.first_stage.scan_rows8 import Rows8
     from momentsearch.search.index import VideoIndex
+    from test_scan_stage import retriever
 
     index = VideoIndex.load(folder / "scan/arrays")
     (tier_dir,) = (folder / "scan/stage").glob("rows8_*")

@@ -18,7 +18,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import command_line, peak_rss_mib, report  # noqa: E402
-
 from momentsearch.data.synthetic import SyntheticBenchmark, generate, load_preset  # noqa: E402
 
 

@@ -7,11 +7,16 @@ Its output at 3188adb, when ``score_videos`` made one (B, N, S) matrix (an einsu
 stage took its top k on the host: ``benchmarks/results/gpu_exact_profile_h200_3188adb.txt`` (the copy of (B, V)
 to pageable host memory took 186 of 238 ms at batch 64); since, the device path is the "per-stream" one below and
 the stage's top k is taken on the device (``ExactFirstStage.retrieve``)."""
-import sys, time
+import sys
+import time
 from pathlib import Path
-import numpy as np, torch, torch.nn.functional as F
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_first_stage import corpus, STREAMS, D
+from gpu_first_stage import STREAMS, D, corpus
 from momentsearch.search.clipmax import ClipMaxRetriever, as_read, streamwise_video_max
 from momentsearch.search.stages import Queries
 
@@ -65,7 +70,8 @@ for b in (1, 16, 64):
 
 if dev.type == 'cpu':
     sys.exit(0)
-from torch.profiler import profile, ProfilerActivity
+from torch.profiler import ProfilerActivity, profile
+
 qs = Queries(Q, M)
 with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
     r.score_videos(qs); torch.cuda.synchronize()

@@ -29,11 +29,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, command_line, report  # noqa: E402
-
-from momentsearch.search.stages import Queries  # noqa: E402
 from momentsearch.search.clipmax import PIECE_ELEMS, ClipMaxRetriever, as_read  # noqa: E402
 from momentsearch.search.first_stage import ExactFirstStage  # noqa: E402
 from momentsearch.search.index import VideoIndex  # noqa: E402
+from momentsearch.search.stages import Queries  # noqa: E402
 
 STREAMS, D = 2, 128
 

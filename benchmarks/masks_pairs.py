@@ -17,7 +17,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import report  # noqa: E402
-
 from momentsearch.config import load_yaml_config  # noqa: E402
 from momentsearch.experiments.runner import ExperimentConfig, run_config  # noqa: E402
 from momentsearch.experiments.stats import paired  # noqa: E402

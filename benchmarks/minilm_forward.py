@@ -65,10 +65,9 @@ def main() -> None:
     ap.add_argument("--index", required=True)
     ap.add_argument("--queries", type=int, default=300)
     args = ap.parse_args()
-    from query_cost import QUERIES
-
     import momentsearch
     from momentsearch.timing import PartClock
+    from query_cost import QUERIES
 
     searcher = momentsearch.load(args.index, device="cpu")
     tokens = searcher.queries.encoder.tokens  # the family's MiniLMTokens' MiniLMTokenEncoder

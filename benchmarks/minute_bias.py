@@ -36,17 +36,17 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import add_continuation_flags, chain_end, continuation_of  # noqa: E402
-from momentsearch.experiments import Continuation, ExperimentConfig, prepare, results_folder, run_config, runs_folder  # noqa: E402
 from momentsearch.config import load_yaml_config  # noqa: E402
 from momentsearch.data.dataset import open_dataset  # noqa: E402
-from momentsearch.evaluation.bias import bin_labels, recall_by_k_videos, top1_video_ranks  # noqa: E402
-from momentsearch.evaluation.recall import GroundTruth  # noqa: E402
-from momentsearch.fileio import atomic_open, write_json  # noqa: E402
-from momentsearch.evaluation.ranking import rank_split  # noqa: E402
-from momentsearch.text.queries import dataset_query_features  # noqa: E402
-from momentsearch.serving.checkpoint import load_checkpoint  # noqa: E402
 from momentsearch.device import torch_settings  # noqa: E402
+from momentsearch.evaluation.bias import bin_labels, recall_by_k_videos, top1_video_ranks  # noqa: E402
+from momentsearch.evaluation.ranking import rank_split  # noqa: E402
+from momentsearch.evaluation.recall import GroundTruth  # noqa: E402
+from momentsearch.experiments import Continuation, ExperimentConfig, prepare, results_folder, run_config, runs_folder  # noqa: E402
 from momentsearch.experiments.stats import Paired, paired  # noqa: E402
+from momentsearch.fileio import atomic_open, write_json  # noqa: E402
+from momentsearch.serving.checkpoint import load_checkpoint  # noqa: E402
+from momentsearch.text.queries import dataset_query_features  # noqa: E402
 
 KS = [1, 2, 3, 5, 10, 20, 50, 100]
 

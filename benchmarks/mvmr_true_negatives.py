@@ -23,7 +23,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import report  # noqa: E402
-
 from momentsearch.data.synthetic import SyntheticBenchmark  # noqa: E402
 from momentsearch.models.mmn.negatives import unreliable_from_table, unreliable_pairs  # noqa: E402
 from momentsearch.relevance.training_pairs import training_pairs  # noqa: E402

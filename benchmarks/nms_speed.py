@@ -22,15 +22,14 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import command_line, report  # noqa: E402
-
 from momentsearch.data.dataset import DatasetConfig, open_dataset  # noqa: E402
 from momentsearch.data.synthetic import generate, load_preset  # noqa: E402
+from momentsearch.evaluation.ranking import rank_split  # noqa: E402
 from momentsearch.models.family import InputDims  # noqa: E402
 from momentsearch.models.registry import create_family  # noqa: E402
 from momentsearch.models.xml import XMLConfig  # noqa: E402
 from momentsearch.search import engine as engine_module  # noqa: E402
 from momentsearch.search.nms import temporal_nms_grid, temporal_nms_grid_loop  # noqa: E402
-from momentsearch.evaluation.ranking import rank_split  # noqa: E402
 from momentsearch.text.queries import dataset_query_features  # noqa: E402
 
 

@@ -22,10 +22,9 @@ from scipy.stats import spearmanr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import command_line, peak_rss_mib, report  # noqa: E402
-
 from momentsearch.data.synthetic import SyntheticBenchmark  # noqa: E402
-from momentsearch.relevance.pairs import DETECTORS, detect_pairs  # noqa: E402
 from momentsearch.relevance.meteor import meteor_matrix  # noqa: E402
+from momentsearch.relevance.pairs import DETECTORS, detect_pairs  # noqa: E402
 from momentsearch.relevance.proxies import BowIndex, PosIndex, embedding_cosine  # noqa: E402
 from momentsearch.text.encoders import QueryFeatureCache, sentence_embeddings  # noqa: E402
 from momentsearch.text.phrases import extract_phrases  # noqa: E402

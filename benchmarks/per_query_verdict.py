@@ -27,9 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).parent))
 
-from convergence import parse_versus  # noqa: E402  (a condition's name may hold '=')
 from _common import add_continuation_flags, chain_end, command_line, continuation_of  # noqa: E402
-
+from convergence import parse_versus  # noqa: E402  (a condition's name may hold '=')
 from momentsearch.config import load_yaml_config  # noqa: E402
 from momentsearch.experiments import ExperimentConfig, prepare, run_config, runs_folder  # noqa: E402
 from momentsearch.experiments.stats import paired, two_level_bootstrap  # noqa: E402

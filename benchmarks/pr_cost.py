@@ -20,10 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import command_line, peak_rss_mib, report  # noqa: E402
-
 from momentsearch.api import load_train_config  # noqa: E402
-from momentsearch.models.xml import RelevanceTrainConfig  # noqa: E402
 from momentsearch.device import torch_settings  # noqa: E402
+from momentsearch.models.xml import RelevanceTrainConfig  # noqa: E402
 from momentsearch.training.trainer import Trainer  # noqa: E402
 
 

@@ -16,10 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import command_line, peak_rss_mib, report  # noqa: E402
-
 from momentsearch.data.loaders import load_corpus  # noqa: E402
 from momentsearch.relevance.matrix import sparse_query_relevance  # noqa: E402
 from momentsearch.relevance.pairs import detect_pairs, phrase_sets  # noqa: E402

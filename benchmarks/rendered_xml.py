@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import render_and_ingest, report as print_report  # noqa: E402
+from _common import render_and_ingest  # noqa: E402
+from _common import report as print_report
 
 COLUMNS = ("VR r1", "VR r10", "VR r100", "VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.5-r100", "VCMR 0.7-r1", "SVMR 0.5-r1")
 
@@ -34,9 +35,9 @@ def main() -> None:
     args = ap.parse_args()
 
     import momentsearch
-    from momentsearch.serving.indexing import build_index
     from momentsearch.data.corpus_folder import CorpusFolder
     from momentsearch.data.synthetic import SyntheticBenchmark
+    from momentsearch.serving.indexing import build_index
 
     times: dict[str, float] = {}
     bench, corpus, report = render_and_ingest(args.preset, args.out, times)

@@ -19,15 +19,15 @@ import sys
 import time
 from pathlib import Path
 
-import momentsearch  # noqa: F401  (first: its OpenMP default applies before torch loads)
 import numpy as np
 import torch
+
+import momentsearch  # noqa: F401  (first: its OpenMP default applies before torch loads)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import command_line, report  # noqa: E402
 from _scale_data import checkpoint, encoded  # noqa: E402
 from first_stage_scale import bandwidth_gib_s  # noqa: E402
-
 from momentsearch.models.xml.search import xml_stages  # noqa: E402
 from momentsearch.search.first_stage import build_first_stage  # noqa: E402
 from momentsearch.serving.checkpoint import load_checkpoint  # noqa: E402

@@ -19,11 +19,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import command_line, report  # noqa: E402
-from service_load import QUERIES  # noqa: E402
-
 import momentsearch  # noqa: E402
+from _common import command_line, report  # noqa: E402
 from momentsearch.serving.shards import is_sharded, split_index  # noqa: E402
+from service_load import QUERIES  # noqa: E402
 
 
 def key(hits: list) -> list[tuple]:

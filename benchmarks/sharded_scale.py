@@ -31,10 +31,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import command_line, report  # noqa: E402
+from momentsearch.fileio import write_json  # noqa: E402
 from service_load import QUERIES, free_port, load  # noqa: E402
 from service_soak import start  # noqa: E402
-
-from momentsearch.fileio import write_json  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -36,7 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from _common import render_and_ingest, report as print_report, test_videos_and_random_clip  # noqa: E402
+from _common import render_and_ingest, test_videos_and_random_clip  # noqa: E402
+from _common import report as print_report
 
 COLUMNS = ("VR r1", "VR r10", "VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.5-r100", "VCMR 0.7-r1")
 

@@ -67,7 +67,7 @@ def main() -> None:
         vals = [v["measured"] for v in row["values"]]
         table.append({**row, "min": min(vals), "max": max(vals), "min_margin": round(min(vals) - row["bar"], 2),
                       "n": len(vals)})
-    print(f"\n| test | check | bar | min | max | min - bar | runs |\n|---|---|---:|---:|---:|---:|---:|")
+    print("\n| test | check | bar | min | max | min - bar | runs |\n|---|---|---:|---:|---:|---:|---:|")
     for r in table:
         print(f"| {r['test']} | {r['check']} | {r['bar']:g} | {r['min']:.2f} | {r['max']:.2f} | "
               f"{r['min_margin']:+.2f} | {r['n']} |")

@@ -31,7 +31,6 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import report, timed  # noqa: E402
-
 from momentsearch.api.training import load_train_config  # noqa: E402
 from momentsearch.device import torch_settings  # noqa: E402
 from momentsearch.models import dropout as D  # noqa: E402

@@ -37,7 +37,6 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import command_line, peak_rss_mib, report  # noqa: E402
-
 from momentsearch.data.synthetic import SyntheticBenchmark  # noqa: E402
 from momentsearch.models.family import InputDims, Step, TrainingData  # noqa: E402
 from momentsearch.models.registry import create_family  # noqa: E402

@@ -11,13 +11,13 @@ import numpy as np
 import torch
 
 from momentsearch.data.dataset import DatasetConfig
+from momentsearch.device import torch_settings
 from momentsearch.models.family import Step
 from momentsearch.models.minute.config import MINUTEConfig
 from momentsearch.models.mmn.config import MMNConfig
 from momentsearch.models.span.config import SpanConfig
 from momentsearch.models.xml import XMLConfig
 from momentsearch.training.config import TrainConfig
-from momentsearch.device import torch_settings
 from momentsearch.training.trainer import Trainer
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import av
 import numpy as np
-from clip_models import tiny_hf_clip
 
+from clip_models import tiny_hf_clip
 from momentsearch.serving.indexing import build_index
 from momentsearch.serving.packing import pack
 from momentsearch.video.ingest import ingest

@@ -11,11 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from video_files import write_video
-
 from momentsearch.serving.indexing import build_index
 from momentsearch.video.encoders import create_encoder
 from momentsearch.video.ingest import ingest
+from video_files import write_video
 
 SRT = "1\n00:00:01,000 --> 00:00:03,000\nthe red door opens\n\n2\n00:00:04,000 --> 00:00:05,500\nsomeone waves\n"
 DURATIONS = {"clip0": 6.0, "clip1": 9.0, "clip2": 4.0}

@@ -12,8 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from example_index import build_example_index, write_scenes
 
+from example_index import build_example_index, write_scenes
 from momentsearch.errors import QueryError
 from momentsearch.serving.alerts import AlertBook, AlertError, SavedSearch, WebhookSender, alerts_folder
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.conftest import shared
 
 from momentsearch.data.loaders.charades_actions import Action, load_charades_actions
 from momentsearch.data.loaders.charades_sta import load_charades_sta
 from momentsearch.errors import AnnotationError
 from momentsearch.relevance.action_classes import action_relevance, grade, query_classes, same_class_counts
-from tests.conftest import shared
 
 HEADER = "id,subject,scene,quality,relevance,verified,script,objects,descriptions,actions,length\n"
 

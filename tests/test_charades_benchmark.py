@@ -5,16 +5,16 @@ checked by hand on real lines."""
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
 import json
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.conftest import shared
 
 from momentsearch.data.synthetic import SyntheticBenchmark, generate, load_preset
 from momentsearch.data.synthetic.charades import ActionClassOracle, class_prototypes, clip_features
-from tests.conftest import shared
 
 
 @pytest.fixture(scope="module")

@@ -5,13 +5,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import shared
 from typer.testing import CliRunner
 
 from momentsearch.cli.main import app
 from momentsearch.data.loaders import load_corpus
 from momentsearch.evaluation import Submission
 from momentsearch.search.baselines import annotation_oracle, random_ranker
-from tests.conftest import shared
 
 runner = CliRunner()
 

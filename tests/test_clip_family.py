@@ -11,19 +11,18 @@ import numpy as np
 import pytest
 import torch
 
-from clip_models import tiny_hf_clip
-from video_files import write_video
-
 import momentsearch
-from momentsearch.serving.indexing import build_index
-from momentsearch.serving.packing import pack
+from clip_models import tiny_hf_clip
 from momentsearch.data.corpus_folder import CorpusManifest
 from momentsearch.data.features import checksum
 from momentsearch.errors import ConfigError, EncoderError, SearchIndexError
 from momentsearch.models.clip.moments import similarity_moments, smoothed
 from momentsearch.serving.checkpoint import load_checkpoint
+from momentsearch.serving.indexing import build_index
+from momentsearch.serving.packing import pack
 from momentsearch.video.encoders import create_encoder
 from momentsearch.video.ingest import ingest
+from video_files import write_video
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from benchmarks.cmans_budget import budget_rows, main, table
 
 

@@ -9,8 +9,8 @@ import socket
 from pathlib import Path
 
 import pytest
-from conftest import xml_experiment
 
+from conftest import xml_experiment
 from momentsearch.errors import ConfigError
 from momentsearch.experiments import Continuation, final_run, run_digest, run_experiment, run_trends
 from momentsearch.experiments.continuation import next_run

@@ -11,6 +11,8 @@ import h5py
 import numpy as np
 import pytest
 import torch
+from tests.conftest import TEST_SEED, TEST_THREADS
+from tests.family_toy import ToyConfig, ToyFamily
 
 import momentsearch
 from momentsearch.api import evaluate, train
@@ -21,11 +23,9 @@ from momentsearch.evaluation.recall import evaluate_ranked
 from momentsearch.models import registry
 from momentsearch.models.family import InputDims
 from momentsearch.search.baselines import random_ranker
-from momentsearch.text.encoders import QueryFeatureCache
 from momentsearch.serving.checkpoint import load_checkpoint
+from momentsearch.text.encoders import QueryFeatureCache
 from momentsearch.training.config import TrainConfig
-from tests.conftest import TEST_SEED, TEST_THREADS
-from tests.family_toy import ToyConfig, ToyFamily
 
 
 @pytest.fixture()

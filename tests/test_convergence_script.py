@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from benchmarks.convergence import paired, parse_versus, read_stored, run_metrics, start_epoch, stored_rows
 
-from benchmarks.convergence import paired, parse_versus, read_stored, start_epoch, run_metrics, stored_rows
 from momentsearch.experiments import mvmr_key
 from momentsearch.experiments.proxy_scores import proxy_key
 
@@ -57,6 +57,7 @@ def test_a_run_trained_on_other_inputs_is_not_reported(tiny_benchmark: Path, tmp
     """The scripts read runs through chain_end, which refuses a run whose inputs.json is not what its config
     reads now (a benchmark generated again with other contents), as the experiment runner does."""
     from benchmarks._common import chain_end
+
     from momentsearch.experiments.inputs import run_inputs
 
     run = tmp_path / "seed0"
@@ -110,6 +111,7 @@ def test_the_scripts_read_a_chain_under_the_rule_that_continued_it(tmp_path: Pat
     import argparse
 
     from benchmarks._common import add_continuation_flags, chain_end, continuation_of
+
     from momentsearch.experiments import run_digest
 
     def history(n: int) -> list[dict]:  # VCMR 0.5-r1 rises 0.3 an epoch to epoch 30, then stays; the rest alternate

@@ -11,15 +11,14 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from video_files import write_audio_only, write_video
-
 from benchmarks.fuzz_video_mutations import damage, elements
+
 from momentsearch.data.corpus_folder import CorpusFolder
 from momentsearch.errors import VideoDecodeError
 from momentsearch.video.decode import DecodeLimits, clip_frames, frame_at
 from momentsearch.video.encoders import create_encoder
 from momentsearch.video.ingest import ingest
+from video_files import write_audio_only, write_video
 
 # (PyAV format, codec, element kind, suffix, size): HEVC at 64x64, since libx265 corrupts the heap when it
 # encodes 48x32 frames after libvpx-vp9 encoded in the same process (seen with this PyAV build)

@@ -16,10 +16,9 @@ import pytest
 import yaml
 
 from ddp_worker import cases, one_batch
-
+from momentsearch.config import from_dict
 from momentsearch.training.config import TrainConfig
 from momentsearch.training.trainer import Trainer
-from momentsearch.config import from_dict
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from momentsearch.experiments import run_experiment
 from momentsearch.errors import ConfigError
+from momentsearch.experiments import run_experiment
 from momentsearch.version import source_commit
 
 
@@ -199,12 +199,11 @@ def test_a_run_is_keyed_by_the_values_set_apart_from_the_defaults() -> None:
     """A setting written at its default (or an option added later, at its default) leaves the run's hash as it was;
     a value apart from the default, or another family, makes another run; where it trains does not."""
     from momentsearch.config import to_dict
+    from momentsearch.data.dataset import DatasetConfig
     from momentsearch.experiments import run_digest
     from momentsearch.models.minute import MINUTEConfig
     from momentsearch.models.xml import XMLConfig
     from momentsearch.training.config import TrainConfig
-
-    from momentsearch.data.dataset import DatasetConfig
 
     base = to_dict(TrainConfig(dataset=DatasetConfig(benchmark="/b"), model=XMLConfig()))
     base.update(seed=3, dataset={**base["dataset"], "benchmark": "/b"})

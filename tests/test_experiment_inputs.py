@@ -8,8 +8,8 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from conftest import xml_experiment
 
+from conftest import xml_experiment
 from momentsearch.data.synthetic import generate, load_preset
 from momentsearch.errors import ConfigError
 from momentsearch.experiments import run_experiment

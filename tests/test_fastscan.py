@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_scan_stage import queries, recall, retriever, structured
 from tests.conftest import CPU_FLAGS
 
 from momentsearch.errors import FirstStageError
@@ -18,6 +17,7 @@ from momentsearch.search import fastscan
 from momentsearch.search.first_stage import ExactFirstStage, build_first_stage
 from momentsearch.search.first_stage.scan import ScanFirstStage, top_indices
 from momentsearch.search.stages import Queries
+from test_scan_stage import queries, recall, retriever, structured
 
 
 def test_the_extension_is_built_and_this_cpu_takes_its_simd_paths():

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from momentsearch.search.stages import Queries
 from momentsearch.errors import FirstStageError, QueryError
 from momentsearch.search.clipmax import ClipMaxRetriever
 from momentsearch.search.first_stage import ExactFirstStage, build_first_stage, parse_params
 from momentsearch.search.index import VideoIndex, concat_ragged
+from momentsearch.search.stages import Queries
 
 pytest.importorskip("faiss")
 

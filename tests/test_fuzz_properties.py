@@ -16,10 +16,10 @@ import random
 from pathlib import Path
 
 import pytest
+from benchmarks.fuzz_loaders import SEEDS, mutate, user_actions
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from benchmarks.fuzz_loaders import SEEDS, mutate, user_actions
 from momentsearch.errors import MomentSearchError
 
 EXAMPLES = int(os.environ.get("MOMENTSEARCH_FUZZ_EXAMPLES", "60"))

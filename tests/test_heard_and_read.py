@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from typer.testing import CliRunner
-from voices import speak, text_frame, write_damaged_audio, write_talking_video
 
 import momentsearch
 from momentsearch.cli.main import app
@@ -28,6 +27,7 @@ from momentsearch.video.ocr.nets import CHARACTERS, ctc_greedy
 from momentsearch.video.ocr.reader import TextLine, TextReader, _group
 from momentsearch.video.speech import Word, create_recogniser, cues_from_words
 from momentsearch.video.written import cues_from_lines
+from voices import speak, text_frame, write_damaged_audio, write_talking_video
 
 run = CliRunner().invoke
 SAID = "the person opens the red door and walks into the kitchen"
@@ -235,9 +235,8 @@ def test_the_page_shows_what_was_said_and_written_in_chromium(heard: Path, tmp_p
     import shutil as sh
 
     pw = pytest.importorskip("playwright.sync_api")
-    from served_index import run_live
-
     from momentsearch.service.app import create_app
+    from served_index import run_live
 
     url, srv, _ = run_live(create_app(momentsearch.load(heard / "index"), access_log=False))
     try:

@@ -12,16 +12,15 @@ import numpy as np
 import pytest
 import torch
 
-from video_files import write_video
-
 import momentsearch
-from momentsearch.serving.indexing import IndexFolder, build_index
 from momentsearch.errors import SearchIndexError
 from momentsearch.models.family import InputDims
 from momentsearch.models.registry import create_family
 from momentsearch.serving.checkpoint import load_checkpoint, pack_checkpoint
+from momentsearch.serving.indexing import IndexFolder, build_index
 from momentsearch.video.encoders import create_encoder
 from momentsearch.video.ingest import ingest
+from video_files import write_video
 
 
 def packed_xml(path: Path, features: dict, dim: int = 96, max_clips: int = 16) -> Path:
@@ -154,7 +153,6 @@ def test_an_index_is_built_part_by_part_with_the_same_arrays(corpus, tmp_path, m
     one-part build's (up to one float16 step where batches of another shape round differently); an encoding
     whose row count disagrees with the corpus is refused, naming the video."""
     import momentsearch.serving.indexing as indexing
-    from momentsearch.data.corpus_folder import CorpusFolder
     from momentsearch.search.index import IndexWriter, VideoIndex
 
     ckpt = packed_xml(tmp_path / "xml.pt", create_encoder("builtin").identity())
@@ -186,10 +184,9 @@ def test_an_index_built_for_another_query_encoder_is_refused(tmp_path) -> None:
     import json
     import shutil
 
-    from served_index import build_served_index
-
     from momentsearch.errors import SearchIndexError
     from momentsearch.serving.indexing import IndexFolder
+    from served_index import build_served_index
 
     index = build_served_index(tmp_path)
     info = json.loads((index / "index.json").read_text())

@@ -14,8 +14,6 @@ import numpy as np
 import pytest
 
 from conftest import SHARED_DATA
-from video_files import frame, rotate_mp4, write_audio_only, write_video
-
 from momentsearch.data.corpus_folder import CorpusFolder
 from momentsearch.data.subtitles import clip_texts, read_subtitles
 from momentsearch.errors import CorpusFolderError, SubtitleError, VideoDecodeError
@@ -23,6 +21,7 @@ from momentsearch.video.decode import DecodeStats, clip_frames
 from momentsearch.video.encoders import create_encoder
 from momentsearch.video.encoders.builtin import frame_stats
 from momentsearch.video.ingest import ingest, scan
+from video_files import frame, rotate_mp4, write_audio_only, write_video
 
 EXAMPLE = SHARED_DATA / "examples" / "charades.mp4"
 

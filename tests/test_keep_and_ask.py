@@ -13,14 +13,14 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
-from example_index import build_example_index, scene
-from video_files import write_video
 
 import momentsearch
+from example_index import build_example_index, scene
 from momentsearch.errors import QueryError, VideoChangedError, VideoDecodeError
 from momentsearch.serving.query import MomentRef, Query
 from momentsearch.video.export import check_span, clip_name, export_moment, moment_cues, stream_moment
 from momentsearch.video.images import ImageError, read_image
+from video_files import write_video
 
 CODECS = [("mp4", "libx264", "mp4"), ("matroska", "libx264", "mkv"), ("webm", "libvpx-vp9", "webm"),
           ("avi", "mpeg4", "avi"), ("mov", "mjpeg", "mov")]
@@ -214,9 +214,9 @@ def test_the_service_asks_with_pictures_and_moments_and_keeps_clips(client, exam
 
 def test_a_changed_file_is_a_409_and_a_words_only_family_says_so(example: Path, tmp_path: Path) -> None:
     from fastapi.testclient import TestClient
-    from served_index import build_served_index
 
     from momentsearch.service import create_app
+    from served_index import build_served_index
 
     video = example.parent / "videos" / "street.mp4"
     st = video.stat()
@@ -242,10 +242,10 @@ def test_a_changed_file_is_a_409_and_a_words_only_family_says_so(example: Path, 
 
 def test_the_client_asks_with_a_picture_and_a_moment_and_the_key_guards_clips(example: Path, tmp_path: Path) -> None:
     from PIL import Image
-    from served_index import run_live
 
     from momentsearch.client import Client
     from momentsearch.service import create_app
+    from served_index import run_live
 
     Image.fromarray(scene("green", 96, 128)).save(tmp_path / "g.png")
     app = create_app(momentsearch.load(example, device="cpu"), api_key="keep-and-ask-key")

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from served_index import build_served_index
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "momentsearch"

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from tests.conftest import shared
 
 from momentsearch.data.loaders import detect_format, load_corpus, load_jsonl_corpus, write_jsonl_corpus
-from tests.conftest import shared
 
 # file, format, #queries, #videos (referenced by queries; TVR: the split's corpus)
 REAL = [

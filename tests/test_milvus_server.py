@@ -20,10 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from test_first_stage import _index, _queries, _retriever
-
-from momentsearch.search.stages import Queries
 from momentsearch.search.first_stage import ExactFirstStage, build_first_stage
+from momentsearch.search.stages import Queries
+from test_first_stage import _index, _queries, _retriever
 
 PORT_FLAGS = ("--proxy-port", "--etcd-port", "--root-coord-port", "--proxy-internal-port", "--query-coord-port",
               "--query-node-port", "--index-coord-port", "--index-node-port", "--data-coord-port", "--data-node-port")

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tests.conftest import TEST_SEED, TEST_THREADS
 
 import momentsearch
 from momentsearch.api import evaluate, train
@@ -24,7 +25,6 @@ from momentsearch.models.registry import create_family
 from momentsearch.search.baselines import random_ranker
 from momentsearch.serving.checkpoint import load_checkpoint
 from momentsearch.training.config import TrainConfig
-from tests.conftest import TEST_SEED, TEST_THREADS
 
 
 def test_info_nce_both_directions_by_hand() -> None:
@@ -268,8 +268,8 @@ def test_family_is_registered_with_the_papers_defaults() -> None:
 
 def test_bias_analysis_by_hand() -> None:
     from momentsearch.evaluation.bias import recall_by_k_videos, top1_video_ranks
-    from momentsearch.search.ranked import RankedMoments
     from momentsearch.evaluation.recall import GroundTruth
+    from momentsearch.search.ranked import RankedMoments
 
     vids = ["a", "b", "c"]
     gt = GroundTruth(["q1", "q2"], np.array([1, 2]), np.array([[[0.0, 10.0]], [[5.0, 10.0]]]), np.array([1, 1]),

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from benchmarks.minute_bias import KS, paired_contrasts, paired_gain, report
+
 from momentsearch.evaluation.bias import bin_labels
 
 METRICS = ("VR r@K", "VCMR 0.5-r1", "VCMR 0.5-r10", "VCMR 0.7-r1")
@@ -62,8 +62,9 @@ def test_each_seed_is_read_at_the_end_of_its_chain_of_continuations(tmp_path):
     from argparse import Namespace
 
     from benchmarks.minute_bias import chain_checkpoint
-    from momentsearch.experiments import Continuation, run_digest
     from tests.test_continuation import _finished, _history, _line
+
+    from momentsearch.experiments import Continuation, run_digest
 
     d = {"epochs": 12, "seed": 1, "model": {"name": "xml"}, "out_dir": ""}
     run12 = tmp_path / run_digest(d) / "seed1"

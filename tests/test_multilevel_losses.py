@@ -12,6 +12,7 @@ import pytest
 import torch
 from scipy import sparse
 
+from momentsearch.errors import ConfigError
 from momentsearch.losses import hinge_ranking_loss
 from momentsearch.losses.multilevel import (
     floor_logits,
@@ -21,7 +22,6 @@ from momentsearch.losses.multilevel import (
     segment_scores,
     threshold_triplet_loss,
 )
-from momentsearch.errors import ConfigError
 from momentsearch.models.xml.config import RelevanceTrainConfig
 from momentsearch.relevance.training_pairs import training_pairs
 

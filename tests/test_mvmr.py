@@ -16,8 +16,8 @@ from momentsearch.data.corpus import Corpus, Moment, Video
 from momentsearch.data.mvmr import PAPER_TABLE3, MVMRPools, Positive, load_mvmr_pools, write_mvmr_pools
 from momentsearch.errors import AnnotationError
 from momentsearch.evaluation.mvmr import ks_for, mvmr_metrics, mvmr_per_query, restrict_ranking
-from momentsearch.search.ranked import RankedMoments
 from momentsearch.relevance.pool_builder import PoolConfig, build_pools, compare_pools, oracle_errors, text_similarity
+from momentsearch.search.ranked import RankedMoments
 
 
 @pytest.mark.parametrize("name,dataset", [("charades_test_mvmr.json", "charades"), ("tacos_test_mvmr.json", "tacos")])
@@ -144,11 +144,10 @@ def test_mvmr_recall_counts_any_positive_by_hand() -> None:
 
 @pytest.mark.slow
 def test_protocol_with_the_whole_split_as_pool_is_standard_vcmr(tiny_benchmark: Path, tmp_path: Path) -> None:
-    from test_xml_training import tiny_cfg
-
     import momentsearch
     from momentsearch.data.synthetic import SyntheticBenchmark
     from momentsearch.training.trainer import Trainer
+    from test_xml_training import tiny_cfg
 
     Trainer(tiny_cfg(tiny_benchmark, tmp_path / "run", 1), progress=False).fit()
     ckpt = tmp_path / "run" / "checkpoints" / "best.pt"

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 from scipy import sparse
+from tests.conftest import TEST_SEED, TEST_THREADS
 
 from momentsearch.models.family import Step
 from momentsearch.models.mmn.batches import cell_iou, span_iou
@@ -25,7 +26,6 @@ from momentsearch.models.mmn.network import MMN, moment_map, segment_pool
 from momentsearch.models.registry import create_family, family_names
 from momentsearch.models.span.loss import interpolated_labels, span_bce
 from momentsearch.models.span.search import moment_probs
-from tests.conftest import TEST_SEED, TEST_THREADS
 
 
 def test_families_are_registered() -> None:

@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 
 import momentsearch.api.training as api_training
 from momentsearch.api import load_train_config
-from momentsearch.experiments import ExperimentConfig, run_config
 from momentsearch.cli.main import app
 from momentsearch.config import merge, parse_set
 from momentsearch.errors import ConfigError
+from momentsearch.experiments import ExperimentConfig, run_config
 
 THETA_ONLY = {"model": {"relevance": {"theta": 0.5}}}
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from momentsearch.experiments import ExperimentConfig, run_config
 from momentsearch.config import CONFIG_DIR, from_dict, load_yaml_config, read_yaml
 from momentsearch.data.synthetic import load_preset
 from momentsearch.errors import ConfigError
+from momentsearch.experiments import ExperimentConfig, run_config
 from momentsearch.training.config import TrainConfig
 
 FAMILIES = ("xml", "minute", "mmn", "span")

@@ -5,6 +5,7 @@ stops at its end."""
 from __future__ import annotations
 
 import pytest
+
 from conftest import require_chromium
 from served_index import run_live
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import av
 import pytest
+
 from conftest import require_chromium
 from example_index import build_example_index, scene, write_scenes
 from served_index import serve_watching

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests.conftest import shared
 
 from momentsearch.data.loaders import load_corpus
 from momentsearch.relevance.pairs import detect_pairs, phrase_sets
 from momentsearch.text.encoders import QueryFeatureCache, sentence_embeddings
 from momentsearch.text.phrases import extract_phrases
-from tests.conftest import shared
 
 
 def test_the_papers_example() -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tests.conftest import TEST_SEED, TEST_THREADS
 
 import momentsearch
 from momentsearch.data.batching import pad_tokens
@@ -18,7 +19,6 @@ from momentsearch.models.xml import XMLConfig
 from momentsearch.search.index import VideoIndex, paired_clip_dots
 from momentsearch.training.config import TrainConfig
 from momentsearch.training.trainer import Trainer
-from tests.conftest import TEST_SEED, TEST_THREADS
 
 
 def test_paired_clip_dots_equal_padded_einsum_by_hand() -> None:
@@ -57,9 +57,8 @@ def trained(tiny_benchmark: Path, tmp_path_factory: pytest.TempPathFactory) -> P
 @pytest.mark.parametrize("k", [1, 3, 10, 100])
 def test_the_cheap_path_ranks_as_the_reference(trained: Path, tiny_benchmark: Path, k: int,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    from momentsearch.data.synthetic import SyntheticBenchmark
-
     import momentsearch.search.bounded as bounded
+    from momentsearch.data.synthetic import SyntheticBenchmark
 
     monkeypatch.setattr(bounded, "FIRST_BLOCK", 2)  # the tiny split has 7 test videos: blocks of 2, 4, then the rest
     searcher = momentsearch.load(trained, split="test", device="cpu")
@@ -135,11 +134,10 @@ def test_clip_bound_keeps_the_moments(tmp_path: Path) -> None:
     """The clip family's bound ((1 + s_vr) / 2): over 40 random videos, 24 queries, the bounded search returns the
     moments and scores of localizing every candidate, at k 1, 5 and 50, and skips videos at k 1."""
     from clip_models import WORDS, tiny_hf_clip
-    from test_clip_family import _planted_corpus
-
     from momentsearch.serving.checkpoint import load_checkpoint
     from momentsearch.serving.indexing import build_index
     from momentsearch.serving.packing import pack
+    from test_clip_family import _planted_corpus
 
     ckpt_path = pack("clip", tmp_path / "clip.pt", "hf_clip", tiny_hf_clip(tmp_path / "hf"), kappa=0.5)
     rng = np.random.default_rng(1)

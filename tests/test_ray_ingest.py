@@ -13,14 +13,13 @@ import sys
 import numpy as np
 import pytest
 
-from test_damaged_videos import write_good
-from test_ingest import _folder
-from video_files import write_video
-
 from momentsearch.cli.main import _optional_values
 from momentsearch.data.corpus_folder import CorpusFolder
 from momentsearch.errors import ConfigError
 from momentsearch.video.ingest import ingest
+from test_damaged_videos import write_good
+from test_ingest import _folder
+from video_files import write_video
 
 pytest.importorskip("ray")
 

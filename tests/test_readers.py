@@ -30,8 +30,8 @@ from momentsearch.errors import (
     SearchIndexError,
 )
 from momentsearch.search.index import VideoIndex
-from momentsearch.text.query_file import read_query_file
 from momentsearch.serving.checkpoint import load_checkpoint
+from momentsearch.text.query_file import read_query_file
 
 GOOD = np.arange(24, dtype=np.float32).reshape(3, 8) / 10
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from momentsearch.search.stages import Queries
 from momentsearch.errors import EncoderError
 from momentsearch.search.first_stage import ExactFirstStage, build_first_stage
 from momentsearch.search.first_stage.base import backend_names
+from momentsearch.search.stages import Queries
 from momentsearch.video.encoders import create_encoder, describe, encoder_names
 
 pytest.importorskip("faiss")
@@ -72,8 +72,7 @@ def test_every_first_stage_backend_finds_the_exact_top_videos(name: str, tmp_pat
 
 # ---- query encoders ---------------------------------------------------------------------------------------------
 from momentsearch.models.registry import family_names  # noqa: E402
-from momentsearch.text.query_encoders import (  # noqa: E402
-    create_query_encoder, query_encoder_names, same_query_encoder)
+from momentsearch.text.query_encoders import create_query_encoder, query_encoder_names, same_query_encoder  # noqa: E402
 
 family_names()  # the families register theirs (clip)
 NEEDS_QUERY = {"clip": "the text tower inside a clip checkpoint"}

@@ -142,11 +142,11 @@ def test_relevance_select_rows_and_videos() -> None:
 def test_memoised_meteor_equals_nltk_on_real_captions() -> None:
     _need_wordnet()
     from nltk.translate.meteor_score import meteor_score
+    from tests.conftest import shared
 
     from momentsearch.data.loaders import load_corpus
     from momentsearch.relevance.meteor import meteor_matrix, tokenize
     from momentsearch.text.wordnet import wordnet
-    from tests.conftest import shared
 
     texts = [m.text for m in load_corpus(shared("charades_sta/charades_sta_test.txt")).moments][:25]
     fast = meteor_matrix(texts, texts)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.conftest import TEST_SEED, TEST_THREADS
 from typer.testing import CliRunner
 
 import momentsearch
@@ -16,7 +17,6 @@ from momentsearch.data.synthetic import SyntheticBenchmark
 from momentsearch.errors import MomentSearchError
 from momentsearch.evaluation.recall import evaluate_ranked
 from momentsearch.search.baselines import random_ranker
-from tests.conftest import TEST_SEED, TEST_THREADS
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_scan_stage import queries, recall, retriever, structured
 from tests.conftest import CPU_FLAGS
 
 from momentsearch.search import fastscan
@@ -16,6 +15,7 @@ from momentsearch.search.first_stage import ExactFirstStage, build_first_stage
 from momentsearch.search.first_stage.scan import ScanFirstStage
 from momentsearch.search.first_stage.scan_rows8 import default_batch, quantize
 from momentsearch.search.stages import Queries
+from test_scan_stage import queries, recall, retriever, structured
 
 PATHS = {"amx": (True, True), "vnni": (True, False), "portable": (False, False)}
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_scan_stage import queries, recall, retriever, structured
 
 from momentsearch.errors import FirstStageError
 from momentsearch.search import fastscan
@@ -15,6 +14,7 @@ from momentsearch.search.first_stage import ExactFirstStage, build_first_stage
 from momentsearch.search.first_stage.scan import ScanFirstStage
 from momentsearch.search.first_stage.scan_rows8 import quantize
 from momentsearch.search.stages import Queries
+from test_scan_stage import queries, recall, retriever, structured
 
 
 @pytest.mark.parametrize("simd", [True, False])

@@ -196,12 +196,11 @@ def test_a_grown_index_answers_as_one_built_anew_with_the_same_codebooks(tmp_pat
 
 
 def test_momentsearch_index_grows_the_scan_stage_of_a_grown_corpus(tiny_benchmark: Path, tmp_path: Path):
-    from test_index_folder import packed_xml
-
     from momentsearch.api import load
     from momentsearch.data.corpus_folder import CorpusManifest, write_dataset_corpus
     from momentsearch.data.dataset import DatasetConfig, open_dataset
     from momentsearch.serving.indexing import IndexFolder, build_index
+    from test_index_folder import packed_xml
 
     corpus = write_dataset_corpus(open_dataset(DatasetConfig(benchmark=str(tiny_benchmark))), "train",
                                   tmp_path / "corpus")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tests.test_xml_training import tiny_cfg
 
 from momentsearch.config import from_dict, to_dict
 from momentsearch.errors import ConfigError
@@ -16,7 +17,6 @@ from momentsearch.models.mmn.config import MMNConfig
 from momentsearch.training.config import TrainConfig
 from momentsearch.training.schedule import lr_factor, model_config_at
 from momentsearch.training.trainer import Trainer
-from tests.test_xml_training import tiny_cfg
 
 
 def test_lr_factor_and_model_config_by_hand() -> None:

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from momentsearch.data.synthetic import SyntheticBenchmark
 from momentsearch.data.batching import load_video_batch
+from momentsearch.data.synthetic import SyntheticBenchmark
+from momentsearch.errors import QueryError
 from momentsearch.models.xml import XML, XMLConfig
 from momentsearch.models.xml.search import XMLLocalizer, XMLRetriever, encode_corpus, xml_stages
-from momentsearch.search.engine import SearchEngine
-from momentsearch.errors import QueryError
-from momentsearch.search.index import VideoIndex
 from momentsearch.search import engine as engine_module
+from momentsearch.search.engine import SearchEngine
+from momentsearch.search.index import VideoIndex
 from momentsearch.search.nms import temporal_nms, temporal_nms_grid, temporal_nms_grid_loop, temporal_nms_loop
 from momentsearch.search.stages import DenseGrid, Proposals, Queries, SearchStages
 
@@ -202,7 +202,6 @@ def test_candidate_pools_restrict_the_videos_a_query_is_answered_from(tiny_bench
 
 def test_stages_hold_their_stages_to_what_they_declare() -> None:
     """Capabilities are declared (``provides``) and checked against the methods: no attribute probing."""
-    from momentsearch.search.stages import SearchStages
 
     class Retr:
         provides = frozenset()

@@ -10,8 +10,8 @@ pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
 import momentsearch  # noqa: E402
-from momentsearch.service.app import create_app  # noqa: E402
 from momentsearch.errors import QueryError  # noqa: E402
+from momentsearch.service.app import create_app  # noqa: E402
 from momentsearch.serving.plan import SearchPlan  # noqa: E402
 from momentsearch.serving.searcher import Hit  # noqa: E402
 from served_index import build_served_index  # noqa: E402

@@ -26,14 +26,13 @@ N_QUERIES = 100
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The tiny benchmark's XML (1 epoch) indexed over every video, over the train+val videos, and over the test
     videos alone; the first split into 3 shards."""
-    from test_xml_training import tiny_cfg
-
     from momentsearch.data.corpus_folder import write_dataset_corpus
     from momentsearch.data.dataset import open_dataset
     from momentsearch.data.synthetic import SyntheticBenchmark, generate, load_preset
     from momentsearch.serving.checkpoint import load_checkpoint
     from momentsearch.serving.indexing import build_index
     from momentsearch.training.trainer import Trainer
+    from test_xml_training import tiny_cfg
 
     root = tmp_path_factory.mktemp("shards")
     generate(load_preset("tiny"), root / "bench", progress=False)

@@ -11,11 +11,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+import momentsearch
 from clip_models import tiny_hf_clip
 from conftest import SHARED_DATA
-from video_files import write_user_folder
-
-import momentsearch
 from momentsearch.cli.main import app
 from momentsearch.errors import ConfigError, SearchIndexError
 from momentsearch.models.clip.spans import video_spans
@@ -23,6 +21,7 @@ from momentsearch.serving.checkpoint import load_checkpoint
 from momentsearch.serving.indexing import build_index
 from momentsearch.serving.packing import pack
 from momentsearch.video.ingest import ingest
+from video_files import write_user_folder
 
 CHARADES = SHARED_DATA / "examples" / "charades.mp4"
 run = CliRunner().invoke

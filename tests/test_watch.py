@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from video_files import write_video
-
 import momentsearch
 from momentsearch.errors import ConfigError
 from momentsearch.serving.packing import pack
 from momentsearch.serving.watch import Watcher
+from video_files import write_video
 
 httpx = pytest.importorskip("httpx")
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tests.conftest import TEST_SEED, TEST_THREADS
 
 import momentsearch
 from momentsearch.api import evaluate
@@ -18,13 +19,12 @@ from momentsearch.data.dataset import DatasetConfig
 from momentsearch.data.synthetic import SyntheticBenchmark, generate, load_preset
 from momentsearch.errors import CheckpointError, QueryError
 from momentsearch.evaluation.recall import evaluate_ranked
-from momentsearch.search.baselines import random_ranker
 from momentsearch.models.xml import XMLConfig
+from momentsearch.search.baselines import random_ranker
 from momentsearch.serving.checkpoint import load_checkpoint
 from momentsearch.training.checkpoint import train_config_of
 from momentsearch.training.config import TrainConfig
 from momentsearch.training.trainer import Trainer
-from tests.conftest import TEST_SEED, TEST_THREADS
 
 
 def tiny_cfg(bench: Path, out: Path, epochs: int) -> TrainConfig:
