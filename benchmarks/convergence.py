@@ -117,18 +117,18 @@ STORED_FIELDS = {"epochs": _num, "best_epoch": _num, "start_epoch": _num, "epoch
                  "curves": _curves, "test": lambda v: isinstance(v, dict) and all(map(_num, v.values()))}
 
 
-def read_stored(path: Path, experiment: str | None = None) -> list[dict[str, Any]]:
+def read_stored(path: Path, experiment: str | None = None, flag: str = "--stored") -> list[dict[str, Any]]:
     """The rows of a convergence JSON this script wrote (for ``experiment``; None: for any); exits naming the file
-    when it is unreadable, another experiment's, or its 'runs' are not rows."""
+    (and ``flag``, the option that named it) when it is unreadable, another experiment's, or its 'runs' are not rows."""
     try:
-        data = read_json_object(path, ConfigError, "convergence table (--stored)")
+        data = read_json_object(path, ConfigError, "convergence table")
     except ConfigError as e:
-        sys.exit(f"error: {e}")
+        sys.exit(f"error: {flag}: {e}")
     if experiment is not None and data.get("experiment") != experiment:
-        sys.exit(f"error: --stored {path} is experiment {data.get('experiment')!r}, not {experiment!r}")
+        sys.exit(f"error: {flag} {path} is experiment {data.get('experiment')!r}, not {experiment!r}")
     runs = data.get("runs")
     if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
-        sys.exit(f"error: --stored {path}: 'runs' is not a list of rows")
+        sys.exit(f"error: {flag} {path}: 'runs' is not a list of rows")
     return runs
 
 

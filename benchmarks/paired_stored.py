@@ -23,23 +23,28 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import command_line  # noqa: E402
-from momentsearch.errors import ConfigError  # noqa: E402
+from convergence import read_stored  # noqa: E402
 from momentsearch.experiments.stats import paired  # noqa: E402
 from momentsearch.fileio import write_json  # noqa: E402
-from momentsearch.readers import is_finite_number, read_json_object  # noqa: E402
+from momentsearch.readers import is_finite_number  # noqa: E402
 
 
-def seed_rows(path: Path, condition: str) -> dict[int, dict[str, Any]]:
-    """{seed: test numbers} of ``condition`` in a convergence JSON; exits naming the file when it has none."""
-    try:
-        data = read_json_object(path, ConfigError, "convergence table")
-    except ConfigError as e:
-        sys.exit(f"error: {e}")
-    runs = data.get("runs") if isinstance(data.get("runs"), list) else []
-    out = {r["seed"]: r["test"] for r in runs if isinstance(r, dict) and r.get("condition") == condition
-           and isinstance(r.get("seed"), int) and isinstance(r.get("test"), dict)}
+def seed_rows(path: Path, condition: str, flag: str) -> dict[int, dict[str, Any]]:
+    """{seed: test numbers} of ``condition`` in a convergence JSON (read by convergence.read_stored); exits naming the
+    file and ``flag`` when it has no run of the condition, or one whose seed or test numbers are malformed."""
+    out: dict[int, dict[str, Any]] = {}
+    for r in read_stored(path, flag=flag):
+        if r.get("condition") != condition:
+            continue
+        seed, test = r.get("seed"), r.get("test")
+        if not isinstance(seed, int) or isinstance(seed, bool) or not isinstance(test, dict):
+            sys.exit(f"error: {flag} {path}: a run of {condition!r} has seed {seed!r} and test of type "
+                     f"{type(test).__name__} (an integer seed and a mapping of test numbers expected)")
+        if seed in out:
+            sys.exit(f"error: {flag} {path} holds {condition!r} seed {seed} twice")
+        out[seed] = test
     if not out:
-        sys.exit(f"error: {path} holds no run of condition {condition!r}")
+        sys.exit(f"error: {flag} {path} holds no run of condition {condition!r}")
     return out
 
 
@@ -62,7 +67,7 @@ def main() -> None:
     ap.add_argument("--metric", action="append", required=True)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
-    a, b = seed_rows(Path(args.a[0]), args.a[1]), seed_rows(Path(args.b[0]), args.b[1])
+    a, b = seed_rows(Path(args.a[0]), args.a[1], "--a"), seed_rows(Path(args.b[0]), args.b[1], "--b")
     if len(set(a) & set(b)) < 2:
         sys.exit("error: the two conditions share fewer than 2 seeds")
     rows = compare(a, b, args.metric)

@@ -176,6 +176,31 @@ def test_paired_stored_pairs_two_experiments_by_seed_by_hand() -> None:
     assert row["verdict"] == "borne out"
 
 
+def test_paired_stored_reads_rows_and_names_the_flag_of_a_bad_file(tmp_path: Path) -> None:
+    """paired_stored.seed_rows reads through convergence.read_stored: a condition's rows by seed, and each bad file
+    refused with the option that named it (--a or --b), never a row silently dropped."""
+    from benchmarks.paired_stored import seed_rows
+
+    def stored(runs: object) -> Path:
+        path = tmp_path / f"c{len(list(tmp_path.iterdir()))}.json"
+        path.write_text(json.dumps({"experiment": "e", "runs": runs}))
+        return path
+
+    good = stored([{"condition": "A", "seed": 1, "test": {"VR r10": 3.0}}, {"condition": "B", "seed": 0, "test": {}}])
+    assert seed_rows(good, "A", "--a") == {1: {"VR r10": 3.0}}
+    with pytest.raises(SystemExit, match=r"--b .* holds no run of condition 'C'"):
+        seed_rows(good, "C", "--b")
+    with pytest.raises(SystemExit, match=r"--b .* has seed '1' and test of type dict"):  # a seed stored as text
+        seed_rows(stored([{"condition": "A", "seed": "1", "test": {}}]), "A", "--b")
+    with pytest.raises(SystemExit, match=r"--a .* holds 'A' seed 0 twice"):
+        seed_rows(stored([{"condition": "A", "seed": 0, "test": {}}] * 2), "A", "--a")
+    with pytest.raises(SystemExit, match=r"--a .*'runs' is not a list of rows"):
+        seed_rows(stored({"A": 1}), "A", "--a")
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(SystemExit, match=r"--b: .*bad.json:1: invalid JSON"):
+        seed_rows(tmp_path / "bad.json", "A", "--b")
+
+
 def test_tie_rate_counts_differences_in_queries_by_hand() -> None:
     """benchmarks/tie_rate.py: A − B as a whole number of queries, pairs at one seed apart from the rest."""
     from benchmarks.tie_rate import count_metrics, query_differences, summary
