@@ -134,10 +134,16 @@ def read_stored(path: Path, experiment: str | None = None, flag: str = "--stored
 
 def stored_rows(runs: list[dict[str, Any]], path: Path, cond: str, seeds: list[int]) -> list[dict[str, Any]] | None:
     """``cond``'s rows for ``seeds`` among ``runs`` (read from ``path`` by read_stored), marked "stored" (None: the
-    file does not hold the condition); exits naming the file when it lacks one of the seeds or a field."""
-    by_seed = {r.get("seed"): r for r in runs if r.get("condition") == cond}
-    if not by_seed:
+    file does not hold the condition); exits naming the file when it lacks one of the seeds or a field, or holds a
+    seed twice (this script writes one row per condition and seed: a second is a hand edit, and neither is chosen)."""
+    rows = [r for r in runs if r.get("condition") == cond]
+    if not rows:
         return None
+    seen = [r.get("seed") for r in rows]
+    twice = sorted({s for s in seen if seen.count(s) > 1}, key=repr)
+    if twice:
+        sys.exit(f"error: --stored {path} holds {cond!r} seed(s) {twice} more than once")
+    by_seed = {r.get("seed"): r for r in rows}
     missing = [s for s in seeds if s not in by_seed]
     if missing:
         sys.exit(f"error: --stored {path} holds {cond!r} without seed(s) {missing}")

@@ -91,6 +91,8 @@ def test_stored_rows_stand_in_for_runs_whose_folders_are_gone(tmp_path: Path) ->
         read_stored(path, "other")
     with pytest.raises(SystemExit, match=r"holds 'XML' without seed\(s\) \[2\]"):
         stored_rows(runs, path, "XML", [0, 1, 2])
+    with pytest.raises(SystemExit, match=r"holds 'XML' seed\(s\) \[1\] more than once"):
+        stored_rows(runs + [{**old[1], "test": {"VR r10": 39.0}}], path, "XML", [0, 1])  # not the last silently
     path.write_text(json.dumps({"experiment": "exp", "runs": [{"condition": "XML", "seed": 0, "test": {}}]}))
     with pytest.raises(SystemExit, match=r"XML seed 0 lacks \['epochs'"):
         stored_rows(read_stored(path, "exp"), path, "XML", [0])
