@@ -43,7 +43,7 @@ from momentsearch.fileio import write_json  # noqa: E402
 PRESETS = {"synthetic": ("synthetic_claims", ""), "real captions": ("charades_claims", ""),
            "real captions, related pictures": ("charades_vo_claims", ""),
            "related pictures, continued to convergence": ("charades_vo_claims", "converged"),
-           "related pictures, trained again on another machine, 40 epochs": ("charades_vo_claims", "replay40")}
+           "related pictures, trained again where the floats differ, 40 epochs": ("charades_vo_claims", "replay40")}
 CONTINUED = "--continue-rising 20 --max-epochs 80 --convergence equivalence --trend-window 20"
 # (claim, A, B): A and B name a condition of every experiment; "truth" is the synthetic oracle in one and the
 # action-class table in the others (an oracle ceiling on real captions: the features are drawn from those labels)
