@@ -234,10 +234,13 @@ def test_a_chains_status_by_hand(tmp_path: Path) -> None:
     d["out_dir"] = str(tmp_path / run_digest(d) / "seed3")
     st = chain_status(d, cont)
     assert (st.state, st.trained, st.epochs, st.measures) == ("not started", 0, 12, {})
+    assert (st.due, st.at_most) == (12, 28)  # 12, then 8 at a time while within the cap of 30: 20, 28
+    rows = [("XML", 3, st)]
     Path(d["out_dir"]).mkdir(parents=True)
     (Path(d["out_dir"]) / "history.json").write_text(json.dumps(RISING[:5]))
     st = chain_status(d, cont)  # begun, and no process trains it: stopped (a killed command, a session's end)
-    assert (st.state, st.trained, st.epochs) == ("stopped (the same command resumes it)", 5, 12)
+    assert (st.state, st.trained, st.epochs, st.due, st.at_most) == ("stopped (the same command resumes it)", 5, 12,
+                                                                     7, 23)
     with run_lock(d["out_dir"]):  # a process trains it now: its pid
         st = chain_status(d, cont)
     assert (st.state, st.trained, st.epochs) == (f"training (pid {os.getpid()} on {socket.gethostname()})", 5, 12)
@@ -245,7 +248,8 @@ def test_a_chains_status_by_hand(tmp_path: Path) -> None:
     Path(d["out_dir"]).rmdir()
     _finished(Path(d["out_dir"]), d, RISING)
     st = chain_status(d, cont)
-    assert (st.state, st.trained) == ("rising, continues to 20", 12)
+    assert (st.state, st.trained, st.due, st.at_most) == ("rising, continues to 20", 12, 8, 16)
+    rows.append(("XML", 4, st))
     assert st.measures == {"VR r10": pytest.approx(0.5), "VCMR 0.5-r10": pytest.approx(0.0)}  # the slopes
     nxt = next_run(d, cont)
     Path(nxt["out_dir"]).mkdir(parents=True)  # the continuation has begun (its first epochs copied)
@@ -253,12 +257,19 @@ def test_a_chains_status_by_hand(tmp_path: Path) -> None:
     st = chain_status(d, cont)
     assert (st.state, st.trained, st.epochs, st.folder) == ("stopped (the same command resumes it)", 14, 20,
                                                             nxt["out_dir"])
+    assert (st.due, st.at_most) == (6, 14)
     (Path(nxt["out_dir"]) / "history.json").unlink()
     Path(nxt["out_dir"]).rmdir()
     _finished(Path(nxt["out_dir"]), nxt, _line(20))
     last = next_run(nxt, cont)
     _finished(Path(last["out_dir"]), last, _line(28))
-    assert chain_status(d, cont).state == "rising at the cap"  # 36 would pass the cap of 30
+    st = chain_status(d, cont)
+    assert (st.state, st.due, st.at_most) == ("rising at the cap", 0, 0)  # 36 would pass the cap of 30
+    from momentsearch.experiments.status import status_table
+
+    assert status_table(rows + [("XML", 5, st)], cont).splitlines()[-1] == (
+        "epochs to train: 20 before every chain is judged again (unfinished runs and the continuations due), at most "
+        "44 if every chain still rising is continued to the cap")
     assert chain_status(d, None).state == "finished"  # without continuation: as configured, the 12-epoch run
     flat = {**d, "seed": 4, "epochs": 30}
     flat["out_dir"] = str(tmp_path / run_digest(flat) / "seed4")

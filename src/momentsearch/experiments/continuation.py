@@ -173,6 +173,16 @@ class ChainStatus:
     # the cap | finished
     measures: dict[str, float]  # measure -> upper slope bound (equivalence) or slope (trend), points an epoch
     folder: str
+    due: int = 0  # epochs to train before the chain is judged again: its unfinished run's rest, or the continuation due
+    at_most: int = 0  # epochs left if every continuation up to the cap is trained
+
+
+def _left(trained: int, epochs: int, cont: Continuation | None) -> int:
+    """Epochs from ``trained`` to the chain's furthest end: a run for ``epochs``, grown ``cont.step`` at a time
+    while within ``cont.max_epochs``."""
+    end = epochs if cont is None or epochs + cont.step > cont.max_epochs else (
+        epochs + cont.step * ((cont.max_epochs - epochs) // cont.step))
+    return end - trained
 
 
 def _measures(h: Sequence[dict[str, Any]], d: dict[str, Any], cont: Continuation | None
@@ -195,7 +205,8 @@ def chain_status(d: dict[str, Any], cont: Continuation | None) -> ChainStatus:
             if h or (out / "checkpoints" / "last.pt").exists():  # begun: is a process training it now?
                 holder = lock_holder(out)
                 state = f"training ({holder})" if holder else "stopped (the same command resumes it)"
-            return ChainStatus(d["epochs"], len(h), state, _measures(h, d, cont)[0] if h else {}, str(out))
+            return ChainStatus(d["epochs"], len(h), state, _measures(h, d, cont)[0] if h else {}, str(out),
+                               d["epochs"] - len(h), _left(len(h), d["epochs"], cont))
         rising = cont is not None and h != [] and still_rising(h, d, cont)  # as next_run tests it
         nxt = _grown(d, cont, rising) if cont is not None else None
         if nxt is not None and Path(nxt["out_dir"]).exists():
@@ -212,7 +223,9 @@ def chain_status(d: dict[str, Any], cont: Continuation | None) -> ChainStatus:
             state = "passes the trend test"
         else:
             state = "flat" if passes else "VCMR flat (VR rose to its phase's end)"
-        return ChainStatus(d["epochs"], len(h), state, measures, str(out))
+        due = 0 if nxt is None else nxt["epochs"] - d["epochs"]
+        return ChainStatus(d["epochs"], len(h), state, measures, str(out), due,
+                           0 if nxt is None else _left(d["epochs"], nxt["epochs"], cont))
 
 
 def continue_shorter_run(cfg_dict: dict[str, Any], out: Path) -> float:

@@ -48,4 +48,7 @@ def status_table(rows: list[tuple[str, int, ChainStatus]], continuation: Continu
     lines.append("")
     lines.append(f"{len(rows)} runs: " + ", ".join(f"{n} {k}" for k, n in counts.items()) + f" (measures: {what}; "
                  "short: fewer epochs than the window)")
+    due, most = sum(st.due for *_, st in rows), sum(st.at_most for *_, st in rows)
+    lines.append(f"epochs to train: {due:,} before every chain is judged again (unfinished runs and the continuations "
+                 f"due), at most {most:,} if every chain still rising is continued to the cap")
     return "\n".join(lines)
