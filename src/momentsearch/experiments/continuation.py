@@ -180,9 +180,9 @@ class ChainStatus:
 def _left(trained: int, epochs: int, cont: Continuation | None) -> int:
     """Epochs from ``trained`` to the chain's furthest end: a run for ``epochs``, grown ``cont.step`` at a time
     while within ``cont.max_epochs``."""
-    end = epochs if cont is None or epochs + cont.step > cont.max_epochs else (
-        epochs + cont.step * ((cont.max_epochs - epochs) // cont.step))
-    return end - trained
+    if cont is None:
+        return epochs - trained
+    return epochs + cont.step * max(0, (cont.max_epochs - epochs) // cont.step) - trained
 
 
 def _measures(h: Sequence[dict[str, Any]], d: dict[str, Any], cont: Continuation | None
@@ -223,9 +223,8 @@ def chain_status(d: dict[str, Any], cont: Continuation | None) -> ChainStatus:
             state = "passes the trend test"
         else:
             state = "flat" if passes else "VCMR flat (VR rose to its phase's end)"
-        due = 0 if nxt is None else nxt["epochs"] - d["epochs"]
-        return ChainStatus(d["epochs"], len(h), state, measures, str(out), due,
-                           0 if nxt is None else _left(d["epochs"], nxt["epochs"], cont))
+        due, at_most = (0, 0) if nxt is None else (nxt["epochs"] - d["epochs"], _left(d["epochs"], nxt["epochs"], cont))
+        return ChainStatus(d["epochs"], len(h), state, measures, str(out), due, at_most)
 
 
 def continue_shorter_run(cfg_dict: dict[str, Any], out: Path) -> float:
