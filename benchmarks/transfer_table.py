@@ -4,7 +4,8 @@ preset (charades_claims.yaml: one random picture per action class) and on `chara
 pictures built from each class's verb and object), the same conditions, budget (40 epochs) and seeds; and
 `charades_vo` once more with every run continued by the equivalence rule (20 epochs a step, cap 80: the
 ``--tag converged`` JSON); and `charades_vo`'s 40 epochs trained again from scratch on a machine whose floats differ
-(the ``--tag replay40`` JSON: a second realisation of the same seeds, docs/charades_vo.md).
+(the ``--tag replay40`` JSON: a second realisation of the same seeds, docs/charades_vo.md), and those runs
+continued by the same rule to the same cap of 80 (``--tag replay80``).
 
 For every claim "A beats B" and metric: the mean of the per-seed differences A - B on the test split, their sd,
 the 95 % t interval and the verdict of ``experiments/stats.py`` (borne out / refuted only when the interval
@@ -20,6 +21,8 @@ Prints the Markdown table and writes benchmarks/results/transfer_table.json.
     python benchmarks/convergence.py configs/experiments/charades_vo_claims.yaml --continue-rising 20 \
         --max-epochs 80 --convergence equivalence --trend-window 20 --tag converged
     python benchmarks/convergence.py configs/experiments/charades_vo_claims.yaml --tag replay40   # the runs' first 40
+    python benchmarks/convergence.py configs/experiments/charades_vo_claims.yaml --continue-rising 20 \
+        --max-epochs 80 --convergence equivalence --trend-window 20 --tag replay80   # the same runs to the cap of 80
     python benchmarks/transfer_table.py
 """
 
@@ -43,7 +46,8 @@ from momentsearch.fileio import write_json  # noqa: E402
 PRESETS = {"synthetic": ("synthetic_claims", ""), "real captions": ("charades_claims", ""),
            "real captions, related pictures": ("charades_vo_claims", ""),
            "related pictures, continued to convergence": ("charades_vo_claims", "converged"),
-           "related pictures, trained again where the floats differ, 40 epochs": ("charades_vo_claims", "replay40")}
+           "related pictures, trained again where the floats differ, 40 epochs": ("charades_vo_claims", "replay40"),
+           "related pictures, trained again where the floats differ, cap 80": ("charades_vo_claims", "replay80")}
 CONTINUED = "--continue-rising 20 --max-epochs 80 --convergence equivalence --trend-window 20"
 # (claim, A, B): A and B name a condition of every experiment; "truth" is the synthetic oracle in one and the
 # action-class table in the others (an oracle ceiling on real captions: the features are drawn from those labels)
