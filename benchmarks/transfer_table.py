@@ -12,7 +12,9 @@ the 95 % t interval and the verdict of ``experiments/stats.py`` (borne out / ref
 excludes 0), over the seeds both arms ran, and how many of A's and B's runs pass the trend test and the
 equivalence rule over 20 epochs. It reads the runs' test numbers and validation curves that
 benchmarks/convergence.py stored (``benchmarks/results/convergence_<experiment>.json``), so it needs no run folder.
-Prints the Markdown table and writes benchmarks/results/transfer_table.json.
+Then, where the same experiment and budget was trained twice (stored, and trained again where the floats differ), how
+far each A − B moved from the first realisation to the second: the per-seed differences' shift paired by seed, with
+its 95 % t interval. Prints the Markdown tables and writes benchmarks/results/transfer_table.json.
 
     momentsearch experiment configs/experiments/charades_vo_claims.yaml --jobs 2     # and the other two
     python benchmarks/convergence.py configs/experiments/charades_vo_claims.yaml       # and the other two
@@ -60,6 +62,13 @@ CLAIMS = [
 ]
 ALIASES = {"T=0.5 (truth)": ("T=0.5 (truth)", "T=0.5 (class truth)", "T=0.5 (class truth, oracle ceiling)")}
 METRICS = ["VCMR 0.5-r1", "VCMR 0.5-r10", "MP-VCMR 0.5-r1", "nDCG VCMR 0.5", "nDCG VR 2-way"]
+# the same experiment and budget trained twice (stored; trained again where the floats differ): the shift of A − B
+# from the first realisation to the second, paired by seed (a seed's two runs differ from epoch 1, so the pairing
+# is by label; a test of whether the two realisations' effects differ, not of the claim)
+REALISATIONS = {"40 epochs": ("real captions, related pictures",
+                              "related pictures, trained again where the floats differ, 40 epochs"),
+                "cap 80": ("related pictures, continued to convergence",
+                           "related pictures, trained again where the floats differ, cap 80")}
 
 
 def _runs(conv: dict[str, Any], name: str) -> dict[int, dict[str, Any]]:
@@ -76,6 +85,18 @@ def _passing(runs: dict[int, dict[str, Any]], seeds: list[int]) -> tuple[int, in
         flat = stored_flatness(runs[s], 20, 0.1)
         equiv += bool(flat) and all(f.converged for f in flat.values())
     return trend, equiv
+
+
+def _shift(first: dict[str, Any] | None, second: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The second realisation's per-seed A − B minus the first's, over the seeds both hold (None when either is
+    missing)."""
+    if not first or not second:
+        return None
+    seeds = [s for s in first["seeds"] if s in second["seeds"]]
+    p = paired([second["per_seed"][second["seeds"].index(s)] for s in seeds],
+               [first["per_seed"][first["seeds"].index(s)] for s in seeds])
+    return {"mean": p.mean, "std": p.std, "low": p.low, "high": p.high, "n": p.n, "seeds": seeds,
+            "excludes 0": p.low > 0 or p.high < 0}
 
 
 def main() -> None:
@@ -106,6 +127,7 @@ def main() -> None:
                                "verdict": p.verdict, "per_seed": list(p.diffs), "cell": p.cell(),
                                "trend test": f"{ta}/{len(seeds)}, {tb}/{len(seeds)}",
                                "equivalence 20": f"{ea}/{len(seeds)}, {eb}/{len(seeds)}"}
+            row["realisations"] = {k: _shift(row[first], row[second]) for k, (first, second) in REALISATIONS.items()}
             rows.append(row)
     print("| claim | metric | " + " | ".join(f"{p}: A − B [95 % t interval] | verdict" for p in PRESETS) + " |")
     print("|---|---|" + "---:|---|" * len(PRESETS))
@@ -117,6 +139,14 @@ def main() -> None:
         r = next(x for x in rows if x["claim"] == claim)
         print(f"- {claim}: " + "; ".join(f"{p} {r[p]['trend test']} / {r[p]['equivalence 20']}"
                                          for p in PRESETS if r[p]))
+    print("\nthe second realisation's A − B minus the first's, paired by seed [95 % t interval]:\n\n| claim | metric | "
+          + " | ".join(REALISATIONS) + " |\n|---|---|" + "---:|" * len(REALISATIONS))
+    for r in rows:
+        cells = [f"{interval(x)}{' differ' if x['excludes 0'] else ''}" if (x := r["realisations"][k]) else "not run"
+                 for k in REALISATIONS]
+        print(f"| {r['claim']} | {r['metric']} | " + " | ".join(cells) + " |")
+    shifts = [x for r in rows for x in r["realisations"].values() if x]
+    print(f"\n{sum(x['excludes 0'] for x in shifts)} of {len(shifts)} shifts exclude 0")
     out = ROOT / "benchmarks" / "results" / "transfer_table.json"
     write_json(out, {"command": "python benchmarks/transfer_table.py",
                      "experiments": {p: {"experiment": n, "tag": tag} for p, (n, tag) in PRESETS.items()},
