@@ -14,6 +14,7 @@ from conftest import xml_experiment
 from momentsearch.errors import ConfigError
 from momentsearch.experiments import Continuation, final_run, run_digest, run_experiment, run_trends
 from momentsearch.experiments.continuation import next_run
+from momentsearch.experiments.runner import shallowest
 from momentsearch.training.lock import run_lock
 
 
@@ -153,6 +154,17 @@ def test_the_experiment_reports_the_last_run_of_each_chain(tiny_benchmark: Path,
     assert (histories[3] / "result.json").stat().st_mtime == stamp
     assert run_experiment(cfg, jobs=jobs)["XML"]["VCMR 0.5-r10"]["runs"] == [
         json.loads((histories[1] / "result.json").read_text())["metrics"]["VCMR 0.5-r10"]]  # without: as configured
+
+
+def test_the_waiting_runs_go_shallowest_first() -> None:
+    """With two processes the experiment hands out the waiting run fewest continuations into its chain, the first
+    queued among equals (base runs, all at 0, keep their seed-major order), whatever order they were queued in."""
+    waiting = [(2, "XML seed 0 to 100"), (1, "XML seed 1 to 80"), (0, "BoW seed 0"), (1, "BoW seed 2 to 80"),
+               (0, "BoW seed 1")]
+    order = []
+    while waiting:
+        order.append(waiting.pop(shallowest(waiting))[1])
+    assert order == ["BoW seed 0", "BoW seed 1", "XML seed 1 to 80", "BoW seed 2 to 80", "XML seed 0 to 100"]
 
 
 def test_the_equivalence_rule_by_hand(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import copy
 import json
 import os
 import time
+from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from multiprocessing import get_context
@@ -289,6 +290,14 @@ def planned_runs(exp: ExperimentConfig, only: list[str] | None, bench: Path, tab
             for c in conditions]
 
 
+def shallowest(waiting: Sequence[tuple[Any, ...]]) -> int:
+    """The index of the waiting run to hand out next: the one fewest continuations into its chain (its first
+    field), the first queued among equals. First in, first out (the order runs came back in, not their depth), one
+    chain's step to 80 epochs on charades_vo waited behind other chains' steps to 100 and 120; shallowest first, a
+    reading at a lower cap is ready as soon as it can be."""
+    return min(range(len(waiting)), key=lambda i: (waiting[i][0], i))
+
+
 def run_experiment(config: Path, jobs: int = 2, only: list[str] | None = None,
                    continuation: Continuation | None = None) -> dict[str, Any]:
     """Train and evaluate every (condition, seed) run of an experiment, then write its report. With
@@ -339,19 +348,21 @@ def run_experiment(config: Path, jobs: int = 2, only: list[str] | None = None,
                 while step is not None:
                     step = settle(c, s, step, run_one(step, exp.eval_split, pools))
             continue
-        waiting = list(wave)  # handed to a process only when one is free: a failure stops everything not yet begun
+        # (continuations so far, condition, seed, config), handed to a process only when one is free: a failure
+        # stops everything not yet begun
+        waiting = [(0, c, s, d) for c, s, d in wave]
         with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=die_with_parent,
                                  initargs=(os.getpid(),)) as pool:  # killing this command ends its trainings
             pending: dict[Any, tuple[str, int, dict[str, Any]]] = {}
             while waiting or pending:
                 while waiting and len(pending) < jobs and not failed:
-                    c, s, d = waiting.pop(0)
-                    pending[pool.submit(run_one, d, exp.eval_split, pools)] = (c, s, d)
+                    depth, c, s, d = waiting.pop(shallowest(waiting))
+                    pending[pool.submit(run_one, d, exp.eval_split, pools)] = (depth, c, s, d)
                 if not pending:
                     break
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for f in done:
-                    c, s, d = pending.pop(f)
+                    depth, c, s, d = pending.pop(f)
                     if (e := f.exception()) is not None:  # said now; no run starts after it
                         failed.append((f"{c} seed {s}", e))
                         tqdm.write(f"{c} seed {s} failed: {type(e).__name__}: {e}" + (
@@ -360,7 +371,7 @@ def run_experiment(config: Path, jobs: int = 2, only: list[str] | None = None,
                         continue
                     nxt = settle(c, s, d, f.result())
                     if nxt is not None:
-                        waiting.append((c, s, nxt))
+                        waiting.append((depth + 1, c, s, nxt))
     bar.close()
     if failed:
         e = failed[0][1]
