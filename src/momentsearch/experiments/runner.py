@@ -353,7 +353,7 @@ def run_experiment(config: Path, jobs: int = 2, only: list[str] | None = None,
         waiting = [(0, c, s, d) for c, s, d in wave]
         with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=die_with_parent,
                                  initargs=(os.getpid(),)) as pool:  # killing this command ends its trainings
-            pending: dict[Any, tuple[str, int, dict[str, Any]]] = {}
+            pending: dict[Any, tuple[int, str, int, dict[str, Any]]] = {}
             while waiting or pending:
                 while waiting and len(pending) < jobs and not failed:
                     depth, c, s, d = waiting.pop(shallowest(waiting))
