@@ -95,8 +95,9 @@ def _shift(first: dict[str, Any] | None, second: dict[str, Any] | None) -> dict[
     seeds = [s for s in first["seeds"] if s in second["seeds"]]
     p = paired([second["per_seed"][second["seeds"].index(s)] for s in seeds],
                [first["per_seed"][first["seeds"].index(s)] for s in seeds])
+    # no "verdict" key: a shift is not a claim; whether its interval excludes 0 is Paired.verdict's test
     return {"mean": p.mean, "std": p.std, "low": p.low, "high": p.high, "n": p.n, "seeds": seeds,
-            "excludes 0": p.low > 0 or p.high < 0}
+            "per_seed": list(p.diffs), "excludes 0": p.verdict != "inconclusive"}
 
 
 def main() -> None:
@@ -123,8 +124,7 @@ def main() -> None:
                     continue
                 p = paired([ra[s]["test"][metric] for s in seeds], [rb[s]["test"][metric] for s in seeds])
                 (ta, ea), (tb, eb) = _passing(ra, seeds), _passing(rb, seeds)
-                row[preset] = {"mean": p.mean, "std": p.std, "low": p.low, "high": p.high, "n": p.n, "seeds": seeds,
-                               "verdict": p.verdict, "per_seed": list(p.diffs), "cell": p.cell(),
+                row[preset] = {**p.as_dict(), "seeds": seeds, "cell": p.cell(),
                                "trend test": f"{ta}/{len(seeds)}, {tb}/{len(seeds)}",
                                "equivalence 20": f"{ea}/{len(seeds)}, {eb}/{len(seeds)}"}
             row["realisations"] = {k: _shift(row[first], row[second]) for k, (first, second) in REALISATIONS.items()}
