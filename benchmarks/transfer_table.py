@@ -51,17 +51,18 @@ from _common import interval, stored_flatness  # noqa: E402
 from momentsearch.experiments.stats import paired  # noqa: E402
 from momentsearch.fileio import write_json  # noqa: E402
 
-# column -> (experiment, the tag of its convergence JSON: "" for 40 epochs)
-PRESETS = {"synthetic": ("synthetic_claims", ""), "real captions": ("charades_claims", ""),
-           "real captions, related pictures": ("charades_vo_claims", ""),
-           "related pictures, continued to convergence": ("charades_vo_claims", "converged"),
-           "related pictures, trained again where the floats differ, 40 epochs": ("charades_vo_claims", "replay40"),
-           "related pictures, trained again where the floats differ, cap 80": ("charades_vo_claims", "replay80"),
-           "related pictures, trained again where the floats differ, cap 160": ("charades_vo_claims", "converged160"),
-           "related pictures, trained again where the floats differ, cap 240": ("charades_vo_claims", "converged240")}
-# the flags of the continued readings (a tag not named here was read at the runs' first 40 epochs)
-CONTINUED = {tag: f"--continue-rising 20 --max-epochs {cap} --convergence equivalence --trend-window 20"
-             for tag, cap in (("converged", 80), ("replay80", 80), ("converged160", 160), ("converged240", 240))}
+# column -> (experiment, the tag of its convergence JSON: "" for 40 epochs, the cap (--max-epochs) its runs were
+# continued to by the equivalence rule: 0 for runs read at their configured budget)
+PRESETS = {"synthetic": ("synthetic_claims", "", 0), "real captions": ("charades_claims", "", 0),
+           "real captions, related pictures": ("charades_vo_claims", "", 0),
+           "related pictures, continued to convergence": ("charades_vo_claims", "converged", 80),
+           "related pictures, trained again where the floats differ, 40 epochs": ("charades_vo_claims", "replay40", 0),
+           "related pictures, trained again where the floats differ, cap 80": ("charades_vo_claims", "replay80", 80),
+           "related pictures, trained again where the floats differ, cap 160": ("charades_vo_claims", "converged160",
+                                                                               160),
+           "related pictures, trained again where the floats differ, cap 240": ("charades_vo_claims", "converged240",
+                                                                               240)}
+CONTINUED = "--continue-rising 20 --max-epochs {} --convergence equivalence --trend-window 20"
 # (claim, A, B): A and B name a condition of every experiment; "truth" is the synthetic oracle in one and the
 # action-class table in the others (an oracle ceiling on real captions: the features are drawn from those labels)
 CLAIMS = [
@@ -115,10 +116,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.parse_args()
     convergence = {}
-    for preset, (name, tag) in PRESETS.items():
+    for preset, (name, tag, cap) in PRESETS.items():
         path = ROOT / "benchmarks" / "results" / f"convergence_{name}{'_' + tag if tag else ''}.json"
         if not path.is_file():
-            more = f" {CONTINUED[tag]}" if tag in CONTINUED else ""
+            more = " " + CONTINUED.format(cap) if cap else ""
             sys.exit(f"{path}: not found; run `momentsearch experiment configs/experiments/{name}.yaml --jobs 2{more}`, "
                      f"then `python benchmarks/convergence.py configs/experiments/{name}.yaml{more}"
                      f"{' --tag ' + tag if tag else ''}`")
@@ -160,7 +161,7 @@ def main() -> None:
     print(f"\n{sum(x['excludes 0'] for x in shifts)} of {len(shifts)} shifts exclude 0")
     out = ROOT / "benchmarks" / "results" / "transfer_table.json"
     write_json(out, {"command": "python benchmarks/transfer_table.py",
-                     "experiments": {p: {"experiment": n, "tag": tag} for p, (n, tag) in PRESETS.items()},
+                     "experiments": {p: {"experiment": n, "tag": tag} for p, (n, tag, _) in PRESETS.items()},
                      "rows": rows})
     print(f"\nwrote {out}")
 
